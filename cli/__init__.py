@@ -1,0 +1,3 @@
+from perceptforge.cli.main import app
+
+__all__ = ["app"]

@@ -1,0 +1,3 @@
+from perceptforge.cli import app
+
+app(prog_name="perceptforge")

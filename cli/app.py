@@ -1,0 +1,28 @@
+"""The Typer application object and the error boundary every command shares."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from perceptforge.errors import PerceptforgeError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class App(typer.Typer):
+    """A Typer app that prints input errors as one line, without a traceback, and exits with 2."""
+
+    def __call__(self, *args, **kwargs):
+        try:
+            return super().__call__(*args, **kwargs)
+        except PerceptforgeError as exc:
+            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            sys.exit(2)
+
+
+def new_app(help: str) -> App:
+    return App(help=help, no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)

@@ -1,0 +1,49 @@
+"""Commands whose implementation lands with later issues: listed now so the CLI's shape is stable."""
+
+from __future__ import annotations
+
+import typer
+
+from perceptforge.cli.app import new_app
+from perceptforge.errors import PerceptforgeError
+
+
+def _not_yet(what: str, issue: int) -> None:
+    raise PerceptforgeError(f"'{what}' is not available in this version yet (tracked in issue {issue})")
+
+
+def register(app: typer.Typer) -> None:
+    templates = new_app("List, show and check the category templates (one declarative file each).")
+    annotate = new_app("Human verification in Label Studio: push candidates, pull annotations.")
+    app.add_typer(templates, name="templates")
+    app.add_typer(annotate, name="annotate")
+
+    @templates.command("list")
+    def templates_list() -> None:
+        """List every discovered category template."""
+        _not_yet("templates list", 4)
+
+    @annotate.command("push")
+    def annotate_push(run_dir: str = typer.Argument(..., help="run directory")) -> None:
+        """Create or update the Label Studio project(s) and import the run's candidates."""
+        _not_yet("annotate push", 6)
+
+    @annotate.command("pull")
+    def annotate_pull(run_dir: str = typer.Argument(..., help="run directory")) -> None:
+        """Export annotations, apply corrections, decide retention, report agreement."""
+        _not_yet("annotate pull", 6)
+
+    @app.command()
+    def export(run_dir: str = typer.Argument(..., help="run directory")) -> None:
+        """Export a run as a versioned split (JSONL, Parquet, VLMEvalKit TSV)."""
+        _not_yet("export", 7)
+
+    @app.command()
+    def score(benchmark: str = typer.Argument(..., help="mvp-bench | blink | codis | mme-realworld | perceptforge")) -> None:
+        """Score model predictions with the papers' metrics."""
+        _not_yet("score", 7)
+
+    @app.command()
+    def predict() -> None:
+        """Run an OpenAI-compatible vision model over a split or an official release."""
+        _not_yet("predict", 7)

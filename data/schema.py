@@ -1,0 +1,375 @@
+"""The records that flow between stages and into splits (pydantic v2).
+
+Every record is frozen and forbids unknown fields, so a typo in a file fails validation with the field's
+name. ``data/SCHEMA.md`` documents them; ``data/schema.json`` is the exported JSON Schema
+(``perceptforge schema --out data/schema.json`` regenerates it; a test checks it is current).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from perceptforge.tasks import geometry
+
+SHA256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="lower-case hex SHA-256")]
+LETTERS = "ABCDE"
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- sources and geometry -------------------------------------------------------------------------
+
+
+class SourceImage(Record):
+    """A photo the pipeline starts from."""
+
+    id: str = Field(min_length=1)
+    path: str = Field(min_length=1, description="path relative to the source directory")
+    sha256: SHA256
+    width: int = Field(gt=0)
+    height: int = Field(gt=0)
+    licence: str = Field(min_length=1, description="licence name or statement, e.g. 'CC0-1.0'")
+    attribution: str = ""
+
+
+class Box(Record):
+    """Pixel box, corners ``(x0, y0, x1, y1)``; the one format used inside the project."""
+
+    x0: float = Field(ge=0)
+    y0: float = Field(ge=0)
+    x1: float
+    y1: float
+
+    @model_validator(mode="after")
+    def _non_empty(self) -> "Box":
+        if self.x1 <= self.x0 or self.y1 <= self.y0:
+            raise ValueError(f"empty box: need x1 > x0 and y1 > y0, got ({self.x0}, {self.y0}, {self.x1}, {self.y1})")
+        return self
+
+    @property
+    def xyxy(self) -> geometry.XYXY:
+        return (self.x0, self.y0, self.x1, self.y1)
+
+    @classmethod
+    def from_xyxy(cls, box) -> "Box":
+        x0, y0, x1, y1 = geometry.check_xyxy(box)
+        return cls(x0=x0, y0=y0, x1=x1, y1=y1)
+
+    @classmethod
+    def from_xywh(cls, box) -> "Box":
+        return cls.from_xyxy(geometry.xywh_to_xyxy(box))
+
+    @classmethod
+    def from_norm(cls, box, width: float, height: float) -> "Box":
+        return cls.from_xyxy(geometry.norm_to_xyxy(box, width, height))
+
+    @classmethod
+    def from_ls_percent(cls, value: dict, width: float, height: float) -> "Box":
+        return cls.from_xyxy(geometry.ls_percent_to_xyxy(value, width, height))
+
+    def to_xywh(self) -> geometry.XYXY:
+        return geometry.xyxy_to_xywh(self.xyxy)
+
+    def to_norm(self, width: float, height: float) -> geometry.XYXY:
+        return geometry.xyxy_to_norm(self.xyxy, width, height)
+
+    def to_ls_percent(self, width: float, height: float) -> dict[str, float]:
+        return geometry.xyxy_to_ls_percent(self.xyxy, width, height)
+
+    def within(self, width: float, height: float) -> bool:
+        return self.x1 <= width and self.y1 <= height
+
+
+class Mask(Record):
+    """Binary mask as COCO uncompressed RLE (column-major runs, starting with 0s)."""
+
+    size: tuple[int, int] = Field(description="[height, width]")
+    counts: list[Annotated[int, Field(ge=0)]]
+
+    @model_validator(mode="after")
+    def _covers(self) -> "Mask":
+        h, w = self.size
+        if h <= 0 or w <= 0:
+            raise ValueError(f"mask size must be positive, got {h}x{w}")
+        if sum(self.counts) != h * w:
+            raise ValueError(f"counts sum to {sum(self.counts)}, expected {h}x{w}={h * w}")
+        return self
+
+    @classmethod
+    def from_array(cls, mask) -> "Mask":
+        from perceptforge.tasks.masks import rle_encode
+
+        return cls(**rle_encode(mask))
+
+    def to_array(self):
+        from perceptforge.tasks.masks import rle_decode
+
+        return rle_decode(self.model_dump())
+
+
+class Region(Record):
+    """A labelled box in an image (an object, a face, the main subject)."""
+
+    label: str = Field(min_length=1)
+    box: Box
+    role: Literal["subject", "object", "face", "other"] = "object"
+
+
+class Grounding(Record):
+    """What a grounder says about one source image: caption, main subject, regions and attributes."""
+
+    source_id: str
+    caption: str = Field(min_length=1)
+    subject: Region
+    regions: list[Region] = []
+    attributes: dict[str, str] = Field(default_factory=dict, description="attribute name → value for the subject")
+    backend: str
+    model_id: str = ""
+
+
+# --- ideas and edits --------------------------------------------------------------------------------
+
+
+class EditKind(str, Enum):
+    """The three edit kinds of MVP-Bench §4.1."""
+
+    BACKGROUND = "background_substitution"
+    PARTIAL = "partial_substitution"
+    DIRECT = "direct_alteration"
+
+
+class Idea(Record):
+    """The manipulation proposed for one source image and category."""
+
+    category: str = Field(min_length=1, description="low-level category id, e.g. 'B1'")
+    subject: str = Field(min_length=1, description="the main subject as named in questions, e.g. 'woman'")
+    attribute: str = Field(min_length=1, description="what is queried, e.g. 'held_object'")
+    old: str = Field(min_length=1, description="the attribute's value in the natural image")
+    new: str = Field(min_length=1, description="its value in the manipulated image")
+    new_caption: str = Field(min_length=1)
+    target: Box | None = Field(None, description="region to edit (partial substitution); None for whole-subject edits")
+
+    @model_validator(mode="after")
+    def _changes(self) -> "Idea":
+        if self.old.strip().lower() == self.new.strip().lower():
+            raise ValueError(f"idea changes nothing: old and new are both {self.old!r}")
+        return self
+
+
+class ImageRef(Record):
+    """An image stored content-addressed in a run or split directory."""
+
+    path: str = Field(min_length=1, description="relative path, e.g. 'images/<sha256>.png'")
+    sha256: SHA256
+    width: int = Field(gt=0)
+    height: int = Field(gt=0)
+
+
+class Edit(Record):
+    """How the manipulated image was made."""
+
+    kind: EditKind
+    backend: str
+    model_id: str = ""
+    prompt: str = ""
+    seed: int
+    params: dict[str, float | int | str | bool] = Field(default_factory=dict)
+    mask_path: str | None = None
+
+
+class ImagePair(Record):
+    natural: ImageRef
+    manipulated: ImageRef
+    mask: ImageRef | None = None
+
+    @model_validator(mode="after")
+    def _same_size(self) -> "ImagePair":
+        n, m = self.natural, self.manipulated
+        if (n.width, n.height) != (m.width, m.height):
+            raise ValueError(f"pair images differ in size: natural {n.width}x{n.height}, manipulated {m.width}x{m.height}")
+        return self
+
+
+# --- questions --------------------------------------------------------------------------------------
+
+
+def _check_options(options: list[str], answer: str) -> None:
+    if any(not o.strip() for o in options):
+        raise ValueError("options: an option is empty")
+    lowered = [o.strip().lower() for o in options]
+    if len(set(lowered)) != len(lowered):
+        raise ValueError(f"options: duplicates in {options}")
+    valid = LETTERS[: len(options)]
+    if answer not in valid:
+        raise ValueError(f"answer: {answer!r} is not one of the option letters {list(valid)}")
+
+
+class YesNoPair(Record):
+    """One question asked on both images of a pair, with opposite answers (MVP-Bench Yes/No)."""
+
+    kind: Literal["yes_no_pair"] = "yes_no_pair"
+    question: str = Field(min_length=1)
+    level: Literal["low", "high"]
+    answer_natural: Literal["yes", "no"]
+    answer_manipulated: Literal["yes", "no"]
+
+    @model_validator(mode="after")
+    def _opposite(self) -> "YesNoPair":
+        if self.answer_natural == self.answer_manipulated:
+            raise ValueError(f"answer_manipulated: must be opposite to answer_natural ({self.answer_natural!r})")
+        return self
+
+
+class _MCQ(Record):
+    question: str = Field(min_length=1)
+    options: list[str] = Field(min_length=2, max_length=5)
+    answer: str = Field(description="the correct option's letter")
+
+    @model_validator(mode="after")
+    def _valid(self):
+        _check_options(self.options, self.answer)
+        return self
+
+    @property
+    def answer_text(self) -> str:
+        return self.options[LETTERS.index(self.answer)]
+
+
+class SingleImageMCQ(_MCQ):
+    """MCQ on the manipulated image: correct answer, the natural image's answer, three distractors."""
+
+    kind: Literal["single_mcq"] = "single_mcq"
+    level: Literal["low", "high"] = "high"
+    image: Literal["natural", "manipulated"] = "manipulated"
+
+
+class CrossImageMCQ(_MCQ):
+    """MCQ over the pair: what changed (low) or which aspect changed (high)."""
+
+    kind: Literal["cross_mcq"] = "cross_mcq"
+    level: Literal["low", "high"]
+
+
+class ContextPair(Record):
+    """CODIS: one question, two contexts that lead to different answers."""
+
+    kind: Literal["context_pair"] = "context_pair"
+    question: str = Field(min_length=1)
+    contexts: tuple[str, str]
+    answers: tuple[str, str]
+
+    @model_validator(mode="after")
+    def _differ(self) -> "ContextPair":
+        if any(not c.strip() for c in self.contexts):
+            raise ValueError("contexts: a context is empty")
+        if any(not a.strip() for a in self.answers):
+            raise ValueError("answers: an answer is empty")
+        if self.answers[0].strip().lower() == self.answers[1].strip().lower():
+            raise ValueError("answers: the two contexts must lead to different answers")
+        return self
+
+
+class AbsentOptionMCQ(_MCQ):
+    """MME-RealWorld: five options, (E) says the image does not feature what is asked."""
+
+    kind: Literal["absent_mcq"] = "absent_mcq"
+    options: list[str] = Field(min_length=5, max_length=5)
+
+    @field_validator("options")
+    @classmethod
+    def _e_is_absent(cls, options: list[str]) -> list[str]:
+        if not re.search(r"\b(not|no|none|absent)\b", options[4], re.I):
+            raise ValueError(f"options: option E must state absence (e.g. 'The image does not feature it'), got {options[4]!r}")
+        return options
+
+
+Question = Annotated[
+    Union[YesNoPair, SingleImageMCQ, CrossImageMCQ, ContextPair, AbsentOptionMCQ],
+    Field(discriminator="kind"),
+]
+
+
+# --- items, lineage, splits -------------------------------------------------------------------------
+
+
+class PromptRef(Record):
+    id: str = Field(description="prompt file id, e.g. 'idea/held_object'")
+    version: int = Field(ge=1)
+    sha256: SHA256
+
+
+class BackendRef(Record):
+    name: str
+    model_id: str = ""
+
+
+class Lineage(Record):
+    """Where an item came from: enough to regenerate it or trace any of its parts."""
+
+    source_id: str
+    source_sha256: SHA256
+    template_id: str
+    template_version: int = Field(ge=1)
+    prompts: list[PromptRef] = []
+    backends: dict[str, BackendRef] = Field(default_factory=dict, description="stage → backend")
+    seed: int
+    artifacts: dict[str, str] = Field(default_factory=dict, description="name → relative path (grounding, idea, mask …)")
+    parent_id: str | None = Field(None, description="the item this one corrects, if any")
+
+
+class Category(Record):
+    high: Literal["behaviour", "role", "identity", "emotion", "scenario"]
+    low: str = Field(min_length=1, description="low-level id, e.g. 'B1'")
+    name: str = Field(min_length=1, description="e.g. 'Behaviour-Background'")
+
+
+class BenchmarkItem(Record):
+    id: str = Field(min_length=1, description="hash of source image + template + seed (+ question index)")
+    version: int = Field(1, ge=1, description="bumped by each human correction")
+    category: Category
+    question: Question
+    pair: ImagePair
+    idea: Idea | None = None
+    edit: Edit | None = None
+    lineage: Lineage
+    verified: bool = False
+
+
+class FileEntry(Record):
+    path: str
+    sha256: SHA256
+    bytes: int = Field(ge=0)
+
+
+class SplitManifest(Record):
+    name: str
+    version: str
+    seed: int
+    counts: dict[str, int] = Field(description="'<split>/<category>' and '<split>' → number of items")
+    files: list[FileEntry]
+    profile: dict
+    templates: dict[str, int] = Field(description="template id → version")
+    prompts: list[PromptRef]
+    models: dict[str, str] = Field(description="stage → model id")
+    source_commit: str = ""
+
+
+SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
+    SourceImage, Box, Mask, Region, Grounding, Idea, ImageRef, Edit, ImagePair,
+    YesNoPair, SingleImageMCQ, CrossImageMCQ, ContextPair, AbsentOptionMCQ,
+    Lineage, BenchmarkItem, SplitManifest,
+)
+
+
+def json_schema() -> dict:
+    """One JSON Schema document with every record under ``$defs``."""
+    from pydantic.json_schema import models_json_schema
+
+    _, top = models_json_schema([(m, "validation") for m in SCHEMA_MODELS], title="perceptforge records")
+    return top

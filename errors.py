@@ -1,0 +1,27 @@
+"""Errors users see: one line naming the file, line, item or field, and what is wrong."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+
+class PerceptforgeError(Exception):
+    """An error caused by input; the CLI prints its message alone, without a traceback."""
+
+
+class InputError(PerceptforgeError):
+    def __init__(self, where: str, what: str):
+        self.where, self.what = where, what
+        super().__init__(f"{where}: {what}")
+
+
+def describe_validation_error(exc: ValidationError) -> list[str]:
+    """Each pydantic error as ``dotted.field: message``."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        lines.append(f"{loc}: {msg}")
+    return lines

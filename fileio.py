@@ -1,0 +1,99 @@
+"""Atomic writes, hashing and line-numbered JSON Lines reading."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from perceptforge.errors import InputError
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write to a temporary file beside ``path``, fsync, then rename: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def dumps_canonical(obj: Any) -> str:
+    """Stable JSON: sorted keys, no spaces to vary, UTF-8 kept; the same object gives the same bytes."""
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def write_jsonl(path: str | os.PathLike, records: list[Any]) -> Path:
+    return atomic_write_text(path, "".join(dumps_canonical(r) + "\n" for r in records))
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    return atomic_write_text(path, json.dumps(obj, sort_keys=True, ensure_ascii=False, indent=2) + "\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(str(path), "file not found") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), f"not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        raise InputError(str(path), "file is empty")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}", f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, object)`` for each non-blank line; a bad line raises naming file and line."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(str(path), "file not found")
+    empty = True
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            empty = False
+            try:
+                obj = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                hint = ""
+                if lineno == 1 and b"," in raw and not raw.lstrip().startswith((b"{", b"[")):
+                    hint = " (this looks like CSV, expected JSON Lines: one JSON object per line)"
+                raise InputError(f"{path}:{lineno}", f"not a JSON object: {exc}{hint}") from None
+            if not isinstance(obj, dict):
+                raise InputError(f"{path}:{lineno}", f"expected a JSON object, got {type(obj).__name__}")
+            yield lineno, obj
+    if empty:
+        raise InputError(str(path), "file is empty")

@@ -1,0 +1,46 @@
+"""Reading images safely: EXIF rotation applied, any mode converted to RGB, clear errors."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from perceptforge.errors import InputError
+
+
+def load_rgb(path: str | Path) -> Image.Image:
+    """Open an image as upright RGB (grayscale, palette, CMYK, RGBA and 16-bit inputs converted)."""
+    path = Path(path)
+    try:
+        with Image.open(path) as im:
+            im.load()
+            upright = ImageOps.exif_transpose(im)
+    except FileNotFoundError:
+        raise InputError(str(path), "image file not found") from None
+    except (UnidentifiedImageError, OSError, SyntaxError) as exc:
+        raise InputError(str(path), f"cannot decode image: {exc}") from None
+    if upright.mode == "RGBA" or (upright.mode == "P" and "transparency" in upright.info):
+        # Transparent pixels become white, not black, as a viewer would show them.
+        rgba = upright.convert("RGBA")
+        canvas = Image.new("RGB", rgba.size, (255, 255, 255))
+        canvas.paste(rgba, mask=rgba.getchannel("A"))
+        return canvas
+    if upright.mode in ("I;16", "I;16B", "I;16L", "I"):
+        arr = np.asarray(upright, dtype=np.float64)
+        arr = 255 * (arr - arr.min()) / max(arr.max() - arr.min(), 1)
+        return Image.fromarray(arr.astype(np.uint8)).convert("RGB")
+    return upright.convert("RGB")
+
+
+def png_bytes(image: Image.Image) -> bytes:
+    """Deterministic PNG encoding (no timestamps or text chunks): same pixels → same bytes."""
+    buf = io.BytesIO()
+    image.save(buf, format="PNG", optimize=False, compress_level=6)
+    return buf.getvalue()
+
+
+def to_array(image: Image.Image) -> np.ndarray:
+    return np.asarray(image.convert("RGB"), dtype=np.uint8)

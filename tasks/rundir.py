@@ -1,0 +1,72 @@
+"""The run directory: everything one run writes, laid out so a killed run can resume.
+
+Each unit of work writes one file when it finishes (atomically), so "done" means "its file exists".
+Files are named by content or by stable ids, never by order of completion, which keeps reruns
+byte-identical. Layout::
+
+    RUN_DIR/profile.yaml          resolved profile (no secrets: only environment-variable names)
+    RUN_DIR/sources.jsonl         ingested source images (SourceImage records), sorted by id
+    RUN_DIR/images/<sha256>.png   content-addressed images (natural, manipulated) and masks
+    RUN_DIR/groundings/<id>.json  one grounding per source image
+    RUN_DIR/quarantine/<unit>.json one file per failed unit: stage, reason, detail
+    RUN_DIR/quarantine.jsonl      the same, gathered and sorted at the end of the run
+    RUN_DIR/summary.json          counts per stage and category, failures by reason, wall time per stage
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from PIL import Image
+
+from perceptforge.data.schema import ImageRef
+from perceptforge.fileio import atomic_write_bytes, dumps_canonical, sha256_bytes, write_json, write_jsonl
+from perceptforge.tasks.images import png_bytes
+
+
+def safe_name(unit_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", unit_id)
+
+
+class RunDir:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def sub(self, *parts: str) -> Path:
+        return self.path.joinpath(*parts)
+
+    def store_image(self, image: Image.Image) -> ImageRef:
+        """Write an image as ``images/<sha256>.png`` (once) and return its reference."""
+        data = png_bytes(image)
+        digest = sha256_bytes(data)
+        rel = f"images/{digest}.png"
+        target = self.sub(rel)
+        if not target.exists():
+            atomic_write_bytes(target, data)
+        return ImageRef(path=rel, sha256=digest, width=image.width, height=image.height)
+
+    def write_record(self, rel: str, record: dict) -> Path:
+        return atomic_write_bytes(self.sub(rel), (dumps_canonical(record) + "\n").encode())
+
+    def read_record(self, rel: str) -> dict | None:
+        target = self.sub(rel)
+        return json.loads(target.read_text()) if target.exists() else None
+
+    def quarantine(self, unit_id: str, stage: str, reason: str, detail: str = "", **extra) -> dict:
+        record = {"unit": unit_id, "stage": stage, "reason": reason, "detail": detail, **extra}
+        self.write_record(f"quarantine/{safe_name(unit_id)}.json", record)
+        return record
+
+    def quarantined(self) -> list[dict]:
+        folder = self.sub("quarantine")
+        return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.exists() else []
+
+    def gather_quarantine(self) -> list[dict]:
+        records = sorted(self.quarantined(), key=lambda r: r["unit"])
+        write_jsonl(self.sub("quarantine.jsonl"), records)
+        return records
+
+    def write_summary(self, summary: dict) -> Path:
+        return write_json(self.sub("summary.json"), summary)

@@ -1,0 +1,124 @@
+"""Source directories: COCO-style annotation files, read into typed records.
+
+A source directory holds images and one annotation file (``annotations.json`` by default) in COCO's
+layout (``images``, ``annotations`` with ``bbox`` as xywh, ``categories``, ``licenses``) plus these
+perceptforge fields, documented in ``data/SCHEMA.md``:
+
+- on an image: ``caption`` (str), ``subject`` (the main subject's noun or null), ``attributes``
+  (attribute → value for the main subject);
+- on an annotation: ``label`` (free-text noun) and ``role`` (``subject`` | ``object`` | ``face`` | ``other``).
+
+Problems with one image (missing file, a path outside the directory, a box outside the image) are
+returned as that image's problem, so the caller can quarantine it and go on with the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from perceptforge.data.schema import Box, Grounding, Region
+from perceptforge.errors import InputError, describe_validation_error
+from perceptforge.fileio import read_json
+
+
+@dataclass(frozen=True)
+class SourceEntry:
+    """One image of a source directory as its annotation file describes it."""
+
+    source_id: str
+    file_name: str
+    width: int
+    height: int
+    licence: str
+    attribution: str
+    caption: str
+    subject: str | None
+    attributes: dict[str, str]
+    regions: list[dict] = field(default_factory=list)
+
+
+def read_source_dir(source_dir: str | Path, annotation_file: str = "annotations.json") -> list[SourceEntry]:
+    """Parse the annotation file; structural errors (not a COCO file) raise, naming the file."""
+    source_dir = Path(source_dir)
+    path = source_dir / annotation_file
+    doc = read_json(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("images"), list):
+        raise InputError(str(path), "not a COCO-style file: expected an object with an 'images' list")
+    licences = {lic.get("id"): lic for lic in doc.get("licenses", []) if isinstance(lic, dict)}
+    by_image: dict[object, list[dict]] = {}
+    for k, ann in enumerate(doc.get("annotations", [])):
+        if not isinstance(ann, dict) or "image_id" not in ann or "bbox" not in ann:
+            raise InputError(f"{path}: annotations[{k}]", "needs 'image_id' and 'bbox'")
+        by_image.setdefault(ann["image_id"], []).append(ann)
+    entries = []
+    for k, img in enumerate(doc["images"]):
+        try:
+            image_id, file_name = img["id"], img["file_name"]
+            width, height = int(img["width"]), int(img["height"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{path}: images[{k}]", f"needs id, file_name, width, height ({exc})") from None
+        lic = licences.get(img.get("license"), {})
+        entries.append(
+            SourceEntry(
+                source_id=str(image_id),
+                file_name=str(file_name),
+                width=width,
+                height=height,
+                licence=str(lic.get("name") or "unknown"),
+                attribution=str(lic.get("url") or ""),
+                caption=str(img.get("caption") or ""),
+                subject=img.get("subject"),
+                attributes={k2: str(v) for k2, v in (img.get("attributes") or {}).items() if v},
+                regions=by_image.get(image_id, []),
+            )
+        )
+    return entries
+
+
+def resolve_inside(source_dir: str | Path, file_name: str) -> Path:
+    """The file's path, refusing one that escapes the source directory (``../``, absolute, symlink out)."""
+    root = Path(source_dir).resolve()
+    candidate = (root / file_name).resolve()
+    if not candidate.is_relative_to(root):
+        raise InputError(file_name, f"points outside the source directory {root}")
+    return candidate
+
+
+def grounding_from_entry(entry: SourceEntry) -> Grounding:
+    """The ``annotations`` grounder: caption, subject and regions straight from the annotation file."""
+    where = f"source {entry.source_id} ({entry.file_name})"
+    if not entry.subject:
+        raise InputError(where, "no main subject annotated (image-level 'subject' is empty)")
+    if not entry.caption:
+        raise InputError(where, "no caption annotated")
+    regions = []
+    for ann in entry.regions:
+        try:
+            box = Box.from_xywh(ann["bbox"])
+        except (ValueError, ValidationError) as exc:
+            raise InputError(f"{where} annotation {ann.get('id')}", f"bad bbox {ann.get('bbox')}: {exc}") from None
+        if not box.within(entry.width, entry.height):
+            raise InputError(
+                f"{where} annotation {ann.get('id')}",
+                f"bbox {ann['bbox']} lies outside the {entry.width}x{entry.height} image",
+            )
+        role = ann.get("role", "object")
+        try:
+            regions.append(Region(label=str(ann.get("label") or "object"), box=box, role=role))
+        except ValidationError as exc:
+            raise InputError(f"{where} annotation {ann.get('id')}", "; ".join(describe_validation_error(exc))) from None
+    subjects = [r for r in regions if r.role == "subject"]
+    if len(subjects) != 1:
+        raise InputError(where, f"expected exactly one region with role 'subject', found {len(subjects)}")
+    subject = Region(label=entry.subject, box=subjects[0].box, role="subject")
+    return Grounding(
+        source_id=entry.source_id,
+        caption=entry.caption,
+        subject=subject,
+        regions=[r for r in regions if r.role != "subject"],
+        attributes=entry.attributes,
+        backend="annotations",
+    )

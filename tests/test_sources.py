@@ -1,0 +1,78 @@
+import json
+import shutil
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from perceptforge.errors import InputError
+from perceptforge.tasks.images import load_rgb
+from perceptforge.tasks.sources import grounding_from_entry, read_source_dir, resolve_inside
+
+
+def test_bundled_sample_reads(sample_dir):
+    entries = {e.file_name: e for e in read_source_dir(sample_dir)}
+    assert len(entries) == 6
+    people = [e for e in entries.values() if e.subject]
+    assert sorted(e.subject for e in people) == ["man", "woman", "woman"]
+    astro = grounding_from_entry(entries["images/astronaut.jpg"])
+    assert astro.subject.label == "woman" and astro.subject.box.xyxy == (20.0, 15.0, 370.0, 512.0)
+    assert astro.attributes["held_object"] == "a space helmet"
+    assert {r.label for r in astro.regions} >= {"face", "helmet"}
+    for e in entries.values():
+        img = load_rgb(sample_dir / e.file_name)
+        assert (img.width, img.height) == (e.width, e.height) and img.mode == "RGB"
+
+
+def test_licences_present(sample_dir):
+    text = (sample_dir.parent / "LICENSES").read_text()
+    for e in read_source_dir(sample_dir):
+        assert e.licence != "unknown"
+        assert e.file_name.split("/")[-1] in text
+
+
+def test_path_outside_source_dir(tmp_path):
+    with pytest.raises(InputError, match="outside the source directory"):
+        resolve_inside(tmp_path, "../etc/passwd")
+
+
+def test_box_outside_image_is_named(sample_dir, tmp_path):
+    doc = json.loads((sample_dir / "annotations.json").read_text())
+    doc["annotations"][0]["bbox"] = [400, 400, 200, 200]
+    shutil.copytree(sample_dir / "images", tmp_path / "images")
+    (tmp_path / "annotations.json").write_text(json.dumps(doc))
+    entry = read_source_dir(tmp_path)[0]
+    with pytest.raises(InputError, match=r"annotation 1: bbox \[400, 400, 200, 200\] lies outside the 512x512 image"):
+        grounding_from_entry(entry)
+
+
+def test_not_coco(tmp_path):
+    (tmp_path / "annotations.json").write_text("[1, 2]")
+    with pytest.raises(InputError, match="not a COCO-style file"):
+        read_source_dir(tmp_path)
+    (tmp_path / "annotations.json").write_text('{"images": [\n{"id": 1,}]}')
+    with pytest.raises(InputError, match=r"annotations.json:2: invalid JSON"):
+        read_source_dir(tmp_path)
+
+
+def test_grayscale_cmyk_exif_and_corrupt(tmp_path):
+    gray = Image.fromarray(np.arange(12, dtype=np.uint8).reshape(3, 4), mode="L")
+    gray.save(tmp_path / "g.png")
+    assert load_rgb(tmp_path / "g.png").getpixel((1, 0)) == (1, 1, 1)
+
+    Image.new("CMYK", (4, 3), (0, 255, 255, 0)).save(tmp_path / "c.jpg")
+    r, g, b = load_rgb(tmp_path / "c.jpg").getpixel((0, 0))
+    assert r > 200 and g < 60 and b < 60  # CMYK (0,255,255,0) is red
+
+    img = Image.new("RGB", (40, 20), (0, 0, 0))
+    img.paste((255, 0, 0), (0, 0, 10, 10))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90° clockwise to view"
+    img.save(tmp_path / "e.jpg", exif=exif, quality=100)
+    upright = load_rgb(tmp_path / "e.jpg")
+    assert upright.size == (20, 40)
+    assert upright.getpixel((15, 5))[0] > 200 and upright.getpixel((5, 5))[0] < 50  # the red corner moved to the top right
+
+    (tmp_path / "bad.jpg").write_bytes(b"\xff\xd8\xff not a jpeg")
+    with pytest.raises(InputError, match="bad.jpg: cannot decode image"):
+        load_rgb(tmp_path / "bad.jpg")
