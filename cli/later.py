@@ -39,11 +39,6 @@ def register(app: typer.Typer) -> None:
         _not_yet("export", 7)
 
     @app.command()
-    def score(benchmark: str = typer.Argument(..., help="mvp-bench | blink | codis | mme-realworld | perceptforge")) -> None:
-        """Score model predictions with the papers' metrics."""
-        _not_yet("score", 7)
-
-    @app.command()
     def predict() -> None:
         """Run an OpenAI-compatible vision model over a split or an official release."""
         _not_yet("predict", 7)

@@ -108,5 +108,8 @@ def schema(out: Optional[Path] = typer.Option(None, "--out", help="write the JSO
 
 
 from perceptforge.cli import later  # noqa: E402  (registers the commands later issues fill)
+from perceptforge.cli.score import score  # noqa: E402
+
+app.command()(score)
 
 later.register(app)

@@ -1,0 +1,68 @@
+"""``perceptforge score``: the papers' metrics on official releases and on our splits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from perceptforge.cli.app import console
+from perceptforge.errors import PerceptforgeError
+
+
+def expand_paths(paths: list[Path]) -> list[Path]:
+    """A directory stands for the JSON / JSON Lines files inside it (e.g. BLINK's saved_outputs/)."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl"))
+            if not found:
+                raise PerceptforgeError(f"{path}: directory holds no .json or .jsonl files")
+            out.extend(found)
+        elif not path.exists():
+            raise PerceptforgeError(f"{path}: file not found")
+        else:
+            out.append(path)
+    return out
+
+
+def score(
+    benchmark: str = typer.Argument(..., help="mvp-bench | blink | codis | mme-realworld"),
+    data: list[Path] = typer.Option(..., "--data", help="the benchmark's data / answer file(s); repeat for several"),
+    predictions: list[Path] = typer.Option([], "--predictions", help="prediction file(s) or a directory of them (BLINK saved_outputs/); repeat for several"),
+    protocol: str = typer.Option("strict", "--protocol", help="strict (our extraction) or official (the official script's rules)"),
+    judge: Optional[str] = typer.Option(None, "--judge", help="LLM judge for what rules cannot decide: openai:MODEL@BASE_URL"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="write the metrics as JSON"),
+    csv_out: Optional[Path] = typer.Option(None, "--csv", help="write the tables as CSV"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="write per-category bars as PNG"),
+    items_out: Optional[Path] = typer.Option(None, "--items", help="write one JSON line per scored item"),
+    bootstrap: int = typer.Option(0, "--bootstrap", min=0, help="bootstrap resamples for 95% intervals (0: none)"),
+    seed: int = typer.Option(0, "--seed", help="seed of the bootstrap"),
+) -> None:
+    """Score model predictions with the papers' metrics, per category, with a random-choice row."""
+    from perceptforge.scorer import benchmarks, report
+    from perceptforge.scorer.metrics import bootstrap_groups
+
+    if protocol not in ("strict", "official"):
+        raise PerceptforgeError(f"--protocol must be strict or official, got {protocol!r}")
+    module = benchmarks.get(benchmark)
+    data, predictions = expand_paths(data), expand_paths(predictions)
+    judge_client = None
+    if judge:
+        from perceptforge.scorer.judge import Judge
+
+        judge_client = Judge.from_spec(judge)
+    result = module.score(data=list(data), predictions=list(predictions), protocol=protocol, judge=judge_client)
+    if bootstrap:
+        intervals = bootstrap_groups([(i.group, i.correct) for i in result.items], bootstrap, seed)
+        result.metrics["bootstrap_95"] = {k: list(v) if v else None for k, v in intervals.items()}
+    report.print_result(result, console)
+    if json_out:
+        report.write_json(result, json_out)
+    if csv_out:
+        report.write_csv(result, csv_out)
+    if plot:
+        report.write_plot(result, plot)
+    if items_out:
+        report.write_items(result, items_out)

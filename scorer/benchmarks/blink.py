@@ -1,0 +1,118 @@
+"""BLINK: ``val_answers.json`` (``{idx: "(A)"}``) or the Hugging Face parquet; per-task accuracy and the
+unweighted mean over tasks.
+
+Predictions: the official ``saved_outputs/<Task>.json`` files (``{"val": [{idx, full_prediction,
+prediction}]}``) or JSON Lines ``{idx, output}``. ``--protocol official`` scores the official
+``prediction`` field as the official script does (string equality with the answer, "(Z)" = failed);
+``strict`` extracts from the raw output (``full_prediction`` / ``output``) with our rules.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from perceptforge.errors import InputError
+from perceptforge.scorer import metrics as m
+from perceptforge.scorer.extract import LETTERS, Extraction, extract_choice
+from perceptforge.scorer.predictions import read_predictions
+from perceptforge.fileio import read_json
+from perceptforge.scorer.result import ScoredItem, ScoreResult, Table
+
+_ANSWER = re.compile(r"^\(?([A-H])\)?$")
+
+
+@lru_cache(maxsize=1)
+def task_table() -> dict[str, dict]:
+    text = resources.files("perceptforge.scorer.benchmarks").joinpath("blink_tasks.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def task_of(idx: str) -> str:
+    """``val_Relative_Depth_12`` → ``Relative_Depth``."""
+    match = re.match(r"^(?:val|test)_(.+)_\d+$", idx)
+    if not match:
+        raise ValueError(f"not a BLINK idx: {idx!r}")
+    return match.group(1)
+
+
+def read_data(paths: list[Path]) -> dict[str, dict]:
+    """idx → {answer letter, task, choices}."""
+    items: dict[str, dict] = {}
+    for path in map(Path, paths):
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            for row in pq.read_table(path, columns=["idx", "answer", "choices", "sub_task"]).to_pylist():
+                items[row["idx"]] = _item(str(path), row["idx"], row["answer"], row.get("choices"))
+            continue
+        doc = read_json(path)
+        if not isinstance(doc, dict):
+            raise InputError(str(path), "expected BLINK answers as an object {idx: \"(A)\"}")
+        for idx, answer in doc.items():
+            items[idx] = _item(str(path), idx, answer, None)
+    if not items:
+        raise InputError(", ".join(map(str, paths)), "no BLINK items")
+    return items
+
+
+def _item(where: str, idx: str, answer: str, choices: list[str] | None) -> dict:
+    try:
+        task = task_of(idx)
+    except ValueError as exc:
+        raise InputError(where, str(exc)) from None
+    info = task_table().get(task)
+    if info is None:
+        raise InputError(where, f"{idx}: unknown BLINK task {task!r}")
+    letter = _ANSWER.match(str(answer).strip())
+    if not letter:
+        raise InputError(where, f"{idx}: answer {answer!r} is not a letter like '(A)'")
+    return {"answer": letter.group(1), "task": task, "choices": list(choices) if choices else info.get("choices"), "n": len(choices) if choices else info["options"]}
+
+
+def score(data: list[Path], predictions: list[Path], protocol: str = "strict", **_) -> ScoreResult:
+    official = protocol == "official"
+    items = read_data(data)
+
+    def key_of(rec: dict):
+        if official:
+            if "prediction" not in rec:
+                raise InputError(str(rec.get("idx")), "--protocol official needs the official 'prediction' field (saved_outputs files)")
+            return [(rec["idx"], rec["prediction"])]
+        return [(rec["idx"], rec.get("full_prediction", rec.get("output")))]
+
+    preds = read_predictions(predictions, key_of, known=set(items))
+    scored, missing = [], []
+    for idx, item in items.items():
+        pred = preds.by_key.get(idx)
+        if pred is None:
+            missing.append(idx)
+            scored.append(ScoredItem(idx, item["task"], None, None, "missing", False))
+            continue
+        if official:
+            # The official script compares strings: "(C) Point C" is not "(C)"; "(Z)" marks a failure.
+            letter = _ANSWER.match((pred.output or "").strip())
+            ex = Extraction(letter.group(1) if letter and pred.output.strip() != "(Z)" else None, "official_prediction")
+            correct = (pred.output or "") == f"({item['answer']})"
+        else:
+            ex = extract_choice(pred.output, item["n"], item["choices"])
+            correct = ex.value == item["answer"]
+        scored.append(ScoredItem(idx, item["task"], pred.output, ex.value, ex.method, correct))
+
+    tasks = m.per_group((s.group, s.correct) for s in scored)
+    table = task_table()
+    random_row = {t: 100.0 / (table[t]["options"]) for t in tasks}
+    metrics = {
+        "tasks": tasks,
+        "overall": m.mean(tasks.values()),
+        "overall_micro": m.pct([s.correct for s in scored]),
+        "random_choice": m.mean(random_row.values()),
+        "unparsed": sum(1 for s in scored if s.output is not None and s.extracted is None),
+    }
+    rows = [[t, acc, random_row[t], sum(1 for s in scored if s.group == t)] for t, acc in tasks.items()]
+    rows += [["overall (macro)", metrics["overall"], metrics["random_choice"], len(scored)], ["overall (micro)", metrics["overall_micro"], None, len(scored)]]
+    return ScoreResult("blink", protocol, metrics, [Table("BLINK", ["task", "accuracy", "random choice", "n"], rows)], scored, preds.warnings, missing, preds.unknown, dict(tasks))

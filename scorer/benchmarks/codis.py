@@ -1,0 +1,94 @@
+"""CODIS: one image, one question, two contexts with different answers (``data.json``).
+
+Predictions: ``{id, context: 1|2, output}`` records, or the release's example layout
+``{id, output: {output_1, output_2}}``. Without a judge an output is right when, after normalisation
+(case, punctuation, articles), it contains its own answer and not the other context's answer; it is
+wrong when it contains only the other answer; anything else is *unjudged* — reported and counted as
+not right. With ``--judge`` the unjudged ones go to the LLM judge (the paper's Table 12 prompt).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from perceptforge.errors import InputError
+from perceptforge.fileio import read_json
+from perceptforge.scorer import metrics as m
+from perceptforge.scorer.extract import normalise_answer
+from perceptforge.scorer.predictions import read_predictions
+from perceptforge.scorer.result import ScoredItem, ScoreResult, Table
+
+
+def read_data(paths: list[Path]) -> dict[str, dict]:
+    pairs = {}
+    for path in map(Path, paths):
+        doc = read_json(path)
+        if not isinstance(doc, list):
+            raise InputError(str(path), "expected the CODIS data.json list of pairs")
+        for k, rec in enumerate(doc):
+            try:
+                pairs[str(rec["id"])] = {
+                    "question": rec["question"],
+                    "category": rec["category"],
+                    "answers": (rec["answer"]["answer_1"], rec["answer"]["answer_2"]),
+                }
+            except (KeyError, TypeError) as exc:
+                raise InputError(f"{path}[{k}]", f"not a CODIS pair: missing {exc}") from None
+    return pairs
+
+
+def _contains(text: str, phrase: str) -> bool:
+    return bool(phrase) and re.search(r"(?:^|\s)" + re.escape(phrase) + r"(?:\s|$)", text) is not None
+
+
+def judge_by_rule(output: str | None, own: str, other: str) -> tuple[bool | None, str]:
+    """(correct, method); correct is None when rules cannot decide."""
+    if output is None or not output.strip():
+        return None, "empty"
+    text, mine, theirs = normalise_answer(output), normalise_answer(own), normalise_answer(other)
+    has_mine, has_theirs = _contains(text, mine), _contains(text, theirs)
+    if has_mine and not has_theirs:
+        return True, "rule_own_answer"
+    if has_theirs and not has_mine:
+        return False, "rule_other_answer"
+    return None, "unjudged"
+
+
+def _keys(rec: dict):
+    if isinstance(rec.get("output"), dict):
+        out = rec["output"]
+        return [(f"{rec['id']}#1", out.get("output_1")), (f"{rec['id']}#2", out.get("output_2"))]
+    context = rec["context"]
+    if str(context) not in ("1", "2"):
+        raise InputError(str(rec.get("id")), f"context must be 1 or 2, got {context!r}")
+    return [(f"{rec['id']}#{context}", rec["output"])]
+
+
+def score(data: list[Path], predictions: list[Path], protocol: str = "strict", judge=None, **_) -> ScoreResult:
+    pairs = read_data(data)
+    known = {f"{pid}#{c}" for pid in pairs for c in (1, 2)}
+    preds = read_predictions(predictions, _keys, known=known)
+    scored, missing, codis_pairs = [], [], []
+    for pid, pair in pairs.items():
+        flags, outs = [], []
+        for c in (1, 2):
+            key = f"{pid}#{c}"
+            own, other = pair["answers"][c - 1], pair["answers"][2 - c]
+            output = preds.output(key)
+            if key not in preds.by_key:
+                missing.append(key)
+            correct, method = judge_by_rule(output, own, other)
+            if correct is None and judge is not None and output:
+                correct, method = judge.codis(pair["question"], own, output), "judge"
+            scored.append(ScoredItem(key, pair["category"], output, output if correct is not None else None, method, bool(correct)))
+            flags.append(bool(correct))
+            outs.append(normalise_answer(output or ""))
+        codis_pairs.append(m.CodisPair(pair["category"], (flags[0], flags[1]), outs[0] != outs[1]))
+    metrics = m.codis(codis_pairs)
+    metrics["unjudged"] = sum(1 for s in scored if s.method in ("unjudged", "empty"))
+    rows = [[c, v["Acc_p"], v["Acc_q"]] for c, v in metrics["categories"].items()]
+    rows.append(["overall", metrics["overall"]["Acc_p"], metrics["overall"]["Acc_q"]])
+    tables = [Table("CODIS", ["category", "Acc_p", "Acc_q"], rows), Table("CODIS context", ["metric", "value"], [["context awareness", metrics["context_awareness"]], ["unjudged outputs", metrics["unjudged"]]])]
+    bars = {c: v["Acc_p"] for c, v in metrics["categories"].items()}
+    return ScoreResult("codis", protocol, metrics, tables, scored, preds.warnings, missing, preds.unknown, bars)

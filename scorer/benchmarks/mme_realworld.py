@@ -1,0 +1,87 @@
+"""MME-RealWorld: five-option MCQ records; (E) means "the image does not feature it".
+
+Outputs come inline (``Output``) or from a separate ``{Question_id, output}`` file. The official script
+takes the first capital A–E after stripping answer prefixes, so an empty output becomes A and "Based on
+the image, the answer is D" becomes B; ``--protocol official`` reproduces that, ``strict`` (default)
+reports such outputs as unparsed instead.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from perceptforge.errors import InputError
+from perceptforge.fileio import read_json
+from perceptforge.scorer import metrics as m
+from perceptforge.scorer.extract import Extraction, extract_choice
+from perceptforge.scorer.predictions import PredictionSet, read_predictions
+from perceptforge.scorer.result import ScoredItem, ScoreResult, Table
+
+_PREFIXES = ("The best answer is", "The correct answer is", "The answer is", "The answer", "The best option is", "The correct option is", "Best answer:", "Best option:", "Answer:", "Option:")
+
+
+def official_extract(output: str | None) -> Extraction:
+    """The official rule: strip known prefixes, then the first of A–E anywhere (empty → 'A')."""
+    s = (output or "").strip()
+    for prefix in _PREFIXES:
+        s = s.replace(prefix, "")
+    if len(s.split()) > 10 and not re.search("[ABCDE]", s):
+        return Extraction(None, "official_first_capital")
+    match = re.search(r"[ABCDE]", s)
+    return Extraction(match.group(0) if match else "A", "official_first_capital")
+
+
+def read_data(paths: list[Path]) -> list[dict]:
+    records = []
+    for path in map(Path, paths):
+        doc = read_json(path)
+        if not isinstance(doc, list):
+            raise InputError(str(path), "expected a list of MME-RealWorld records")
+        for k, rec in enumerate(doc):
+            missing = [key for key in ("Question_id", "Answer choices", "Ground truth", "Task", "Subtask", "Category") if key not in rec]
+            if missing:
+                raise InputError(f"{path}[{k}]", f"not an MME-RealWorld record: missing {missing}")
+            records.append(rec)
+    return records
+
+
+def score(data: list[Path], predictions: list[Path], protocol: str = "strict", **_) -> ScoreResult:
+    official = protocol == "official"
+    records = read_data(data)
+    known = {str(r["Question_id"]) for r in records}
+    preds = read_predictions(predictions, lambda r: [(str(r["Question_id"]), r.get("output", r.get("Output")))], known=known) if predictions else PredictionSet()
+    scored, mme, missing = [], [], []
+    model_e = []
+    for rec in records:
+        qid = str(rec["Question_id"])
+        if qid in preds.by_key:
+            output = preds.output(qid)
+        elif "Output" in rec:
+            output = rec["Output"]
+        else:
+            output = None
+            missing.append(qid)
+        choices = [re.sub(r"^\([A-E]\)\s*", "", c) for c in rec["Answer choices"]]
+        ex = official_extract(output) if official else extract_choice(output, len(choices), choices)
+        correct = ex.value == str(rec["Ground truth"]).strip()
+        task = str(rec["Task"]).lower()
+        scored.append(ScoredItem(qid, f"{task}/{rec['Subtask']}", output, ex.value, ex.method, correct))
+        mme.append(m.MMERecord(task, rec["Subtask"], rec["Category"], correct))
+        model_e.append(ex.value == "E")
+    metrics = m.mme_realworld(mme)
+    metrics["E_rate"] = {"model": m.pct(model_e), "ground_truth": m.pct([str(r["Ground truth"]).strip() == "E" for r in records])}
+    metrics["unparsed"] = sum(1 for s in scored if s.output is not None and s.extracted is None)
+    rows = []
+    for task in ("perception", "reasoning"):
+        for domain, v in metrics.get(task, {}).items():
+            if isinstance(v, dict):
+                rows.append([task, domain, v["Avg"], v["Avg_C"]])
+        if task in metrics:
+            rows.append([task, "(all)", metrics[task]["Avg"], metrics[task]["Avg_C"]])
+    tables = [
+        Table("MME-RealWorld", ["task", "domain", "Avg", "Avg-C"], rows),
+        Table("MME-RealWorld answers 'E'", ["who", "share of E"], [["model", metrics["E_rate"]["model"]], ["ground truth", metrics["E_rate"]["ground_truth"]], ["random choice accuracy", 20.0]]),
+    ]
+    bars = {f"{r[0]}/{r[1]}": r[2] for r in rows if r[1] != "(all)"}
+    return ScoreResult("mme-realworld", protocol, metrics, tables, scored, preds.warnings, missing, preds.unknown, bars)

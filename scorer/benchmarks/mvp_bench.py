@@ -1,0 +1,136 @@
+"""MVP-Bench release: ``all_questions.json`` (+ ``mcq_questions.json`` for CircularEval).
+
+Both files are JSON Lines despite their names. Yes/No records come in pairs (``y/n-s`` on the natural
+image, ``y/n-e`` on the edited one); ``id`` links a pair. The official script's own rules
+(``--protocol official``): MCQ letter = the output split on "." then "," (first piece, stripped);
+Yes/No by the opening word; iAcc over images with more than one question and mAcc over pairs with
+more than three records. ``strict`` keeps the metric definitions and uses our extraction.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+
+from perceptforge.errors import InputError
+from perceptforge.scorer import metrics as m
+from perceptforge.scorer.extract import Extraction, extract_choice, extract_yes_no
+from perceptforge.scorer.predictions import iter_records, read_predictions
+from perceptforge.scorer.result import ScoredItem, ScoreResult, Table
+
+_OPTION_LINE = re.compile(r"^([A-H])\. (.*)$", re.M)
+
+
+def read_data(paths: list[Path]) -> tuple[dict[str, dict], dict[str, dict]]:
+    """(all_questions by question_id, circular records by question_id)."""
+    singles, circular = {}, {}
+    for path in paths:
+        for where, rec in iter_records(Path(path)):
+            for key in ("question_id", "question", "answer", "type"):
+                if key not in rec:
+                    raise InputError(where, f"not an MVP-Bench question record: no '{key}'")
+            (circular if "mcq_id" in rec else singles)[str(rec["question_id"])] = rec
+    if not singles and not circular:
+        raise InputError(", ".join(map(str, paths)), "no MVP-Bench records")
+    return singles, circular
+
+
+def options_of(question: str) -> list[str]:
+    return [text for _, text in _OPTION_LINE.findall(question)]
+
+
+def official_letter(output: str | None) -> Extraction:
+    if output is None:
+        return Extraction(None, "empty")
+    return Extraction(output.split(".")[0].split(",")[0].strip() or None, "official_split")
+
+
+def official_yes_no(output: str | None) -> Extraction:
+    word = (output or "").strip().lower()
+    for answer in ("yes", "no"):
+        if word.startswith(answer):
+            return Extraction(answer, "official_prefix")
+    return Extraction(None, "unparsed")
+
+
+def _mcq(rec: dict, output: str | None, official: bool) -> Extraction:
+    if official:
+        return official_letter(output)
+    opts = options_of(rec["question"])
+    return extract_choice(output, len(opts) or 5, opts)
+
+
+def score(data: list[Path], predictions: list[Path], protocol: str = "strict", **_) -> ScoreResult:
+    official = protocol == "official"
+    singles, circ = read_data(data)
+    preds = read_predictions(
+        predictions,
+        lambda r: [(str(r["question_id"]), r.get("output", r.get("prediction")))],
+        known=set(singles) | set(circ),
+    )
+    items: list[ScoredItem] = []
+    missing: list[str] = []
+    yes_no: list[m.YesNoRecord] = []
+    vanilla: dict[str, list[bool]] = defaultdict(list)
+
+    for qid, rec in singles.items():
+        pred = preds.by_key.get(qid)
+        if pred is None:
+            missing.append(qid)
+        output = pred.output if pred else None
+        if rec["type"].startswith("y/n"):
+            ex = official_yes_no(output) if official else extract_yes_no(output)
+            correct = ex.value is not None and ex.value == str(rec["answer"]).strip().lower()
+            side = "S" if rec["type"] == "y/n-s" else "E"
+            yes_no.append(m.YesNoRecord(rec["id"], side, rec["level"], rec["question"], correct))
+            group = f"yes_no/{side}_{rec['level']}"
+        else:
+            ex = _mcq(rec, output, official)
+            correct = ex.value == rec["answer"]
+            kind = "cross" if rec["type"] == "mcq-cross" else "single"
+            group = f"{kind}_{rec['level']}"
+            vanilla[group].append(correct)
+        items.append(ScoredItem(qid, group, output, ex.value, ex.method if pred else "missing", correct))
+
+    rotations: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    for qid, rec in circ.items():
+        pred = preds.by_key.get(qid)
+        if pred is None:
+            missing.append(qid)
+        output = pred.output if pred else None
+        ex = _mcq(rec, output, official)
+        correct = ex.value == rec["answer"]
+        kind = "cross" if str(rec.get("image", "")).startswith("Cross") else "single"
+        group = f"{kind}_{rec['level']}"
+        rotations[group][str(rec["question_id"]).split("__")[0]].append(correct)
+        items.append(ScoredItem(qid, f"circular/{group}", output, ex.value, ex.method if pred else "missing", correct))
+
+    yn = m.mvp_yes_no(yes_no, official=official)
+    groups = ("cross_low", "cross_high", "single_high")
+    metrics = {
+        "yes_no": yn,
+        "mcq": {
+            "vanilla": {g: m.pct(vanilla.get(g, [])) for g in groups},
+            "circular": {g: m.circular(rotations[g]) if g in rotations else None for g in groups},
+        },
+        "unparsed": sum(1 for i in items if i.output is not None and i.extracted is None),
+        "random_choice": {"yes_no": 50.0, "mcq_vanilla": 20.0, "mcq_circular": 100 * 0.2**5},
+    }
+    tables = [
+        Table(
+            "MVP-Bench Yes/No",
+            ["metric", "value"],
+            [[f"accuracy {k}", v] for k, v in yn["accuracy"].items()]
+            + [[f"qAcc {k}", v] for k, v in yn["qAcc"].items()]
+            + [[f"iAcc {k}", v] for k, v in yn["iAcc"].items()]
+            + [["aAcc", yn["aAcc"]], ["mAcc", yn["mAcc"]], ["random choice (accuracy)", 50.0]],
+        ),
+        Table(
+            "MVP-Bench MCQ",
+            ["set", "vanilla", "circular", "random (vanilla)"],
+            [[g, metrics["mcq"]["vanilla"][g], metrics["mcq"]["circular"][g], 20.0] for g in groups],
+        ),
+    ]
+    bars = {f"Y/N {k}": v for k, v in yn["accuracy"].items()} | {f"MCQ {g}": metrics["mcq"]["vanilla"][g] for g in groups}
+    return ScoreResult("mvp-bench", protocol, metrics, tables, items, preds.warnings, missing, preds.unknown, bars)

@@ -1,0 +1,214 @@
+"""Answer extraction: from a model's raw output to a choice letter, a yes/no, or *unparsed*.
+
+Rules, in order (the first that decides wins; each returns the name of the rule as ``method``):
+
+1. ``empty`` / ``refusal``: nothing to read, or a refusal ("I cannot determine …") → unparsed.
+2. ``declaration``: the *last* explicit answer declaration — "the answer is (B)", "Answer: B",
+   "correct choice is:\n(D) Point D", "**B**" — naming a valid letter.
+3. ``leading``: the output opens with a letter: "B", "(B)", "B.", "B)", "B:", "**B**", "(B) Point B".
+4. ``sole_paren``: exactly one distinct valid letter appears in parentheses anywhere: "… so (C) it is".
+5. ``lead_subject``: the first sentence is about one letter: "Point A is closer to the camera.",
+   "Box B more accurately localizes …".
+6. ``conclusion``: the last sentence with a conclusion cue ("therefore", "most similar", "I would
+   choose") that names letters names exactly one.
+7. ``option_text``: exactly one option's text appears in the output (when the options are known).
+8. ``named_letter``: exactly one distinct valid letter is named anywhere ("Point C", "Box B", "(D)").
+
+Anything else is *unparsed*: never a guess, never a random letter. Only the item's valid letters count
+("E" on a four-option item is not an answer).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+LETTERS = "ABCDEFGH"
+
+
+@dataclass(frozen=True)
+class Extraction:
+    value: str | None  # a letter, "yes"/"no", or None when unparsed
+    method: str
+
+
+UNPARSED_EMPTY = Extraction(None, "empty")
+
+_REFUSAL = re.compile(
+    r"^\W*(i\s*(?:'m| am)\s*(?:sorry|unable)|i\s+(?:can(?:not|'t)|am not able to)|sorry\b|unable to|"
+    r"as an ai\b|there is no (?:correct )?(?:answer|option)|none of the (?:options|above|choices))",
+    re.I,
+)
+_MD = re.compile(r"[*_`]+")
+
+
+def _letter_class(valid: str) -> str:
+    return "[" + valid + "]"
+
+
+_NAMED = r"(?:point|box|option|choice|picture|image|figure)"
+_CONCLUSION = re.compile(
+    r"\b(therefore|thus|hence|so the|so,|in conclusion|overall|correct|closest|most similar|most likely|best|"
+    r"i would (?:choose|say|select|pick)|lean towards)\b",
+    re.I,
+)
+
+
+_NEGATION = re.compile(r"\b(not|no|neither|nor|least|unlikely|incorrect|wrong)\b", re.I)
+
+
+def _declarations(valid: str) -> list[re.Pattern[str]]:
+    L = _letter_class(valid)
+    end = r"(?=[\)\]\.:,;!?]|\s|$)"
+    return [
+        # "the answer is (B)", "Answer: B", "correct option would be: C", "the answer is:\n\n(D) Point D"
+        re.compile(
+            r"\b(?:answer|choice|option|response|selection)\s*(?:is|would be|will be|should be|must be|=|:)"
+            r"(?:\s+(?:most likely|likely|probably|therefore|thus|clearly))?\s*:?\s*"
+            r"(?:option\s+|choice\s+)?[\(\[]?\s*(" + L + r")" + end,
+            re.I,
+        ),
+        # "… the correct corresponding point is: (A) Point A"
+        re.compile(r"\b(?:is|are|be)\s*:\s*[\(\[](" + L + r")[\)\]]", re.I),
+        # "I would choose (C)", "I'll go with B"
+        re.compile(r"\bi(?: would|'d| will|'ll)? (?:choose|pick|select|go with)\s*:?\s*(?:option\s+)?[\(\[]?(" + L + r")" + end, re.I),
+    ]
+
+
+def _leading_pattern(valid: str) -> re.Pattern[str]:
+    L = _letter_class(valid)
+    return re.compile(r"^\s*(?:option\s+|choice\s+)?[\(\[]?(" + L + r")(?:[\)\]\.:,]|\s*$|\s+(?=\S))")
+
+
+def _lead_subject(valid: str) -> re.Pattern[str]:
+    """ "Point A is closer …", "Box B more accurately localizes …", "A is closer to the camera." """
+    L = _letter_class(valid)
+    return re.compile(
+        r"^\s*(?:the\s+)?(?:" + _NAMED + r"\s*)?[\"'“(]?(" + L + r")[\"'”)]?\s*(?:\([^)]*\)\s*)?"
+        r"(?:is|more|appears|fits|would|corresponds|better|seems|has|shares|matches)\b",
+        re.I,
+    )
+
+
+def _letters_named(text: str, valid: str) -> set[str]:
+    """Valid letters the text names as "(B)", "Point B", "box B"."""
+    L = _letter_class(valid)
+    found = {m.group(1) for m in re.finditer(r"[\(\[](" + L + r")[\)\]]", text)}
+    found |= {m.group(1) for m in re.finditer(r"\b" + _NAMED + r"\s*[\"'“(]?(" + L + r")\b", text, re.I) if m.group(1).isupper()}
+    return found
+
+
+def _sentences(text: str) -> list[str]:
+    return [p for p in re.split(r"(?<=[.!?])\s+|\n+", text) if p.strip()]
+
+
+def _norm_text(text: str) -> str:
+    # A lone capital letter is a label ("Point A"), not the article "a": keep it distinct.
+    text = re.sub(r"\b([A-H])\b", r"letter\1", text)
+    text = text.lower()
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    text = re.sub(r"[^\w\s]", " ", text)
+    return " ".join(text.split())
+
+
+def extract_choice(output: str | None, n_options: int = 4, options: Sequence[str] | None = None) -> Extraction:
+    """The chosen letter among the first ``n_options`` letters, or unparsed."""
+    if output is None or not str(output).strip():
+        return UNPARSED_EMPTY
+    valid = LETTERS[:n_options]
+    text = _MD.sub("", str(output)).strip()
+    text = re.sub(r"^<s>\s*", "", text)
+    if _REFUSAL.search(text):
+        return Extraction(None, "refusal")
+
+    # Letters must be capitals in the text: "the answer is a pen" does not read as "A".
+    decl = [
+        (m.start(), m.group(1))
+        for pattern in _declarations(valid)
+        for m in pattern.finditer(text)
+        if m.group(1).isupper()
+    ]
+    if decl:
+        return Extraction(max(decl)[1], "declaration")
+
+    lead = _leading_pattern(valid).match(text)
+    if lead and lead.group(1).isupper():
+        letter = lead.group(1)
+        # "A cat is …" starts with the article A: only a letter followed by punctuation, end, or
+        # a bracket counts when the letter is also a word.
+        rest = text[lead.end(1):]
+        if letter != "A" or not re.match(r"\s+[a-z]", rest) or text.lstrip().startswith(("(", "[")):
+            return Extraction(letter, "leading")
+
+    parens = {m.group(1) for m in re.finditer(r"\((" + _letter_class(valid) + r")\)", text)}
+    if len(parens) == 1:
+        return Extraction(parens.pop(), "sole_paren")
+
+    sentences = _sentences(text)
+    first = _lead_subject(valid).match(sentences[0]) if sentences else None
+    if first and first.group(1).isupper() and _letters_named(sentences[0], valid) <= {first.group(1)}:
+        return Extraction(first.group(1), "lead_subject")
+    if sentences and not sentences[0].rstrip().endswith(":"):
+        named = _letters_named(sentences[0], valid)
+        if len(named) == 1 and not _NEGATION.search(sentences[0]):
+            return Extraction(named.pop(), "lead_subject")
+
+    norm_options = [_norm_text(o) for o in options[:n_options]] if options else []
+
+    def option_hits(sentence: str) -> set[str]:
+        norm = _norm_text(sentence)
+        return {valid[i] for i, o in enumerate(norm_options) if o and re.search(r"\b" + re.escape(o) + r"\b", norm)}
+
+    if norm_options and sentences:
+        hits = option_hits(sentences[0])
+        if len(hits) == 1 and not _NEGATION.search(sentences[0]):
+            return Extraction(hits.pop(), "option_text")
+
+    for sentence in reversed(sentences):
+        if not _CONCLUSION.search(sentence):
+            continue
+        named = _letters_named(sentence, valid) or option_hits(sentence)
+        if named:
+            if len(named) == 1:
+                return Extraction(named.pop(), "conclusion")
+            break
+
+    if norm_options:
+        hits = option_hits(text)
+        if len(hits) == 1:
+            return Extraction(hits.pop(), "option_text")
+
+    named = _letters_named(text, valid)
+    if len(named) == 1:
+        return Extraction(named.pop(), "named_letter")
+    return Extraction(None, "unparsed")
+
+
+_YES = re.compile(r"^\W*(yes|yeah|yep|true|correct)\b", re.I)
+_NO = re.compile(r"^\W*(no|nope|false|incorrect)\b", re.I)
+
+
+def extract_yes_no(output: str | None) -> Extraction:
+    """``yes`` / ``no`` from the opening word, else from a lone yes/no word; unparsed otherwise."""
+    if output is None or not str(output).strip():
+        return UNPARSED_EMPTY
+    text = _MD.sub("", str(output)).strip()
+    if _YES.match(text):
+        return Extraction("yes", "leading")
+    if _NO.match(text):
+        return Extraction("no", "leading")
+    if _REFUSAL.search(text):
+        return Extraction(None, "refusal")
+    decl = re.findall(r"answer(?:\s+is)?\s*[:：]?\s*(yes|no)\b", text, re.I)
+    if decl:
+        return Extraction(decl[-1].lower(), "declaration")
+    words = {w.lower() for w in re.findall(r"\b(yes|no)\b", text, re.I)}
+    if len(words) == 1:
+        return Extraction(words.pop(), "sole_word")
+    return Extraction(None, "unparsed")
+
+
+def normalise_answer(text: str) -> str:
+    """Lower case, punctuation and articles removed, spaces collapsed (CODIS rule-based matching)."""
+    return _norm_text(text)

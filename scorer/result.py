@@ -1,0 +1,56 @@
+"""What a benchmark scorer returns: the metrics (the JSON contract), tables for people, scored items."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ScoredItem:
+    id: str
+    group: str  # task or category
+    output: str | None
+    extracted: str | None
+    method: str
+    correct: bool
+
+    def as_json(self) -> dict:
+        return {"id": self.id, "group": self.group, "output": self.output, "extracted": self.extracted, "method": self.method, "correct": self.correct}
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[object]]
+
+
+@dataclass
+class ScoreResult:
+    benchmark: str
+    protocol: str
+    metrics: dict
+    tables: list[Table] = field(default_factory=list)
+    items: list[ScoredItem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    bar_chart: dict[str, float | None] = field(default_factory=dict)  # what --plot draws
+
+    @property
+    def parse_failure_rate(self) -> float | None:
+        scored = [i for i in self.items if i.output is not None]
+        if not scored:
+            return None
+        return 100.0 * sum(i.extracted is None for i in scored) / len(scored)
+
+    def as_json(self) -> dict:
+        return {
+            "benchmark": self.benchmark,
+            "protocol": self.protocol,
+            **self.metrics,
+            "parse_failure_rate": self.parse_failure_rate,
+            "missing": self.missing,
+            "unknown_ids": self.unknown,
+            "warnings": self.warnings,
+        }
