@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 LETTERS = "ABCDEFGH"
@@ -58,10 +59,11 @@ _CONCLUSION = re.compile(
 _NEGATION = re.compile(r"\b(not|no|neither|nor|least|unlikely|incorrect|wrong)\b", re.I)
 
 
-def _declarations(valid: str) -> list[re.Pattern[str]]:
+@lru_cache(maxsize=None)
+def _declarations(valid: str) -> tuple[re.Pattern[str], ...]:
     L = _letter_class(valid)
     end = r"(?=[\)\]\.:,;!?]|\s|$)"
-    return [
+    return (
         # "the answer is (B)", "Answer: B", "correct option would be: C", "the answer is:\n\n(D) Point D"
         re.compile(
             r"\b(?:answer|choice|option|response|selection)\s*(?:is|would be|will be|should be|must be|=|:)"
@@ -73,14 +75,16 @@ def _declarations(valid: str) -> list[re.Pattern[str]]:
         re.compile(r"\b(?:is|are|be)\s*:\s*[\(\[](" + L + r")[\)\]]", re.I),
         # "I would choose (C)", "I'll go with B"
         re.compile(r"\bi(?: would|'d| will|'ll)? (?:choose|pick|select|go with)\s*:?\s*(?:option\s+)?[\(\[]?(" + L + r")" + end, re.I),
-    ]
+    )
 
 
+@lru_cache(maxsize=None)
 def _leading_pattern(valid: str) -> re.Pattern[str]:
     L = _letter_class(valid)
     return re.compile(r"^\s*(?:option\s+|choice\s+)?[\(\[]?(" + L + r")(?:[\)\]\.:,]|\s*$|\s+(?=\S))")
 
 
+@lru_cache(maxsize=None)
 def _lead_subject(valid: str) -> re.Pattern[str]:
     """ "Point A is closer …", "Box B more accurately localizes …", "A is closer to the camera." """
     L = _letter_class(valid)
@@ -157,8 +161,8 @@ def extract_choice(output: str | None, n_options: int = 4, options: Sequence[str
     norm_options = [_norm_text(o) for o in options[:n_options]] if options else []
 
     def option_hits(sentence: str) -> set[str]:
-        norm = _norm_text(sentence)
-        return {valid[i] for i, o in enumerate(norm_options) if o and re.search(r"\b" + re.escape(o) + r"\b", norm)}
+        padded = f" {_norm_text(sentence)} "
+        return {valid[i] for i, o in enumerate(norm_options) if o and f" {o} " in padded}
 
     if norm_options and sentences:
         hits = option_hits(sentences[0])

@@ -21,7 +21,6 @@ class Prediction:
     key: str
     output: str | None
     where: str  # "file:line" or "file[index]"
-    record: dict = field(compare=False, repr=False)
 
 
 @dataclass
@@ -91,5 +90,5 @@ def read_predictions(
                         result.warnings.append(f"{where}: id {key} repeats {prior.where} identically; kept once")
                         continue
                     raise InputError(where, f"id {key} conflicts with {prior.where} (different outputs)")
-                result.by_key[key] = Prediction(key, output, where, record)
+                result.by_key[key] = Prediction(key, output, where)
     return result

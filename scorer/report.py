@@ -43,7 +43,7 @@ def write_json(result: ScoreResult, path: Path) -> None:
 
 
 def write_items(result: ScoreResult, path: Path) -> None:
-    atomic_write_text(path, "".join(json.dumps(i.as_json(), ensure_ascii=False) + "\n" for i in result.items))
+    atomic_write_text(path, "".join(json.dumps(i.as_json(result.group_key), ensure_ascii=False) + "\n" for i in result.items))
 
 
 def write_csv(result: ScoreResult, path: Path) -> None:

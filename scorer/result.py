@@ -14,8 +14,8 @@ class ScoredItem:
     method: str
     correct: bool
 
-    def as_json(self) -> dict:
-        return {"id": self.id, "group": self.group, "output": self.output, "extracted": self.extracted, "method": self.method, "correct": self.correct}
+    def as_json(self, group_key: str = "category") -> dict:
+        return {"id": self.id, group_key: self.group, "output": self.output, "extracted": self.extracted, "method": self.method, "correct": self.correct}
 
 
 @dataclass
@@ -36,6 +36,7 @@ class ScoreResult:
     missing: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     bar_chart: dict[str, float | None] = field(default_factory=dict)  # what --plot draws
+    group_key: str = "category"  # how --items names ScoredItem.group: "task" for BLINK
 
     @property
     def parse_failure_rate(self) -> float | None:

@@ -115,4 +115,4 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", *
     }
     rows = [[t, acc, random_row[t], sum(1 for s in scored if s.group == t)] for t, acc in tasks.items()]
     rows += [["overall (macro)", metrics["overall"], metrics["random_choice"], len(scored)], ["overall (micro)", metrics["overall_micro"], None, len(scored)]]
-    return ScoreResult("blink", protocol, metrics, [Table("BLINK", ["task", "accuracy", "random choice", "n"], rows)], scored, preds.warnings, missing, preds.unknown, dict(tasks))
+    return ScoreResult("blink", protocol, metrics, [Table("BLINK", ["task", "accuracy", "random choice", "n"], rows)], scored, preds.warnings, missing, preds.unknown, dict(tasks), group_key="task")

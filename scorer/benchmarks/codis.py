@@ -9,7 +9,6 @@ not right. With ``--judge`` the unjudged ones go to the LLM judge (the paper's T
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from perceptforge.errors import InputError
@@ -39,7 +38,8 @@ def read_data(paths: list[Path]) -> dict[str, dict]:
 
 
 def _contains(text: str, phrase: str) -> bool:
-    return bool(phrase) and re.search(r"(?:^|\s)" + re.escape(phrase) + r"(?:\s|$)", text) is not None
+    # Both sides are normalised (single spaces), so whole-word containment is a padded substring test.
+    return bool(phrase) and f" {phrase} " in f" {text} "
 
 
 def judge_by_rule(output: str | None, own: str, other: str) -> tuple[bool | None, str]:
