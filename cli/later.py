@@ -37,8 +37,3 @@ def register(app: typer.Typer) -> None:
     def export(run_dir: str = typer.Argument(..., help="run directory")) -> None:
         """Export a run as a versioned split (JSONL, Parquet, VLMEvalKit TSV)."""
         _not_yet("export", 7)
-
-    @app.command()
-    def predict() -> None:
-        """Run an OpenAI-compatible vision model over a split or an official release."""
-        _not_yet("predict", 7)

@@ -19,6 +19,7 @@ import yaml
 from perceptforge.errors import InputError
 from perceptforge.scorer import metrics as m
 from perceptforge.scorer.extract import LETTERS, Extraction, extract_choice
+from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import read_predictions
 from perceptforge.fileio import read_json
 from perceptforge.scorer.result import ScoredItem, ScoreResult, Table
@@ -74,7 +75,7 @@ def _item(where: str, idx: str, answer: str, choices: list[str] | None) -> dict:
     return {"answer": letter.group(1), "task": task, "choices": list(choices) if choices else info.get("choices"), "n": len(choices) if choices else info["options"]}
 
 
-def score(data: list[Path], predictions: list[Path], protocol: str = "strict", **_) -> ScoreResult:
+def score(data: list[Path], predictions: list[Path], protocol: str = "strict", judge=None, **_) -> ScoreResult:
     official = protocol == "official"
     items = read_data(data)
 
@@ -100,6 +101,8 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", *
             correct = (pred.output or "") == f"({item['answer']})"
         else:
             ex = extract_choice(pred.output, item["n"], item["choices"])
+            options = "\n".join(f"({LETTERS[k]}) {c}" for k, c in enumerate(item["choices"] or []))
+            ex = judge_unparsed(ex, judge, f"BLINK task {item['task']}\n{options}", LETTERS[: item["n"]], pred.output)
             correct = ex.value == item["answer"]
         scored.append(ScoredItem(idx, item["task"], pred.output, ex.value, ex.method, correct))
 

@@ -15,6 +15,7 @@ from perceptforge.errors import InputError
 from perceptforge.fileio import read_json
 from perceptforge.scorer import metrics as m
 from perceptforge.scorer.extract import Extraction, extract_choice
+from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import PredictionSet, read_predictions
 from perceptforge.scorer.result import ScoredItem, ScoreResult, Table
 
@@ -46,7 +47,7 @@ def read_data(paths: list[Path]) -> list[dict]:
     return records
 
 
-def score(data: list[Path], predictions: list[Path], protocol: str = "strict", **_) -> ScoreResult:
+def score(data: list[Path], predictions: list[Path], protocol: str = "strict", judge=None, **_) -> ScoreResult:
     official = protocol == "official"
     records = read_data(data)
     known = {str(r["Question_id"]) for r in records}
@@ -63,7 +64,11 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", *
             output = None
             missing.append(qid)
         choices = [re.sub(r"^\([A-E]\)\s*", "", c) for c in rec["Answer choices"]]
-        ex = official_extract(output) if official else extract_choice(output, len(choices), choices)
+        if official:
+            ex = official_extract(output)
+        else:
+            ex = extract_choice(output, len(choices), choices)
+            ex = judge_unparsed(ex, judge, rec.get("Text", "") + "\n" + "\n".join(rec["Answer choices"]), "ABCDE"[: len(choices)], output)
         correct = ex.value == str(rec["Ground truth"]).strip()
         task = str(rec["Task"]).lower()
         scored.append(ScoredItem(qid, f"{task}/{rec['Subtask']}", output, ex.value, ex.method, correct))

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from perceptforge.errors import InputError
 from perceptforge.scorer import metrics as m
-from perceptforge.scorer.extract import Extraction, extract_choice, extract_yes_no
+from perceptforge.scorer.extract import LETTERS, Extraction, extract_choice, extract_yes_no
+from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import iter_records, read_predictions
 from perceptforge.scorer.result import ScoredItem, ScoreResult, Table
 
@@ -54,14 +55,15 @@ def official_yes_no(output: str | None) -> Extraction:
     return Extraction(None, "unparsed")
 
 
-def _mcq(rec: dict, output: str | None, official: bool) -> Extraction:
+def _mcq(rec: dict, output: str | None, official: bool, judge=None) -> Extraction:
     if official:
         return official_letter(output)
     opts = options_of(rec["question"])
-    return extract_choice(output, len(opts) or 5, opts)
+    ex = extract_choice(output, len(opts) or 5, opts)
+    return judge_unparsed(ex, judge, rec["question"], LETTERS[: len(opts) or 5], output)
 
 
-def score(data: list[Path], predictions: list[Path], protocol: str = "strict", **_) -> ScoreResult:
+def score(data: list[Path], predictions: list[Path], protocol: str = "strict", judge=None, **_) -> ScoreResult:
     official = protocol == "official"
     singles, circ = read_data(data)
     preds = read_predictions(
@@ -86,7 +88,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", *
             yes_no.append(m.YesNoRecord(rec["id"], side, rec["level"], rec["question"], correct))
             group = f"yes_no/{side}_{rec['level']}"
         else:
-            ex = _mcq(rec, output, official)
+            ex = _mcq(rec, output, official, judge)
             correct = ex.value == rec["answer"]
             kind = "cross" if rec["type"] == "mcq-cross" else "single"
             group = f"{kind}_{rec['level']}"
@@ -99,7 +101,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", *
         if pred is None:
             missing.append(qid)
         output = pred.output if pred else None
-        ex = _mcq(rec, output, official)
+        ex = _mcq(rec, output, official, judge)
         correct = ex.value == rec["answer"]
         kind = "cross" if str(rec.get("image", "")).startswith("Cross") else "single"
         group = f"{kind}_{rec['level']}"

@@ -1,0 +1,66 @@
+"""The optional LLM judge: decides what extraction rules cannot, with a prompt file, cached on disk.
+
+Spec: ``openai:MODEL@BASE_URL`` (key from ``OPENAI_API_KEY``). Answers are cached under the state
+directory keyed by (model, prompt hash, rendered text), so re-scoring is free and gives the same result.
+The judge never guesses for the scorer: a reply it cannot read leaves the item unparsed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from perceptforge.errors import PerceptforgeError
+from perceptforge.fileio import atomic_write_text, sha256_bytes
+from perceptforge.prompts.library import load_prompt
+from perceptforge.settings import state_dir
+from perceptforge.tasks.chat import ChatClient
+
+
+class Judge:
+    def __init__(self, client: ChatClient, cache_dir: Path | None = None):
+        self.client = client
+        self.cache_dir = cache_dir or state_dir() / "judge-cache"
+
+    @classmethod
+    def from_spec(cls, spec: str) -> "Judge":
+        match = re.fullmatch(r"openai:([^@]+)@(.+)", spec)
+        if not match:
+            raise PerceptforgeError(f"--judge must look like openai:MODEL@BASE_URL, got {spec!r}")
+        return cls(ChatClient(base_url=match.group(2), model=match.group(1), seed=0))
+
+    def _ask(self, prompt_id: str, **values: str) -> str:
+        prompt = load_prompt(prompt_id)
+        text = prompt.render(**values)
+        key = sha256_bytes(json.dumps([self.client.model, prompt.sha256, text]).encode())
+        path = self.cache_dir / f"{key}.json"
+        if path.exists():
+            return json.loads(path.read_text())["reply"]
+        reply = self.client.complete(text)
+        atomic_write_text(path, json.dumps({"model": self.client.model, "prompt": prompt.ref(), "reply": reply}))
+        return reply
+
+    def codis(self, question: str, groundtruth: str, output: str) -> bool | None:
+        """CODIS Table 12: "right" or "wrong"."""
+        reply = self._ask("judge/codis", question=question, groundtruth=groundtruth, output=output).strip().lower()
+        if reply.startswith("right"):
+            return True
+        if reply.startswith("wrong"):
+            return False
+        return None
+
+    def choice(self, question: str, letters: str, output: str) -> str | None:
+        reply = self._ask("judge/choice", question=question, letters=", ".join(letters), output=output).strip()
+        match = re.fullmatch(r"\(?([A-Z])\)?\.?", reply)
+        return match.group(1) if match and match.group(1) in letters else None
+
+
+def judge_unparsed(ex, judge: "Judge | None", question: str, letters: str, output: str | None):
+    """Ask the judge only where rules left an output unparsed; keep the rule's answer otherwise."""
+    from perceptforge.scorer.extract import Extraction
+
+    if judge is None or ex.value is not None or not output or ex.method in ("empty", "refusal"):
+        return ex
+    letter = judge.choice(question, letters, output)
+    return Extraction(letter, "judge") if letter else Extraction(None, "judge_unparsed")

@@ -1,0 +1,87 @@
+"""A small client for any OpenAI-compatible chat-completions endpoint (vLLM, Ollama, llama.cpp, hosted).
+
+Images go as base64 data URLs. Rate limits, timeouts, connection errors and 5xx answers are retried
+with exponential backoff; anything else (a 400, a 401) fails at once with the server's message. The key
+is read from the named environment variable when the client is built and never logged.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from perceptforge.errors import PerceptforgeError
+
+
+def data_url(image_bytes: bytes) -> str:
+    kind = "png" if image_bytes[:8] == b"\x89PNG\r\n\x1a\n" else "jpeg"
+    return f"data:image/{kind};base64,{base64.b64encode(image_bytes).decode()}"
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, usage) -> None:
+        with self._lock:
+            self.requests += 1
+            if usage is not None:
+                self.prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
+                self.completion_tokens += getattr(usage, "completion_tokens", 0) or 0
+
+
+@dataclass
+class ChatClient:
+    base_url: str
+    model: str
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 60.0
+    max_retries: int = 4
+    backoff_s: float = 1.0
+    temperature: float = 0.0
+    seed: int | None = None
+    max_tokens: int | None = None
+    usage: Usage = field(default_factory=Usage)
+    _client: object = field(default=None, repr=False)
+
+    def load(self) -> "ChatClient":
+        if self._client is None:
+            from openai import OpenAI
+
+            key = os.environ.get(self.api_key_env) or "not-needed"  # local servers accept any key
+            self._client = OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=0)
+        return self
+
+    def complete(self, text: str, images: list[bytes] = (), response_format: dict | None = None) -> str:
+        import openai
+
+        self.load()
+        content: list[dict] | str = text
+        if images:
+            content = [*({"type": "image_url", "image_url": {"url": data_url(img)}} for img in images), {"type": "text", "text": text}]
+        kwargs = {"model": self.model, "messages": [{"role": "user", "content": content}], "temperature": self.temperature}
+        if self.seed is not None:
+            kwargs["seed"] = self.seed
+        if self.max_tokens:
+            kwargs["max_tokens"] = self.max_tokens
+        if response_format:
+            kwargs["response_format"] = response_format
+        retryable = (openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError)
+        for attempt in range(self.max_retries + 1):
+            try:
+                reply = self._client.chat.completions.create(**kwargs)
+                self.usage.add(getattr(reply, "usage", None))
+                return reply.choices[0].message.content or ""
+            except retryable as exc:
+                if attempt == self.max_retries:
+                    raise PerceptforgeError(f"{self.base_url}: gave up after {attempt + 1} tries: {type(exc).__name__}: {exc}") from None
+                time.sleep(self.backoff_s * 2**attempt)
+            except openai.APIStatusError as exc:
+                raise PerceptforgeError(f"{self.base_url}: HTTP {exc.status_code}: {exc.message}") from None
+        raise AssertionError("unreachable")

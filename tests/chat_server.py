@@ -1,0 +1,69 @@
+"""A standard-library HTTP server that speaks the OpenAI chat-completions API, for tests only.
+
+``script`` is a list of (status, body-or-None) consumed one per request; when it runs out, ``answer``
+(a function of the request JSON) writes the reply text.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+
+class ChatServer:
+    def __init__(self, answer: Callable[[dict], str] = lambda req: "A", script: list[tuple[int, str | None]] | None = None, delay_s: float = 0.0):
+        self.answer, self.script, self.delay_s = answer, list(script or []), delay_s
+        self.requests: list[dict] = []
+        self.headers: list[dict] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_GET(self):
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": "tiny", "object": "model"}]})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server._lock:
+                    server.requests.append(body)
+                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    step = server.script.pop(0) if server.script else None
+                if server.delay_s:
+                    time.sleep(server.delay_s)
+                if step and step[0] != 200:
+                    self._send(step[0], {"error": {"message": step[1] or "scripted error", "type": "test"}})
+                    return
+                text = step[1] if step else server.answer(body)
+                self._send(200, {
+                    "id": "cmpl-test", "object": "chat.completion", "created": 0, "model": body.get("model", "tiny"),
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+                })
+
+            def _send(self, status, payload):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> "ChatServer":
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

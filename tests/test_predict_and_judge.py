@@ -1,0 +1,86 @@
+"""predict and the LLM judge through the real `openai` client against a local chat-completions server."""
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from chat_server import ChatServer
+from perceptforge.errors import PerceptforgeError
+from perceptforge.scorer.benchmarks import codis, mvp_bench
+from perceptforge.scorer.judge import Judge
+from perceptforge.scorer.predict import predict
+from perceptforge.tasks.chat import ChatClient
+
+
+@pytest.fixture
+def mvp_release(tmp_path):
+    (tmp_path / "Single_Images").mkdir()
+    Image.fromarray(np.full((8, 8, 3), 200, np.uint8)).save(tmp_path / "Single_Images" / "1_e.jpg")
+    rows = [
+        {"question_id": 0, "id": 1, "image": "Single_Images/1_e.jpg", "question": "What is she holding?\nA. a gun\nB. a cup\nAnswer with the option's letter.", "answer": "A", "type": "mcq-e", "level": "high"},
+        {"question_id": 1, "id": 1, "image": "Single_Images/1_e.jpg", "question": "What is she holding?\nA. a cup\nB. a gun\nAnswer with the option's letter.", "answer": "B", "type": "mcq-e", "level": "high"},
+    ]
+    path = tmp_path / "all_questions.json"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def answer_gun(req: dict) -> str:
+    text = req["messages"][0]["content"][-1]["text"]
+    return "B" if "B. a gun" in text else "A"
+
+
+def test_predict_retries_429_writes_scoreable_lines_and_resumes(mvp_release, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    out = tmp_path / "pred.jsonl"
+    with ChatServer(answer_gun, script=[(429, "slow down")]) as server:
+        client = ChatClient(base_url=server.base_url, model="tiny", backoff_s=0.01)
+        summary = predict("mvp-bench", mvp_release, tmp_path, client, out, concurrency=2)
+        assert summary["answered"] == 2 and summary["skipped"] == 0
+        assert len(server.requests) == 3  # the 429 was retried
+        content = server.requests[-1]["messages"][0]["content"]
+        assert content[0]["image_url"]["url"].startswith("data:image/png;base64,")
+        assert server.headers[0]["authorization"] == "Bearer sk-test-secret"
+        # A killed run leaves a torn last line: it is cut and that id asked again; finished ids are skipped.
+        lines = out.read_text().splitlines()
+        out.write_text(lines[0] + "\n" + lines[1][:10])
+        again = predict("mvp-bench", mvp_release, tmp_path, client, out)
+        assert again == {**again, "skipped": 1, "answered": 1}
+    result = mvp_bench.score([mvp_release], [out])
+    assert result.metrics["mcq"]["vanilla"]["single_high"] == 100.0 and not result.missing
+    assert "sk-test-secret" not in out.read_text()
+
+
+def test_client_fails_clearly_on_400_and_gives_up_after_retries():
+    with ChatServer(script=[(400, "bad request: image too large")]) as server:
+        with pytest.raises(PerceptforgeError, match="HTTP 400: .*image too large"):
+            ChatClient(base_url=server.base_url, model="tiny").complete("hi")
+    with ChatServer(script=[(503, None)] * 3) as server:
+        with pytest.raises(PerceptforgeError, match="gave up after 3 tries: InternalServerError"):
+            ChatClient(base_url=server.base_url, model="tiny", max_retries=2, backoff_s=0.01).complete("hi")
+
+
+def test_client_times_out_then_retries():
+    with ChatServer(delay_s=0.5) as server:
+        with pytest.raises(PerceptforgeError, match="APITimeoutError"):
+            ChatClient(base_url=server.base_url, model="tiny", timeout_s=0.1, max_retries=1, backoff_s=0.01).complete("hi")
+
+
+def test_codis_judge_decides_unjudged_and_caches(tmp_path):
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps([{"id": "000", "image_id": "x.jpg", "question": "Am I taking off or putting on my clothes?",
+                                 "context": {"context_1": "up", "context_2": "down"},
+                                 "answer": {"answer_1": "Putting on my clothes.", "answer_2": "Taking off my clothes."}, "category": "Attributes"}]))
+    preds = tmp_path / "p.jsonl"
+    preds.write_text('{"id": "000", "context": 1, "output": "I am getting dressed."}\n{"id": "000", "context": 2, "output": "Taking off my clothes."}\n')
+    assert codis.score([data], [preds]).metrics["unjudged"] == 1
+    with ChatServer(lambda req: "right") as server:
+        judge = Judge(ChatClient(base_url=server.base_url, model="judge"), cache_dir=tmp_path / "cache")
+        r = codis.score([data], [preds], judge=judge)
+        assert r.metrics["overall"] == {"Acc_p": 100.0, "Acc_q": 100.0} and r.metrics["unjudged"] == 0
+        prompt = server.requests[0]["messages"][0]["content"]
+        assert prompt.startswith("Please evaluate the output of models") and "Here is the output: I am getting dressed." in prompt
+        codis.score([data], [preds], judge=judge)
+        assert len(server.requests) == 1  # the second scoring came from the cache
