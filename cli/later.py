@@ -33,7 +33,3 @@ def register(app: typer.Typer) -> None:
         """Export annotations, apply corrections, decide retention, report agreement."""
         _not_yet("annotate pull", 6)
 
-    @app.command()
-    def export(run_dir: str = typer.Argument(..., help="run directory")) -> None:
-        """Export a run as a versioned split (JSONL, Parquet, VLMEvalKit TSV)."""
-        _not_yet("export", 7)

@@ -108,10 +108,12 @@ def schema(out: Optional[Path] = typer.Option(None, "--out", help="write the JSO
 
 
 from perceptforge.cli import later  # noqa: E402  (registers the commands later issues fill)
+from perceptforge.cli.export import export  # noqa: E402
 from perceptforge.cli.predict import predict  # noqa: E402
 from perceptforge.cli.score import score  # noqa: E402
 
 app.command()(score)
 app.command()(predict)
+app.command()(export)
 
 later.register(app)

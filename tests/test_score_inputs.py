@@ -70,3 +70,32 @@ def test_wrong_benchmark_name(answers, cli_env):
     proc = run_score(["blinkk", "--data", answers], cli_env)
     assert proc.returncode == 2
     assert "unknown benchmark 'blinkk': choose one of blink, codis, mme-realworld, mvp-bench" in proc.stderr
+
+
+def test_blink_hf_parquet_layout_uses_item_choices(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({
+        "idx": ["val_Counting_1", "val_Relative_Depth_1"], "answer": ["(B)", "(A)"], "sub_task": ["Counting", "Relative_Depth"],
+        "choices": [["0", "1", "2", "3"], ["A is closer", "B is closer"]],
+    })
+    pq.write_table(table, tmp_path / "val.parquet")
+    preds = write(tmp_path, "p.jsonl", '{"idx": "val_Counting_1", "output": "There is 1 dog."}\n{"idx": "val_Relative_Depth_1", "output": "I believe A is closer to the camera."}\n')
+    r = blink.score([tmp_path / "val.parquet"], [preds])
+    assert r.metrics["tasks"] == {"Counting": 100.0, "Relative_Depth": 100.0}
+    assert [i.method for i in r.items] == ["option_text", "option_text"]
+
+
+def test_mme_realworld_separate_output_file(tmp_path):
+    from perceptforge.scorer.benchmarks import mme_realworld
+
+    rec = {"Question_id": "Perception/Monitoring/x/1", "Text": "How many cars?", "Answer choices": ["(A) 1", "(B) 2", "(C) 3", "(D) 4", "(E) The image does not feature the cars."],
+           "Ground truth": "D", "Task": "Perception", "Subtask": "Monitoring", "Category": "counting", "Image": "x.jpg"}
+    data = write(tmp_path, "data.json", json.dumps([rec, {**rec, "Question_id": "q2", "Ground truth": "E"}]))
+    preds = write(tmp_path, "p.jsonl", '{"Question_id": "Perception/Monitoring/x/1", "output": "Based on the image, the answer is D"}\n{"Question_id": "q2", "output": ""}\n')
+    strict = mme_realworld.score([data], [preds]).metrics
+    official = mme_realworld.score([data], [preds], "official").metrics
+    assert strict["perception"]["Avg"] == 50.0 and strict["unparsed"] == 1  # "" is unparsed, not "A"
+    assert official["perception"]["Avg"] == 0.0  # the official rule reads "Based" as B… and "" as A
+    assert strict["E_rate"] == {"model": 0.0, "ground_truth": 50.0}

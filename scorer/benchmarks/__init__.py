@@ -16,6 +16,7 @@ REGISTRY: dict[str, str] = {
     "blink": "perceptforge.scorer.benchmarks.blink",
     "codis": "perceptforge.scorer.benchmarks.codis",
     "mme-realworld": "perceptforge.scorer.benchmarks.mme_realworld",
+    "perceptforge": "perceptforge.scorer.benchmarks.perceptforge",
 }
 
 

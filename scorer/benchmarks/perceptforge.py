@@ -1,0 +1,103 @@
+"""Our own splits: ``val.jsonl`` / ``test.jsonl`` from ``perceptforge export``, or its VLMEvalKit ``mcq.tsv``.
+
+Predictions are ``{id, output}``; a Yes/No pair is asked on both images, so its predictions carry
+``image: natural|manipulated`` (or ids ``<id>#natural`` / ``<id>#manipulated``). Scored per item kind:
+MVP-Bench Yes/No metrics for pairs, accuracy for the MCQ kinds, per category and level.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+from perceptforge.errors import InputError
+from perceptforge.scorer import metrics as m
+from perceptforge.scorer.extract import LETTERS, extract_choice, extract_yes_no
+from perceptforge.scorer.judge import judge_unparsed
+from perceptforge.scorer.predictions import iter_records, read_predictions
+from perceptforge.scorer.result import ScoredItem, ScoreResult, Table
+
+
+def read_data(paths: list[Path]) -> list[dict]:
+    """Flat question records: id, kind, category, level, question, options, answer (or yes/no per image), pair."""
+    rows = []
+    for path in map(Path, paths):
+        if path.suffix == ".tsv":
+            csv.field_size_limit(sys.maxsize)  # base64 images are long fields
+            with open(path, newline="", encoding="utf-8") as f:
+                for lineno, row in enumerate(csv.DictReader(f, delimiter="\t"), start=2):
+                    options = [row[c] for c in LETTERS if row.get(c)]
+                    if not options or row.get("answer") not in LETTERS[: len(options)]:
+                        raise InputError(f"{path}:{lineno}", "MCQ row needs options A… and an answer letter among them")
+                    rows.append({"id": row["id"], "kind": "mcq", "category": row["category"], "level": row.get("l2-category", ""),
+                                 "question": row["question"], "options": options, "answer": row["answer"]})
+            continue
+        for where, rec in iter_records(path):
+            try:
+                q, cat = rec["question"], rec["category"]
+                base = {"id": rec["id"], "kind": q["kind"], "category": cat["name"], "level": q.get("level", ""), "question": q["question"]}
+            except (KeyError, TypeError) as exc:
+                raise InputError(where, f"not a perceptforge item: missing {exc}") from None
+            if q["kind"] == "yes_no_pair":
+                base |= {"answers": {"natural": q["answer_natural"], "manipulated": q["answer_manipulated"]}}
+            elif q["kind"] == "context_pair":
+                base |= {"answers": {"1": q["answers"][0], "2": q["answers"][1]}}
+            else:
+                base |= {"options": q["options"], "answer": q["answer"]}
+            rows.append(base)
+    if not rows:
+        raise InputError(", ".join(map(str, paths)), "no items")
+    return rows
+
+
+def _keys(rec: dict):
+    image = rec.get("image") or rec.get("context")
+    return [(f"{rec['id']}#{image}" if image else str(rec["id"]), rec.get("output", rec.get("prediction")))]
+
+
+def score(data: list[Path], predictions: list[Path], protocol: str = "strict", judge=None, **_) -> ScoreResult:
+    rows = read_data(data)
+    known = set()
+    for r in rows:
+        known |= {f"{r['id']}#{k}" for k in r["answers"]} if "answers" in r else {r["id"]}
+    preds = read_predictions(predictions, _keys, known=known)
+    scored, missing, yes_no = [], [], []
+    for r in rows:
+        group = f"{r['category']}/{r['kind']}"
+        if r["kind"] == "yes_no_pair":
+            for image, answer in r["answers"].items():
+                key = f"{r['id']}#{image}"
+                output = preds.output(key)
+                ex = extract_yes_no(output)
+                correct = ex.value == answer
+                yes_no.append(m.YesNoRecord(r["id"], "S" if image == "natural" else "E", r["level"], r["question"], correct))
+                scored.append(ScoredItem(key, group, output, ex.value, ex.method if output is not None else "missing", correct))
+                if key not in preds.by_key:
+                    missing.append(key)
+            continue
+        if r["kind"] == "context_pair":
+            from perceptforge.scorer.benchmarks.codis import judge_by_rule
+
+            for c, own in r["answers"].items():
+                key = f"{r['id']}#{c}"
+                other = r["answers"]["2" if c == "1" else "1"]
+                output = preds.output(key)
+                correct, method = judge_by_rule(output, own, other)
+                scored.append(ScoredItem(key, group, output, output if correct is not None else None, method, bool(correct)))
+                if key not in preds.by_key:
+                    missing.append(key)
+            continue
+        output = preds.output(r["id"])
+        ex = extract_choice(output, len(r["options"]), r["options"])
+        ex = judge_unparsed(ex, judge, r["question"] + "\n" + "\n".join(f"{LETTERS[k]}. {o}" for k, o in enumerate(r["options"])), LETTERS[: len(r["options"])], output)
+        scored.append(ScoredItem(r["id"], group, output, ex.value, ex.method if output is not None else "missing", ex.value == r["answer"]))
+        if r["id"] not in preds.by_key:
+            missing.append(r["id"])
+    kinds = m.per_group((s.group.rsplit("/", 1)[1], s.correct) for s in scored)
+    categories = m.per_group((s.group.split("/", 1)[0], s.correct) for s in scored)
+    metrics = {"kinds": kinds, "categories": categories, "overall": m.mean(categories.values()), "overall_micro": m.pct([s.correct for s in scored]),
+               "yes_no": m.mvp_yes_no(yes_no) if yes_no else None, "unparsed": sum(1 for s in scored if s.output is not None and s.extracted is None)}
+    tables = [Table("perceptforge split by kind", ["kind", "accuracy"], [[k, v] for k, v in kinds.items()]),
+              Table("perceptforge split by category", ["category", "accuracy"], [[k, v] for k, v in categories.items()] + [["overall (macro)", metrics["overall"]]])]
+    return ScoreResult("perceptforge", protocol, metrics, tables, scored, preds.warnings, missing, preds.unknown, categories)

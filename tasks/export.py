@@ -1,0 +1,187 @@
+"""Exporting a run's items as a versioned split: JSONL + images, Parquet, VLMEvalKit TSV, manifest, data card.
+
+Everything is a pure function of (items, images, seed): files are written in sorted order with stable
+encodings, so the same inputs give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import random
+import subprocess
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from perceptforge.data.schema import LETTERS, BenchmarkItem, FileEntry, SplitManifest
+from perceptforge.errors import InputError
+from perceptforge.fileio import atomic_write_bytes, atomic_write_text, dumps_canonical, sha256_file, write_json
+from pydantic import ValidationError
+
+from perceptforge.errors import describe_validation_error
+
+FORMATS = ("jsonl", "parquet", "vlmevalkit")
+
+
+def load_items(run_dir: Path, only_verified: bool = False) -> list[BenchmarkItem]:
+    folder = run_dir / "items"
+    if not folder.is_dir():
+        raise InputError(str(run_dir), "no items/ folder: is this a run directory?")
+    items = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            item = BenchmarkItem.model_validate_json(path.read_text())
+        except ValidationError as exc:
+            raise InputError(str(path), "; ".join(describe_validation_error(exc))) from None
+        if item.verified or not only_verified:
+            items.append(item)
+    if not items:
+        raise InputError(str(folder), "no items to export" + (" (none verified)" if only_verified else ""))
+    return items
+
+
+def assign_splits(items: list[BenchmarkItem], seed: int, val_fraction: float) -> dict[str, str]:
+    """Seeded split stratified by low-level category: each category contributes ~val_fraction to val."""
+    by_cat: dict[str, list[str]] = defaultdict(list)
+    for item in items:
+        by_cat[item.category.low].append(item.id)
+    splits = {}
+    for cat, ids in sorted(by_cat.items()):
+        ids = sorted(ids)
+        random.Random(f"{seed}:{cat}").shuffle(ids)
+        n_val = round(len(ids) * val_fraction)
+        splits.update({i: "val" for i in ids[:n_val]} | {i: "test" for i in ids[n_val:]})
+    return splits
+
+
+def _b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def write_jsonl_split(items, splits, run_dir: Path, out: Path) -> list[Path]:
+    written = []
+    for split in ("val", "test"):
+        rows = [{**item.model_dump(mode="json"), "split": split} for item in items if splits[item.id] == split]
+        written.append(atomic_write_text(out / f"{split}.jsonl", "".join(dumps_canonical(r) + "\n" for r in rows)))
+    for item in items:
+        for ref in (item.pair.natural, item.pair.manipulated, item.pair.mask):
+            if ref is not None and not (out / ref.path).exists():
+                atomic_write_bytes(out / ref.path, (run_dir / ref.path).read_bytes())
+                written.append(out / ref.path)
+    return written
+
+
+def _question_fields(item: BenchmarkItem) -> dict:
+    q = item.question
+    options = list(getattr(q, "options", []) or [])
+    answer = getattr(q, "answer", None) or (f"{q.answer_natural}/{q.answer_manipulated}" if q.kind == "yes_no_pair" else "")
+    return {"kind": q.kind, "question": q.question, "options": options, "answer": answer}
+
+
+def write_parquet(items, splits, run_dir: Path, out: Path) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    rows = []
+    for item in items:
+        fields = _question_fields(item)
+        rows.append({
+            "id": item.id, "split": splits[item.id], "category": item.category.name, "category_high": item.category.high,
+            "category_low": item.category.low, **fields,
+            "natural_image": {"bytes": (run_dir / item.pair.natural.path).read_bytes(), "path": item.pair.natural.path},
+            "manipulated_image": {"bytes": (run_dir / item.pair.manipulated.path).read_bytes(), "path": item.pair.manipulated.path},
+            "lineage": dumps_canonical(item.lineage.model_dump(mode="json")),
+        })
+    schema = pa.schema([
+        ("id", pa.string()), ("split", pa.string()), ("category", pa.string()), ("category_high", pa.string()),
+        ("category_low", pa.string()), ("kind", pa.string()), ("question", pa.string()), ("options", pa.list_(pa.string())),
+        ("answer", pa.string()), ("natural_image", image), ("manipulated_image", image), ("lineage", pa.string()),
+    ])
+    # Hugging Face `datasets` reads this metadata and decodes the two struct columns as images.
+    features = {f.name: {"dtype": "string", "_type": "Value"} for f in schema if f.name not in ("options", "natural_image", "manipulated_image")}
+    features |= {"options": {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"},
+                 "natural_image": {"_type": "Image"}, "manipulated_image": {"_type": "Image"}}
+    schema = schema.with_metadata({b"huggingface": json.dumps({"info": {"features": features}}, sort_keys=True).encode()})
+    table = pa.Table.from_pylist(rows, schema=schema)
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    return atomic_write_bytes(out / "data.parquet", buf.getvalue())
+
+
+def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path) -> Path:
+    """MCQ items only: ``index, image, question, A…E, answer, category, l2-category, split``."""
+    import csv
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, delimiter="\t", lineterminator="\n")
+    writer.writerow(["index", "id", "image", "question", *LETTERS, "answer", "category", "l2-category", "split"])
+    index = 0
+    for item in items:
+        q = item.question
+        if q.kind not in ("single_mcq", "cross_mcq", "absent_mcq"):
+            continue
+        if q.kind == "cross_mcq":
+            image = repr([_b64(run_dir / item.pair.natural.path), _b64(run_dir / item.pair.manipulated.path)])
+        else:
+            image = _b64(run_dir / item.pair.manipulated.path)
+        options = list(q.options) + [""] * (len(LETTERS) - len(q.options))
+        writer.writerow([index, item.id, image, q.question, *options, q.answer, item.category.name, item.category.high, splits[item.id]])
+        index += 1
+    return atomic_write_text(out / "mcq.tsv", buf.getvalue())
+
+
+def source_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def export_split(run_dir: Path, out: Path, formats: tuple[str, ...] = FORMATS, seed: int = 0, val_fraction: float = 0.5,
+                 only_verified: bool = False, name: str = "perceptforge-mvp", version: str = "1") -> SplitManifest:
+    unknown = set(formats) - set(FORMATS)
+    if unknown:
+        raise InputError("--formats", f"unknown format(s) {sorted(unknown)}; choose from {', '.join(FORMATS)}")
+    items = sorted(load_items(run_dir, only_verified), key=lambda i: i.id)
+    splits = assign_splits(items, seed, val_fraction)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if "jsonl" in formats:
+        written += write_jsonl_split(items, splits, run_dir, out)
+    if "parquet" in formats:
+        written.append(write_parquet(items, splits, run_dir, out))
+    if "vlmevalkit" in formats:
+        written.append(write_vlmevalkit_tsv(items, splits, run_dir, out))
+    counts = Counter(splits.values())
+    counts.update(f"{splits[i.id]}/{i.category.low}" for i in items)
+    profile_path = run_dir / "profile.yaml"
+    import yaml
+
+    profile = yaml.safe_load(profile_path.read_text()) if profile_path.exists() else {}
+    prompts = {(p.id, p.version): p for i in items for p in i.lineage.prompts}
+    models = {stage: b.model_id or b.name for i in items for stage, b in i.lineage.backends.items()}
+    manifest = SplitManifest(
+        name=name, version=version, seed=seed, counts=dict(sorted(counts.items())),
+        files=[FileEntry(path=str(p.relative_to(out)), sha256=sha256_file(p), bytes=p.stat().st_size) for p in sorted(set(written))],
+        profile=profile, templates=dict(sorted({i.lineage.template_id: i.lineage.template_version for i in items}.items())),
+        prompts=[prompts[k] for k in sorted(prompts)], models=dict(sorted(models.items())), source_commit=source_commit(),
+    )
+    write_json(out / "manifest.json", manifest.model_dump(mode="json"))
+    atomic_write_text(out / "README.md", data_card(manifest))
+    return manifest
+
+
+def data_card(manifest: SplitManifest) -> str:
+    lines = [f"# {manifest.name} v{manifest.version}", "",
+             "Multimodal perception items built by perceptforge (MVP-Bench-style construction). Each item keeps its lineage:",
+             "source image and hash, template and prompt versions, backends and model ids, seed.", "",
+             "## Counts", "", "| split / category | items |", "| --- | ---: |"]
+    lines += [f"| {k} | {v} |" for k, v in manifest.counts.items()]
+    lines += ["", "## Files", "", "| file | bytes | sha256 |", "| --- | ---: | --- |"]
+    lines += [f"| {f.path} | {f.bytes} | `{f.sha256[:16]}…` |" for f in manifest.files if not f.path.startswith("images/")]
+    lines += ["", f"Seed {manifest.seed}; templates {manifest.templates}; models {manifest.models}; source commit `{manifest.source_commit or 'unknown'}`.",
+              "", "Load the Parquet with `datasets.load_dataset(\"parquet\", data_files=\"data.parquet\")`; score predictions with",
+              "`perceptforge score perceptforge --data val.jsonl --predictions PRED.jsonl`.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,99 @@
+"""export: stratified seeded split, byte-identical reruns, Parquet for `datasets`, TSV back through the scorer."""
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from perceptforge.data.schema import BenchmarkItem
+from perceptforge.errors import InputError
+from perceptforge.scorer.benchmarks import perceptforge as pf_scorer
+from perceptforge.tasks.export import export_split
+from perceptforge.tasks.rundir import RunDir
+
+SHA = "b" * 64
+CATS = [("behaviour", "B3", "Behaviour-Object Association"), ("scenario", "S1", "Scenario-Background")]
+
+
+def make_run(tmp_path, n_per_cat=4):
+    run = RunDir(tmp_path / "run")
+    rng = np.random.default_rng(0)
+    for c, (high, low, name) in enumerate(CATS):
+        for k in range(n_per_cat):
+            nat = run.store_image(Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)))
+            man = run.store_image(Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)))
+            questions = [
+                {"kind": "single_mcq", "question": "What is the woman holding?", "options": ["a gun", "a helmet", "a cup", "a book", "a phone"], "answer": "ABCDE"[k % 5]},
+                {"kind": "cross_mcq", "question": "How have the pair of images been modified?", "options": ["Substitute the background.", "Replace the object held by the main subject."], "answer": "B", "level": "low"},
+                {"kind": "yes_no_pair", "question": "Is the woman holding a gun?", "level": "low", "answer_natural": "no", "answer_manipulated": "yes"},
+            ]
+            for j, q in enumerate(questions):
+                item = BenchmarkItem.model_validate({
+                    "id": f"{low}-{k}-{j}", "category": {"high": high, "low": low, "name": name}, "question": q,
+                    "pair": {"natural": nat.model_dump(), "manipulated": man.model_dump()},
+                    "lineage": {"source_id": str(k), "source_sha256": SHA, "template_id": low, "template_version": 1, "seed": 0,
+                                "prompts": [{"id": "questions/yes_no", "version": 1, "sha256": SHA}], "backends": {"llm": {"name": "template"}}},
+                    "verified": k != 0,
+                })
+                run.write_record(f"items/{item.id}.json", item.model_dump(mode="json"))
+    return run.path
+
+
+def test_export_is_byte_identical_and_stratified(tmp_path):
+    run = make_run(tmp_path)
+    a = export_split(run, tmp_path / "a", seed=1)
+    b = export_split(run, tmp_path / "b", seed=1)
+    assert [f.model_dump() for f in a.files] == [f.model_dump() for f in b.files]
+    for name in ("val.jsonl", "test.jsonl", "data.parquet", "mcq.tsv", "manifest.json", "README.md"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    assert a.counts["val"] == 12 and a.counts["test"] == 12
+    assert a.counts["val/B3"] == a.counts["val/S1"] == 6  # half of each category
+    c = export_split(run, tmp_path / "c", seed=2)
+    assert (tmp_path / "c" / "val.jsonl").read_bytes() != (tmp_path / "a" / "val.jsonl").read_bytes()
+    assert c.templates == {"B3": 1, "S1": 1} and c.models == {"llm": "template"}
+
+
+def test_only_verified_and_bad_run(tmp_path):
+    run = make_run(tmp_path)
+    m = export_split(run, tmp_path / "v", only_verified=True, formats=("jsonl",))
+    assert m.counts["val"] + m.counts["test"] == 18
+    with pytest.raises(InputError, match="no items/ folder"):
+        export_split(tmp_path, tmp_path / "x")
+    (run / "items" / "broken.json").write_text('{"id": "x"}')
+    with pytest.raises(InputError, match=r"broken.json: category: Field required"):
+        export_split(run, tmp_path / "y")
+
+
+def test_parquet_loads_with_datasets(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    export_split(make_run(tmp_path), tmp_path / "s", formats=("parquet",))
+    ds = datasets.load_dataset("parquet", data_files=str(tmp_path / "s" / "data.parquet"), split="train")
+    assert len(ds) == 24
+    row = ds[0]
+    assert row["natural_image"].size == (8, 8)
+    assert json.loads(row["lineage"])["template_id"] in ("B3", "S1")
+
+
+def test_tsv_and_jsonl_round_trip_through_scorer(tmp_path):
+    out = tmp_path / "s"
+    export_split(make_run(tmp_path), out)
+    tsv_rows = pf_scorer.read_data([out / "mcq.tsv"])
+    assert len(tsv_rows) == 16 and tsv_rows[0]["options"]
+    preds = tmp_path / "p.jsonl"
+    preds.write_text("".join(json.dumps({"id": r["id"], "output": f"({r['answer']})"}) + "\n" for r in tsv_rows))
+    assert pf_scorer.score([out / "mcq.tsv"], [preds]).metrics["overall_micro"] == 100.0
+
+    lines = []
+    for split in ("val", "test"):
+        for line in (out / f"{split}.jsonl").read_text().splitlines():
+            item = json.loads(line)
+            q = item["question"]
+            if q["kind"] == "yes_no_pair":
+                lines += [{"id": item["id"], "image": "natural", "output": "No."}, {"id": item["id"], "image": "manipulated", "output": "No."}]
+            else:
+                lines.append({"id": item["id"], "output": q["answer"]})
+    preds.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    r = pf_scorer.score([out / "val.jsonl", out / "test.jsonl"], [preds]).metrics
+    assert r["kinds"]["single_mcq"] == 100.0 and r["kinds"]["yes_no_pair"] == 50.0
+    assert r["yes_no"]["qAcc"]["low"] == 0.0 and r["yes_no"]["aAcc"] == 50.0
