@@ -12,8 +12,8 @@ from perceptforge.cli.app import console
 
 
 def predict(
-    benchmark: str = typer.Argument(..., help="mvp-bench | blink | codis | mme-realworld"),
-    data: Path = typer.Option(..., "--data", help="the release's question file (BLINK: the HF parquet)"),
+    benchmark: str = typer.Argument(..., help="perceptforge | mvp-bench | blink | codis | mme-realworld"),
+    data: Path = typer.Option(..., "--data", help="our split's val.jsonl/test.jsonl, or a release's question file (BLINK: the HF parquet)"),
     images: Optional[Path] = typer.Option(None, "--images", help="folder the records' image paths are relative to (default: beside --data)"),
     endpoint: str = typer.Option(..., "--endpoint", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1"),
     model: str = typer.Option(..., "--model", help="model name the server knows"),

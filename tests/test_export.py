@@ -97,3 +97,28 @@ def test_tsv_and_jsonl_round_trip_through_scorer(tmp_path):
     r = pf_scorer.score([out / "val.jsonl", out / "test.jsonl"], [preds]).metrics
     assert r["kinds"]["single_mcq"] == 100.0 and r["kinds"]["yes_no_pair"] == 50.0
     assert r["yes_no"]["qAcc"]["low"] == 0.0 and r["yes_no"]["aAcc"] == 50.0
+
+
+def test_predict_over_exported_split_scores_back(tmp_path):
+    from chat_server import ChatServer
+    from perceptforge.scorer.predict import predict
+    from perceptforge.tasks.chat import ChatClient
+
+    out = tmp_path / "s"
+    export_split(make_run(tmp_path), out, formats=("jsonl",))
+    kinds = [json.loads(line)["question"]["kind"] for line in (out / "val.jsonl").read_text().splitlines()]
+
+    def reply(req):
+        content = req["messages"][0]["content"]
+        text = content[-1]["text"]
+        n_images = len(content) - 1
+        if "Yes or No" in text:
+            return "Yes" if n_images == 1 else "No"
+        return "B" if n_images == 2 else "A"  # cross-image MCQs carry both images
+
+    with ChatServer(reply) as server:
+        summary = predict("perceptforge", out / "val.jsonl", out, ChatClient(base_url=server.base_url, model="tiny"), tmp_path / "p.jsonl")
+    assert summary["answered"] == len(kinds) + kinds.count("yes_no_pair")  # a pair is asked on both images
+    r = pf_scorer.score([out / "val.jsonl"], [tmp_path / "p.jsonl"]).metrics
+    assert r["kinds"]["cross_mcq"] == 100.0 and r["kinds"]["yes_no_pair"] == 50.0
+    assert not pf_scorer.score([out / "val.jsonl"], [tmp_path / "p.jsonl"]).missing
