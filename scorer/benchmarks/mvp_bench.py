@@ -23,18 +23,18 @@ from perceptforge.scorer.result import ScoredItem, ScoreResult, Table
 _OPTION_LINE = re.compile(r"^([A-H])\. (.*)$", re.M)
 
 
-def read_data(paths: list[Path]) -> tuple[dict[str, dict], dict[str, dict]]:
-    """(all_questions by question_id, circular records by question_id)."""
-    singles, circular = {}, {}
+def iter_data(paths: list[Path]):
+    """Question records one at a time (records are not held: scoring streams over the data files)."""
+    found = False
     for path in paths:
         for where, rec in iter_records(Path(path)):
             for key in ("question_id", "question", "answer", "type"):
                 if key not in rec:
                     raise InputError(where, f"not an MVP-Bench question record: no '{key}'")
-            (circular if "mcq_id" in rec else singles)[str(rec["question_id"])] = rec
-    if not singles and not circular:
+            found = True
+            yield rec
+    if not found:
         raise InputError(", ".join(map(str, paths)), "no MVP-Bench records")
-    return singles, circular
 
 
 def options_of(question: str) -> list[str]:
@@ -65,18 +65,17 @@ def _mcq(rec: dict, output: str | None, official: bool, judge=None) -> Extractio
 
 def score(data: list[Path], predictions: list[Path], protocol: str = "strict", judge=None, **_) -> ScoreResult:
     official = protocol == "official"
-    singles, circ = read_data(data)
-    preds = read_predictions(
-        predictions,
-        lambda r: [(str(r["question_id"]), r.get("output", r.get("prediction")))],
-        known=set(singles) | set(circ),
-    )
+    preds = read_predictions(predictions, lambda r: [(str(r["question_id"]), r.get("output", r.get("prediction")))])
     items: list[ScoredItem] = []
     missing: list[str] = []
+    seen: set[str] = set()
     yes_no: list[m.YesNoRecord] = []
     vanilla: dict[str, list[bool]] = defaultdict(list)
+    rotations: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
 
-    for qid, rec in singles.items():
+    for rec in iter_data(data):
+        qid = str(rec["question_id"])
+        seen.add(qid)
         pred = preds.by_key.get(qid)
         if pred is None:
             missing.append(qid)
@@ -90,23 +89,16 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         else:
             ex = _mcq(rec, output, official, judge)
             correct = ex.value == rec["answer"]
-            kind = "cross" if rec["type"] == "mcq-cross" else "single"
+            # The circular set marks every record "mcq-e"; cross vs single is told by the image folder.
+            kind = "cross" if rec["type"] == "mcq-cross" or str(rec.get("image", "")).startswith("Cross") else "single"
             group = f"{kind}_{rec['level']}"
-            vanilla[group].append(correct)
+            if "mcq_id" in rec:
+                rotations[group][qid.split("__")[0]].append(correct)
+                group = f"circular/{group}"
+            else:
+                vanilla[group].append(correct)
         items.append(ScoredItem(qid, group, output, ex.value, ex.method if pred else "missing", correct))
-
-    rotations: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
-    for qid, rec in circ.items():
-        pred = preds.by_key.get(qid)
-        if pred is None:
-            missing.append(qid)
-        output = pred.output if pred else None
-        ex = _mcq(rec, output, official, judge)
-        correct = ex.value == rec["answer"]
-        kind = "cross" if str(rec.get("image", "")).startswith("Cross") else "single"
-        group = f"{kind}_{rec['level']}"
-        rotations[group][str(rec["question_id"]).split("__")[0]].append(correct)
-        items.append(ScoredItem(qid, f"circular/{group}", output, ex.value, ex.method if pred else "missing", correct))
+    unknown = sorted((p.where + f": id {k}" for k, p in preds.by_key.items() if k not in seen))
 
     yn = m.mvp_yes_no(yes_no, official=official)
     groups = ("cross_low", "cross_high", "single_high")
@@ -135,4 +127,4 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         ),
     ]
     bars = {f"Y/N {k}": v for k, v in yn["accuracy"].items()} | {f"MCQ {g}": metrics["mcq"]["vanilla"][g] for g in groups}
-    return ScoreResult("mvp-bench", protocol, metrics, tables, items, preds.warnings, missing, preds.unknown, bars)
+    return ScoreResult("mvp-bench", protocol, metrics, tables, items, preds.warnings, missing, unknown, bars)
