@@ -9,7 +9,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_REFERENCE = REPO.parent / "shared" / "reference"
+# The official release files are test material beside the checkout (../shared/reference), not shipped;
+# PERCEPTFORGE_REFERENCE points elsewhere.
+SHARED_REFERENCE = Path(os.environ.get("PERCEPTFORGE_REFERENCE", REPO.parent / "shared" / "reference"))
 
 
 @pytest.fixture(scope="session")
