@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path

@@ -14,12 +14,12 @@ import subprocess
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from perceptforge.data.schema import LETTERS, BenchmarkItem, FileEntry, SplitManifest
-from perceptforge.errors import InputError
-from perceptforge.fileio import atomic_write_bytes, atomic_write_text, dumps_canonical, sha256_file, write_json
+import yaml
 from pydantic import ValidationError
 
-from perceptforge.errors import describe_validation_error
+from perceptforge.data.schema import LETTERS, BenchmarkItem, FileEntry, SplitManifest
+from perceptforge.errors import InputError, describe_validation_error
+from perceptforge.fileio import atomic_write_bytes, atomic_write_text, dumps_canonical, sha256_file, write_json
 
 FORMATS = ("jsonl", "parquet", "vlmevalkit")
 
@@ -157,8 +157,6 @@ def export_split(run_dir: Path, out: Path, formats: tuple[str, ...] = FORMATS, s
     counts = Counter(splits.values())
     counts.update(f"{splits[i.id]}/{i.category.low}" for i in items)
     profile_path = run_dir / "profile.yaml"
-    import yaml
-
     profile = yaml.safe_load(profile_path.read_text()) if profile_path.exists() else {}
     prompts = {(p.id, p.version): p for i in items for p in i.lineage.prompts}
     models = {stage: b.model_id or b.name for i in items for stage, b in i.lineage.backends.items()}

@@ -17,11 +17,11 @@ from pathlib import Path
 import yaml
 
 from perceptforge.errors import InputError
+from perceptforge.fileio import read_json
 from perceptforge.scorer import metrics as m
 from perceptforge.scorer.extract import LETTERS, Extraction, extract_choice
 from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import read_predictions
-from perceptforge.fileio import read_json
 from perceptforge.scorer.result import ScoredItem, ScoreResult, Table
 
 _ANSWER = re.compile(r"^\(?([A-H])\)?$")
