@@ -5,9 +5,8 @@ from __future__ import annotations
 import sys
 
 import typer
-from rich.console import Console
-
 from perceptforge.errors import PerceptforgeError
+from rich.console import Console
 
 console = Console()
 err_console = Console(stderr=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import typer
-
 from perceptforge.cli.app import new_app
 from perceptforge.errors import PerceptforgeError
 

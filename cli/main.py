@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-
 from perceptforge.cli.app import console, new_app
 from perceptforge.settings import configure_prefect
 
@@ -85,7 +84,6 @@ def profile_check(profiles: list[str] = typer.Argument(..., help="profile names 
 def profile_show(profile: str = typer.Argument("local")) -> None:
     """Print a profile with every default filled in."""
     import yaml
-
     from perceptforge.configs.profile import load_profile
 
     console.print(yaml.safe_dump(load_profile(profile).model_dump(mode="json"), sort_keys=False), highlight=False)

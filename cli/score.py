@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-
 from perceptforge.cli.app import console
 from perceptforge.errors import PerceptforgeError
 

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from perceptforge.errors import InputError, describe_validation_error
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class Section(BaseModel):

@@ -11,9 +11,8 @@ import re
 from enum import Enum
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
 from perceptforge.tasks import geometry
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SHA256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="lower-case hex SHA-256")]
 LETTERS = "ABCDE"

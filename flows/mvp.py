@@ -12,9 +12,6 @@ from collections import Counter
 from pathlib import Path
 
 import yaml
-from prefect import flow, task
-from prefect.task_runners import ThreadPoolTaskRunner
-
 from perceptforge.configs.profile import Profile, load_profile
 from perceptforge.data.schema import SourceImage
 from perceptforge.errors import PerceptforgeError
@@ -22,6 +19,8 @@ from perceptforge.fileio import sha256_file, write_jsonl
 from perceptforge.tasks.images import load_rgb
 from perceptforge.tasks.rundir import RunDir, safe_name
 from perceptforge.tasks.sources import SourceEntry, grounding_from_entry, read_source_dir, resolve_inside
+from prefect import flow, task
+from prefect.task_runners import ThreadPoolTaskRunner
 
 
 def ingest_entry(source_dir: Path, entry: SourceEntry, run: RunDir) -> dict:

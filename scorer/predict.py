@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from PIL import Image
-
 from perceptforge.errors import InputError, PerceptforgeError
 from perceptforge.prompts.library import load_prompt
 from perceptforge.scorer.predictions import iter_records
 from perceptforge.tasks.chat import ChatClient
+from PIL import Image
 
 
 @dataclass(frozen=True)

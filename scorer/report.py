@@ -7,11 +7,10 @@ import io
 import json
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table as RichTable
-
 from perceptforge.fileio import atomic_write_bytes, atomic_write_text
 from perceptforge.scorer.result import ScoreResult
+from rich.console import Console
+from rich.table import Table as RichTable
 
 
 def fmt(value: object) -> str:

@@ -15,11 +15,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
-
 from perceptforge.data.schema import LETTERS, BenchmarkItem, FileEntry, SplitManifest
 from perceptforge.errors import InputError, describe_validation_error
 from perceptforge.fileio import atomic_write_bytes, atomic_write_text, dumps_canonical, sha256_file, write_json
+from pydantic import ValidationError
 
 FORMATS = ("jsonl", "parquet", "vlmevalkit")
 

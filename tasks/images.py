@@ -6,9 +6,8 @@ import io
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageOps, UnidentifiedImageError
-
 from perceptforge.errors import InputError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 
 def load_rgb(path: str | Path) -> Image.Image:

@@ -3,9 +3,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from perceptforge.cli import app
+from typer.testing import CliRunner
 
 COMMANDS = [
     [], ["run"], ["run", "mvp"], ["demo"], ["export"], ["score"], ["predict"], ["templates"],

@@ -4,13 +4,12 @@ import json
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from perceptforge.data.schema import BenchmarkItem
 from perceptforge.errors import InputError
 from perceptforge.scorer.benchmarks import perceptforge as pf_scorer
 from perceptforge.tasks.export import export_split
 from perceptforge.tasks.rundir import RunDir
+from PIL import Image
 
 SHA = "b" * 64
 CATS = [("behaviour", "B3", "Behaviour-Object Association"), ("scenario", "S1", "Scenario-Background")]

@@ -2,7 +2,6 @@
 failure cases from the reference README) and on the formats evaluators meet."""
 
 import pytest
-
 from perceptforge.scorer.extract import extract_choice, extract_yes_no, normalise_answer
 
 POINTS = ["Point A", "Point B", "Point C", "Point D"]

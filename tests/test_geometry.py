@@ -1,5 +1,4 @@
 import pytest
-
 from perceptforge.tasks import geometry as g
 
 

@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-
 from perceptforge.tasks.masks import mask_to_xyxy, rle_decode, rle_encode, xyxy_to_mask
 
 

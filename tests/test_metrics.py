@@ -1,5 +1,4 @@
 import pytest
-
 from perceptforge.scorer import metrics as m
 
 Y = m.YesNoRecord

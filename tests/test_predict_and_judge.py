@@ -4,14 +4,13 @@ import json
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from chat_server import ChatServer
 from perceptforge.errors import PerceptforgeError
 from perceptforge.scorer.benchmarks import codis, mvp_bench
 from perceptforge.scorer.judge import Judge
 from perceptforge.scorer.predict import predict
 from perceptforge.tasks.chat import ChatClient
+from PIL import Image
 
 
 @pytest.fixture

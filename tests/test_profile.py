@@ -1,11 +1,9 @@
 import subprocess
 
 import pytest
-
+from helpers import perceptforge_cmd
 from perceptforge.configs.profile import load_profile
 from perceptforge.errors import InputError
-
-from helpers import perceptforge_cmd
 
 
 def test_bundled_profiles_load():

@@ -3,10 +3,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pydantic import ValidationError
-
 from perceptforge.data import schema as s
 from perceptforge.errors import describe_validation_error
+from pydantic import ValidationError
 
 SHA = "a" * 64
 

@@ -4,7 +4,6 @@ import json
 import subprocess
 
 import pytest
-
 from helpers import perceptforge_cmd
 from perceptforge.errors import InputError
 from perceptforge.scorer.benchmarks import blink

@@ -5,7 +5,6 @@ import re
 import subprocess
 
 import pytest
-
 from conftest import SHARED_REFERENCE as REF
 from helpers import perceptforge_cmd
 from perceptforge.scorer.benchmarks import blink, codis, mme_realworld, mvp_bench

@@ -3,11 +3,10 @@ import shutil
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from perceptforge.errors import InputError
 from perceptforge.tasks.images import load_rgb
 from perceptforge.tasks.sources import grounding_from_entry, read_source_dir, resolve_inside
+from PIL import Image
 
 
 def test_bundled_sample_reads(sample_dir):

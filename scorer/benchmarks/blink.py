@@ -15,7 +15,6 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
-
 from perceptforge.errors import InputError
 from perceptforge.fileio import read_json
 from perceptforge.scorer import metrics as m
