@@ -83,3 +83,22 @@ def test_codis_judge_decides_unjudged_and_caches(tmp_path):
         assert prompt.startswith("Please evaluate the output of models") and "Here is the output: I am getting dressed." in prompt
         codis.score([data], [preds], judge=judge)
         assert len(server.requests) == 1  # the second scoring came from the cache
+
+
+def test_choice_judge_only_for_unparsed(tmp_path):
+    from perceptforge.scorer.benchmarks import blink
+
+    answers = tmp_path / "a.json"
+    answers.write_text(json.dumps({"val_Counting_1": "(B)", "val_Counting_2": "(C)"}))
+    preds = tmp_path / "p.jsonl"
+    preds.write_text('{"idx": "val_Counting_1", "output": "Two dogs, I reckon."}\n{"idx": "val_Counting_2", "output": "(C) 3"}\n')
+    with ChatServer(lambda req: "B") as server:
+        judge = Judge(ChatClient(base_url=server.base_url, model="judge"), cache_dir=tmp_path / "cache")
+        r = blink.score([answers], [preds], judge=judge)
+        assert [(i.extracted, i.method) for i in r.items] == [("B", "judge"), ("C", "leading")]
+        assert len(server.requests) == 1 and "Valid letters: A, B, C, D" in server.requests[0]["messages"][0]["content"]
+    with ChatServer(lambda req: "I think maybe B or C") as server:
+        judge = Judge(ChatClient(base_url=server.base_url, model="other"), cache_dir=tmp_path / "cache2")
+        assert blink.score([answers], [preds], judge=judge).items[0].method == "judge_unparsed"
+    with pytest.raises(PerceptforgeError, match="openai:MODEL@BASE_URL"):
+        Judge.from_spec("gpt-4o")
