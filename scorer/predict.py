@@ -74,7 +74,7 @@ def mme_realworld_requests(data: Path, images: Path) -> Iterator[Request]:
 
 def perceptforge_requests(data: Path, images: Path) -> Iterator[Request]:
     """Our exported split (val.jsonl / test.jsonl): Yes/No pairs asked on each image, MCQs with lettered options."""
-    prompt_mcq, prompt_yes_no = load_prompt("predict/mcq"), load_prompt("predict/yes_no")
+    prompt_mcq, prompt_yes_no, prompt_context = (load_prompt(f"predict/{n}") for n in ("mcq", "yes_no", "codis_di_cot"))
     for where, rec in iter_records(data):
         q, pair = rec["question"], rec["pair"]
         natural, manipulated = _image(images, pair["natural"]["path"], where), _image(images, pair["manipulated"]["path"], where)
@@ -82,9 +82,8 @@ def perceptforge_requests(data: Path, images: Path) -> Iterator[Request]:
             for name, img in (("natural", natural), ("manipulated", manipulated)):
                 yield Request({"id": rec["id"], "image": name}, prompt_yes_no.render(question=q["question"]), (img,))
         elif q["kind"] == "context_pair":
-            codis = load_prompt("predict/codis_di_cot")
             for c, context in enumerate(q["contexts"], start=1):
-                yield Request({"id": rec["id"], "context": str(c)}, codis.render(context=context, question=q["question"]), (manipulated,))
+                yield Request({"id": rec["id"], "context": str(c)}, prompt_context.render(context=context, question=q["question"]), (manipulated,))
         else:
             options = "\n".join(f"{'ABCDE'[k]}. {o}" for k, o in enumerate(q["options"]))
             imgs = (natural, manipulated) if q["kind"] == "cross_mcq" else (manipulated,)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from perceptforge.errors import InputError
 from perceptforge.scorer import metrics as m
+from perceptforge.scorer.benchmarks.codis import judge_by_rule
 from perceptforge.scorer.extract import LETTERS, extract_choice, extract_yes_no
 from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import iter_records, read_predictions
@@ -77,8 +78,6 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
                     missing.append(key)
             continue
         if r["kind"] == "context_pair":
-            from perceptforge.scorer.benchmarks.codis import judge_by_rule
-
             for c, own in r["answers"].items():
                 key = f"{r['id']}#{c}"
                 other = r["answers"]["2" if c == "1" else "1"]
