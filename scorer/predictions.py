@@ -38,30 +38,34 @@ def iter_records(path: Path) -> Iterator[tuple[str, dict]]:
     """Records of a JSON Lines file, a JSON list, or a JSON object holding a list (``{"val": [...]}``)."""
     if path.is_dir():
         raise InputError(str(path), "is a directory; pass the files inside it")
-    head = path.read_bytes()[:4096].lstrip() if path.exists() else b""
-    if head.startswith(b"[") or (head.startswith(b"{") and _is_single_json(path)):
-        doc = read_json(path)
-        rows = doc
-        if isinstance(doc, dict):
-            lists = [v for v in doc.values() if isinstance(v, list)]
-            if not lists:
-                raise InputError(str(path), "a JSON object without a list of records")
-            rows = [r for v in lists for r in v] if "val" not in doc else doc["val"]
-        for k, row in enumerate(rows):
-            if not isinstance(row, dict):
-                raise InputError(f"{path}[{k}]", f"expected a JSON object, got {type(row).__name__}")
-            yield f"{path}[{k}]", row
+    head = b""
+    if path.exists():
+        with open(path, "rb") as f:
+            head = f.read(4096).lstrip()
+    # A file opening with "{" is one JSON document or JSON Lines; parse it once to tell which.
+    doc = read_json(path) if head.startswith(b"[") else _whole_json(path) if head.startswith(b"{") else None
+    if doc is None:
+        for lineno, row in iter_jsonl(path):
+            yield f"{path}:{lineno}", row
         return
-    for lineno, row in iter_jsonl(path):
-        yield f"{path}:{lineno}", row
+    rows = doc
+    if isinstance(doc, dict):
+        lists = [v for v in doc.values() if isinstance(v, list)]
+        if not lists:
+            raise InputError(str(path), "a JSON object without a list of records")
+        rows = doc["val"] if "val" in doc else [r for v in lists for r in v]
+    for k, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise InputError(f"{path}[{k}]", f"expected a JSON object, got {type(row).__name__}")
+        yield f"{path}[{k}]", row
 
 
-def _is_single_json(path: Path) -> bool:
+def _whole_json(path: Path) -> object | None:
+    """The parsed document when the whole file is one JSON value, else None (JSON Lines, or broken)."""
     try:
-        json.loads(path.read_text(encoding="utf-8"))
-        return True
+        return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
-        return False
+        return None
 
 
 def read_predictions(

@@ -18,6 +18,11 @@ class ScoredItem:
         return {"id": self.id, group_key: self.group, "output": self.output, "extracted": self.extracted, "method": self.method, "correct": self.correct}
 
 
+def count_unparsed(items: list[ScoredItem]) -> int:
+    """Outputs that were there but gave no answer (missing predictions are counted apart)."""
+    return sum(1 for i in items if i.output is not None and i.extracted is None)
+
+
 @dataclass
 class Table:
     title: str
@@ -40,10 +45,8 @@ class ScoreResult:
 
     @property
     def parse_failure_rate(self) -> float | None:
-        scored = [i for i in self.items if i.output is not None]
-        if not scored:
-            return None
-        return 100.0 * sum(i.extracted is None for i in scored) / len(scored)
+        answered = sum(1 for i in self.items if i.output is not None)
+        return 100.0 * count_unparsed(self.items) / answered if answered else None
 
     def as_json(self) -> dict:
         return {

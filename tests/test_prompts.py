@@ -1,5 +1,4 @@
 import pytest
-
 from perceptforge.errors import PerceptforgeError
 from perceptforge.prompts.library import available, load_prompt
 

@@ -21,7 +21,7 @@ from perceptforge.scorer import metrics as m
 from perceptforge.scorer.extract import LETTERS, Extraction, extract_choice
 from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import read_predictions
-from perceptforge.scorer.result import ScoredItem, ScoreResult, Table
+from perceptforge.scorer.result import ScoredItem, ScoreResult, Table, count_unparsed
 
 _ANSWER = re.compile(r"^\(?([A-H])\)?$")
 
@@ -113,7 +113,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         "overall": m.mean(tasks.values()),
         "overall_micro": m.pct([s.correct for s in scored]),
         "random_choice": m.mean(random_row.values()),
-        "unparsed": sum(1 for s in scored if s.output is not None and s.extracted is None),
+        "unparsed": count_unparsed(scored),
     }
     rows = [[t, acc, random_row[t], sum(1 for s in scored if s.group == t)] for t, acc in tasks.items()]
     rows += [["overall (macro)", metrics["overall"], metrics["random_choice"], len(scored)], ["overall (micro)", metrics["overall_micro"], None, len(scored)]]

@@ -17,7 +17,7 @@ from perceptforge.scorer import metrics as m
 from perceptforge.scorer.extract import Extraction, extract_choice
 from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import PredictionSet, read_predictions
-from perceptforge.scorer.result import ScoredItem, ScoreResult, Table
+from perceptforge.scorer.result import ScoredItem, ScoreResult, Table, count_unparsed
 
 _PREFIXES = ("The best answer is", "The correct answer is", "The answer is", "The answer", "The best option is", "The correct option is", "Best answer:", "Best option:", "Answer:", "Option:")
 
@@ -76,7 +76,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         model_e.append(ex.value == "E")
     metrics = m.mme_realworld(mme)
     metrics["E_rate"] = {"model": m.pct(model_e), "ground_truth": m.pct([str(r["Ground truth"]).strip() == "E" for r in records])}
-    metrics["unparsed"] = sum(1 for s in scored if s.output is not None and s.extracted is None)
+    metrics["unparsed"] = count_unparsed(scored)
     rows = []
     for task in ("perception", "reasoning"):
         for domain, v in metrics.get(task, {}).items():
