@@ -15,7 +15,7 @@ import yaml
 from perceptforge.configs.profile import Profile, load_profile
 from perceptforge.data.schema import SourceImage
 from perceptforge.errors import PerceptforgeError
-from perceptforge.fileio import sha256_file, write_jsonl
+from perceptforge.fileio import atomic_write_text, sha256_file, write_jsonl
 from perceptforge.tasks.images import load_rgb
 from perceptforge.tasks.rundir import RunDir, safe_name
 from perceptforge.tasks.sources import SourceEntry, grounding_from_entry, read_source_dir, resolve_inside
@@ -73,7 +73,7 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
     source_dir = Path(source).resolve()
     run = RunDir(Path(out).resolve())
     run.path.mkdir(parents=True, exist_ok=True)
-    (run.sub("profile.yaml")).write_text(_resolved_profile_yaml(prof))
+    atomic_write_text(run.sub("profile.yaml"), _resolved_profile_yaml(prof))
 
     annotation_file = getattr(prof.grounder, "file", "annotations.json")
     entries = sorted(read_source_dir(source_dir, annotation_file), key=lambda e: e.source_id)
@@ -83,32 +83,24 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
     timings: dict[str, float] = {}
     failures: Counter[str] = Counter()
 
-    t0 = time.perf_counter()
-    ingest_futures = {e.source_id: ingest_task.submit(source_dir, e, run.path) for e in entries}
-    sources, ok_entries = [], []
-    for entry in entries:
-        try:
-            sources.append(ingest_futures[entry.source_id].result())
-            ok_entries.append(entry)
-        except Exception as exc:  # quarantine, never crash the run
-            run.quarantine(f"source-{entry.source_id}", "ingest", type(exc).__name__, str(exc), file=entry.file_name)
-            failures[f"ingest: {type(exc).__name__}"] += 1
-    write_jsonl(run.sub("sources.jsonl"), sources)
-    timings["ingest"] = time.perf_counter() - t0
+    def stage(name: str, stage_task, units: list[SourceEntry], *args) -> list[tuple[SourceEntry, dict]]:
+        """Submit one task per unit, then collect in unit order; a failed unit is quarantined, never fatal."""
+        t0 = time.perf_counter()
+        futures = [(e, stage_task.submit(*args, e, run.path)) for e in units]
+        done = []
+        for entry, future in futures:
+            try:
+                done.append((entry, future.result()))
+            except Exception as exc:
+                run.quarantine(f"source-{entry.source_id}", name, type(exc).__name__, str(exc), file=entry.file_name)
+                failures[f"{name}: {type(exc).__name__}"] += 1
+        timings[name] = time.perf_counter() - t0
+        return done
 
+    ingested = stage("ingest", ingest_task, entries, source_dir)
+    write_jsonl(run.sub("sources.jsonl"), [record for _, record in ingested])
     # Images without a main subject (donor backgrounds and objects) are sources, not units to ground.
-    t0 = time.perf_counter()
-    to_ground = [e for e in ok_entries if e.subject]
-    ground_futures = {e.source_id: ground_task.submit(e, run.path) for e in to_ground}
-    grounded = 0
-    for entry in to_ground:
-        try:
-            ground_futures[entry.source_id].result()
-            grounded += 1
-        except Exception as exc:
-            run.quarantine(f"source-{entry.source_id}", "ground", type(exc).__name__, str(exc), file=entry.file_name)
-            failures[f"ground: {type(exc).__name__}"] += 1
-    timings["ground"] = time.perf_counter() - t0
+    grounded = stage("ground", ground_task, [e for e, _ in ingested if e.subject])
 
     quarantine = run.gather_quarantine()
     summary = {
@@ -116,7 +108,7 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
         "profile": prof.name,
         "backends": prof.backend_names(),
         "seed": seed,
-        "counts": {"sources": len(entries), "ingested": len(sources), "grounded": grounded, "quarantined": len(quarantine)},
+        "counts": {"sources": len(entries), "ingested": len(ingested), "grounded": len(grounded), "quarantined": len(quarantine)},
         "failures": dict(sorted(failures.items())),
         "wall_time_s": {k: round(v, 3) for k, v in timings.items()},
     }
