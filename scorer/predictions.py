@@ -8,6 +8,7 @@ as wrong.
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -23,9 +24,34 @@ class Prediction:
     where: str  # "file:line" or "file[index]"
 
 
+class PredictionStore:
+    """key → Prediction, kept in a temporary SQLite file so memory stays flat for any number of predictions."""
+
+    def __init__(self) -> None:
+        self._db = sqlite3.connect("", check_same_thread=False)  # "": a temporary on-disk database
+        self._db.execute("CREATE TABLE p (key TEXT PRIMARY KEY, output TEXT, is_null INTEGER, loc TEXT)")
+
+    def get(self, key: str) -> Prediction | None:
+        row = self._db.execute("SELECT output, is_null, loc FROM p WHERE key = ?", (key,)).fetchone()
+        return Prediction(key, None if row[1] else row[0], row[2]) if row else None
+
+    def __contains__(self, key: object) -> bool:
+        return self._db.execute("SELECT 1 FROM p WHERE key = ?", (key,)).fetchone() is not None
+
+    def __setitem__(self, key: str, pred: Prediction) -> None:
+        self._db.execute("INSERT INTO p VALUES (?, ?, ?, ?)", (key, pred.output or "", pred.output is None, pred.where))
+
+    def __len__(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM p").fetchone()[0]
+
+    def items(self) -> Iterator[tuple[str, Prediction]]:
+        for key, output, is_null, loc in self._db.execute("SELECT key, output, is_null, loc FROM p ORDER BY rowid"):
+            yield key, Prediction(key, None if is_null else output, loc)
+
+
 @dataclass
 class PredictionSet:
-    by_key: dict[str, Prediction] = field(default_factory=dict)
+    by_key: PredictionStore = field(default_factory=PredictionStore)
     warnings: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)  # "file:line: id X"
 
@@ -35,37 +61,45 @@ class PredictionSet:
 
 
 def iter_records(path: Path) -> Iterator[tuple[str, dict]]:
-    """Records of a JSON Lines file, a JSON list, or a JSON object holding a list (``{"val": [...]}``)."""
+    """Records of a JSON Lines file, a JSON list, or a JSON object holding a list (``{"val": [...]}``).
+
+    JSON Lines is streamed; only a single JSON document is read whole.
+    """
     if path.is_dir():
         raise InputError(str(path), "is a directory; pass the files inside it")
-    head = b""
-    if path.exists():
-        with open(path, "rb") as f:
-            head = f.read(4096).lstrip()
-    # A file opening with "{" is one JSON document or JSON Lines; parse it once to tell which.
-    doc = read_json(path) if head.startswith(b"[") else _whole_json(path) if head.startswith(b"{") else None
-    if doc is None:
+    if _is_json_lines(path):
         for lineno, row in iter_jsonl(path):
             yield f"{path}:{lineno}", row
         return
-    rows = doc
-    if isinstance(doc, dict):
-        lists = [v for v in doc.values() if isinstance(v, list)]
-        if not lists:
-            raise InputError(str(path), "a JSON object without a list of records")
-        rows = doc["val"] if "val" in doc else [r for v in lists for r in v]
+    doc = read_json(path)
+    rows = [doc]
+    if isinstance(doc, list):
+        rows = doc
+    elif isinstance(doc, dict) and any(isinstance(v, list) for v in doc.values()):
+        rows = doc["val"] if "val" in doc else [r for v in doc.values() if isinstance(v, list) for r in v]
     for k, row in enumerate(rows):
         if not isinstance(row, dict):
             raise InputError(f"{path}[{k}]", f"expected a JSON object, got {type(row).__name__}")
         yield f"{path}[{k}]", row
 
 
-def _whole_json(path: Path) -> object | None:
-    """The parsed document when the whole file is one JSON value, else None (JSON Lines, or broken)."""
+def _is_json_lines(path: Path) -> bool:
+    """JSON Lines unless the file is one JSON document: it opens with "[", or its first line alone is not
+    a complete JSON value (pretty-printed), or nothing follows that first line."""
+    if not path.exists():
+        return True  # iter_jsonl reports the missing file
+    with open(path, "rb") as f:
+        first = f.readline()
+        while first and not first.strip():
+            first = f.readline()
+        rest = any(line.strip() for line in f)  # stops at the first non-blank line
+    if first.lstrip().startswith(b"["):
+        return False
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        json.loads(first)
     except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
+        return not first.lstrip().startswith(b"{")  # "{" alone: a pretty-printed document
+    return rest
 
 
 def read_predictions(

@@ -10,6 +10,7 @@ prediction}]}``) or JSON Lines ``{idx, output}``. ``--protocol official`` scores
 from __future__ import annotations
 
 import re
+from collections import Counter
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -21,7 +22,7 @@ from perceptforge.scorer import metrics as m
 from perceptforge.scorer.extract import LETTERS, Extraction, extract_choice
 from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import read_predictions
-from perceptforge.scorer.result import ScoredItem, ScoreResult, Table, count_unparsed
+from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 
 _ANSWER = re.compile(r"^\(?([A-H])\)?$")
 
@@ -86,7 +87,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         return [(rec["idx"], rec.get("full_prediction", rec.get("output")))]
 
     preds = read_predictions(predictions, key_of, known=set(items))
-    scored, missing = [], []
+    scored, missing = ItemLog(), []
     for idx, item in items.items():
         pred = preds.by_key.get(idx)
         if pred is None:
@@ -105,16 +106,18 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
             correct = ex.value == item["answer"]
         scored.append(ScoredItem(idx, item["task"], pred.output, ex.value, ex.method, correct))
 
-    tasks = m.per_group((s.group, s.correct) for s in scored)
+    flags = [(s.group, s.correct) for s in scored]
+    tasks = m.per_group(flags)
+    sizes = Counter(group for group, _ in flags)
     table = task_table()
     random_row = {t: 100.0 / (table[t]["options"]) for t in tasks}
     metrics = {
         "tasks": tasks,
         "overall": m.mean(tasks.values()),
-        "overall_micro": m.pct([s.correct for s in scored]),
+        "overall_micro": m.pct([correct for _, correct in flags]),
         "random_choice": m.mean(random_row.values()),
-        "unparsed": count_unparsed(scored),
+        "unparsed": scored.unparsed,
     }
-    rows = [[t, acc, random_row[t], sum(1 for s in scored if s.group == t)] for t, acc in tasks.items()]
+    rows = [[t, acc, random_row[t], sizes[t]] for t, acc in tasks.items()]
     rows += [["overall (macro)", metrics["overall"], metrics["random_choice"], len(scored)], ["overall (micro)", metrics["overall_micro"], None, len(scored)]]
     return ScoreResult("blink", protocol, metrics, [Table("BLINK", ["task", "accuracy", "random choice", "n"], rows)], scored, preds.warnings, missing, preds.unknown, dict(tasks), group_key="task")

@@ -16,7 +16,7 @@ from perceptforge.fileio import read_json
 from perceptforge.scorer import metrics as m
 from perceptforge.scorer.extract import normalise_answer
 from perceptforge.scorer.predictions import read_predictions
-from perceptforge.scorer.result import ScoredItem, ScoreResult, Table
+from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 
 
 def read_data(paths: list[Path]) -> dict[str, dict]:
@@ -69,7 +69,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     pairs = read_data(data)
     known = {f"{pid}#{c}" for pid in pairs for c in (1, 2)}
     preds = read_predictions(predictions, _keys, known=known)
-    scored, missing, codis_pairs = [], [], []
+    scored, missing, codis_pairs = ItemLog(), [], []
     for pid, pair in pairs.items():
         flags, outs = [], []
         for c in (1, 2):

@@ -17,7 +17,7 @@ from perceptforge.scorer import metrics as m
 from perceptforge.scorer.extract import Extraction, extract_choice
 from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import PredictionSet, read_predictions
-from perceptforge.scorer.result import ScoredItem, ScoreResult, Table, count_unparsed
+from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 
 _PREFIXES = ("The best answer is", "The correct answer is", "The answer is", "The answer", "The best option is", "The correct option is", "Best answer:", "Best option:", "Answer:", "Option:")
 
@@ -52,7 +52,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     records = read_data(data)
     known = {str(r["Question_id"]) for r in records}
     preds = read_predictions(predictions, lambda r: [(str(r["Question_id"]), r.get("output", r.get("Output")))], known=known) if predictions else PredictionSet()
-    scored, mme, missing = [], [], []
+    scored, mme, missing = ItemLog(), [], []
     model_e = []
     for rec in records:
         qid = str(rec["Question_id"])
@@ -76,7 +76,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         model_e.append(ex.value == "E")
     metrics = m.mme_realworld(mme)
     metrics["E_rate"] = {"model": m.pct(model_e), "ground_truth": m.pct([str(r["Ground truth"]).strip() == "E" for r in records])}
-    metrics["unparsed"] = count_unparsed(scored)
+    metrics["unparsed"] = scored.unparsed
     rows = []
     for task in ("perception", "reasoning"):
         for domain, v in metrics.get(task, {}).items():

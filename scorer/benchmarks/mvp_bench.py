@@ -18,7 +18,7 @@ from perceptforge.scorer import metrics as m
 from perceptforge.scorer.extract import LETTERS, Extraction, extract_choice, extract_yes_no
 from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import iter_records, read_predictions
-from perceptforge.scorer.result import ScoredItem, ScoreResult, Table, count_unparsed
+from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 
 _OPTION_LINE = re.compile(r"^([A-H])\. (.*)$", re.M)
 
@@ -66,7 +66,7 @@ def _mcq(rec: dict, output: str | None, official: bool, judge=None) -> Extractio
 def score(data: list[Path], predictions: list[Path], protocol: str = "strict", judge=None, **_) -> ScoreResult:
     official = protocol == "official"
     preds = read_predictions(predictions, lambda r: [(str(r["question_id"]), r.get("output", r.get("prediction")))])
-    items: list[ScoredItem] = []
+    items = ItemLog()
     missing: list[str] = []
     seen: set[str] = set()
     yes_no: list[m.YesNoRecord] = []
@@ -108,7 +108,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
             "vanilla": {g: m.pct(vanilla.get(g, [])) for g in groups},
             "circular": {g: m.circular(rotations[g]) if g in rotations else None for g in groups},
         },
-        "unparsed": count_unparsed(items),
+        "unparsed": items.unparsed,
         "random_choice": {"yes_no": 50.0, "mcq_vanilla": 20.0, "mcq_circular": 100 * 0.2**5},
     }
     tables = [

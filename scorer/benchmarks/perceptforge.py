@@ -17,7 +17,7 @@ from perceptforge.scorer.benchmarks.codis import judge_by_rule
 from perceptforge.scorer.extract import LETTERS, extract_choice, extract_yes_no
 from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import iter_records, read_predictions
-from perceptforge.scorer.result import ScoredItem, ScoreResult, Table, count_unparsed
+from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 
 
 def read_data(paths: list[Path]) -> list[dict]:
@@ -63,7 +63,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     for r in rows:
         known |= {f"{r['id']}#{k}" for k in r["answers"]} if "answers" in r else {r["id"]}
     preds = read_predictions(predictions, _keys, known=known)
-    scored, missing, yes_no = [], [], []
+    scored, missing, yes_no = ItemLog(), [], []
     for r in rows:
         group = f"{r['category']}/{r['kind']}"
         if r["kind"] == "yes_no_pair":
@@ -96,7 +96,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     kinds = m.per_group((s.group.rsplit("/", 1)[1], s.correct) for s in scored)
     categories = m.per_group((s.group.split("/", 1)[0], s.correct) for s in scored)
     metrics = {"kinds": kinds, "categories": categories, "overall": m.mean(categories.values()), "overall_micro": m.pct([s.correct for s in scored]),
-               "yes_no": m.mvp_yes_no(yes_no) if yes_no else None, "unparsed": count_unparsed(scored)}
+               "yes_no": m.mvp_yes_no(yes_no) if yes_no else None, "unparsed": scored.unparsed}
     tables = [Table("perceptforge split by kind", ["kind", "accuracy"], [[k, v] for k, v in kinds.items()]),
               Table("perceptforge split by category", ["category", "accuracy"], [[k, v] for k, v in categories.items()] + [["overall (macro)", metrics["overall"]]])]
     return ScoreResult("perceptforge", protocol, metrics, tables, scored, preds.warnings, missing, preds.unknown, categories)
