@@ -12,15 +12,8 @@ def _not_yet(what: str, issue: int) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    templates = new_app("List, show and check the category templates (one declarative file each).")
     annotate = new_app("Human verification in Label Studio: push candidates, pull annotations.")
-    app.add_typer(templates, name="templates")
     app.add_typer(annotate, name="annotate")
-
-    @templates.command("list")
-    def templates_list() -> None:
-        """List every discovered category template."""
-        _not_yet("templates list", 4)
 
     @annotate.command("push")
     def annotate_push(run_dir: str = typer.Argument(..., help="run directory")) -> None:

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 from perceptforge.cli.app import console, new_app
+from perceptforge.cli.templates import app as templates_app
 from perceptforge.settings import configure_prefect
 
 app = new_app(
@@ -18,18 +19,20 @@ run_app = new_app("Run a construction flow over a source image set.")
 profile_app = new_app("Inspect and validate profiles (which backend serves each stage).")
 app.add_typer(run_app, name="run")
 app.add_typer(profile_app, name="profile")
+app.add_typer(templates_app, name="templates")
 
 
 def bundled_sample() -> Path:
     return Path(str(resources.files("perceptforge.data").joinpath("sample")))
 
 
-def _run_mvp(source: Path, profile: str, out: Path, seed: int, limit: Optional[int]) -> dict:
+def _run_mvp(source: Path, profile: str, out: Path, seed: int, limit: Optional[int], categories: Optional[str] = None) -> dict:
     configure_prefect()
     from perceptforge.flows.mvp import mvp_flow
 
+    cats = [c.strip() for c in categories.split(",") if c.strip()] if categories else None
     with console.status(f"[bold]mvp flow[/] on {source} → {out}"):
-        return mvp_flow(source=str(source), profile=profile, out=str(out), seed=seed, limit=limit)
+        return mvp_flow(source=str(source), profile=profile, out=str(out), seed=seed, limit=limit, categories=cats)
 
 
 def _print_summary(summary: dict, out: Path) -> None:
@@ -43,6 +46,8 @@ def _print_summary(summary: dict, out: Path) -> None:
     console.print(table)
     for reason, n in summary["failures"].items():
         console.print(f"  [yellow]quarantined[/] {n} × {reason}")
+    for category, reason in summary.get("skipped_categories", {}).items():
+        console.print(f"  [dim]skipped {category}: {reason}[/]")
 
 
 @run_app.command("mvp")
@@ -52,9 +57,10 @@ def run_mvp(
     out: Path = typer.Option(..., "--out", help="run directory (created; an existing one is resumed)"),
     seed: int = typer.Option(0, "--seed", help="seed for every random choice of the run"),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="only the first N source images (by id)"),
+    categories: Optional[str] = typer.Option(None, "--categories", help="comma-separated template ids, e.g. B1,B3,E2 (default: all)"),
 ) -> None:
     """Build MVP-Bench-style items (MVP-Bench §4.1) from SOURCE into the run directory OUT."""
-    summary = _run_mvp(source, profile, out, seed, limit)
+    summary = _run_mvp(source, profile, out, seed, limit, categories)
     _print_summary(summary, out)
     console.print(f"run directory: [bold]{out.resolve()}[/]")
 

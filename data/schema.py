@@ -152,6 +152,7 @@ class Idea(Record):
     old: str = Field(min_length=1, description="the attribute's value in the natural image")
     new: str = Field(min_length=1, description="its value in the manipulated image")
     new_caption: str = Field(min_length=1)
+    high_level_value: str = Field("", description="what the change means at the high level, e.g. 'threatening someone'")
     target: Box | None = Field(None, description="region to edit (partial substitution); None for whole-subject edits")
 
     @model_validator(mode="after")

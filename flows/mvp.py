@@ -1,8 +1,10 @@
-"""The MVP-Bench construction flow (MVP-Bench §4.1): sources → grounding → … → items.
+"""The MVP-Bench construction flow (MVP-Bench §4.1): sources → grounding → ideas and questions → … → items.
 
-Stages present so far: ingest (decode, normalise to upright RGB, hash, store content-addressed) and
-grounding. Each source image is one unit of work; a unit that fails is quarantined with its reason and
-the run goes on.
+Stages present so far: ingest (decode, normalise to upright RGB, hash, store content-addressed),
+grounding, and candidates (one per source image × category template: the manipulation idea and its
+questions). Each unit of work writes one file when done, so a rerun skips it; a unit that fails is
+quarantined with its reason and the run goes on. Categories whose edit kind the profile cannot serve
+are skipped with the reason in the summary.
 """
 
 from __future__ import annotations
@@ -13,13 +15,18 @@ from pathlib import Path
 
 import yaml
 from perceptforge.configs.profile import Profile, load_profile
-from perceptforge.data.schema import SourceImage
-from perceptforge.errors import PerceptforgeError
+from perceptforge.data.schema import Grounding, SourceImage
+from perceptforge.errors import InputError, PerceptforgeError
 from perceptforge.fileio import atomic_write_text, sha256_file, write_jsonl
+from perceptforge.tasks.candidates import make_candidate, unit_id
+from perceptforge.tasks.grounders import build_grounder
 from perceptforge.tasks.images import load_rgb
+from perceptforge.tasks.llm import LLMReplyError, build_writer
 from perceptforge.tasks.rundir import RunDir, safe_name
-from perceptforge.tasks.sources import SourceEntry, grounding_from_entry, read_source_dir, resolve_inside
+from perceptforge.tasks.sources import SourceEntry, read_source_dir, resolve_inside
+from perceptforge.tasks.templates import Template, templates
 from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 
@@ -45,19 +52,35 @@ def ingest_entry(source_dir: Path, entry: SourceEntry, run: RunDir) -> dict:
     return record
 
 
-@task(name="ingest")
-def ingest_task(source_dir: Path, entry: SourceEntry, run_path: Path) -> dict:
+# Resume is by the files each unit writes, so Prefect's own input caching stays off (inputs hold clients).
+@task(name="ingest", cache_policy=NO_CACHE)
+def ingest_task(entry: SourceEntry, source_dir: Path, run_path: Path) -> dict:
     return ingest_entry(source_dir, entry, RunDir(run_path))
 
 
-@task(name="ground")
-def ground_task(entry: SourceEntry, run_path: Path) -> dict:
+@task(name="ground", cache_policy=NO_CACHE)
+def ground_task(entry: SourceEntry, source: dict, grounder, used: list[Template], run_path: Path) -> dict:
     run = RunDir(run_path)
     rel = f"groundings/{safe_name(entry.source_id)}.json"
     cached = run.read_record(rel)
     if cached is not None:
         return cached
-    record = grounding_from_entry(entry).model_dump(mode="json")
+    image = load_rgb(run.sub(source["stored"]))
+    record = grounder.ground(image, entry, used).model_dump(mode="json")
+    run.write_record(rel, record)
+    return record
+
+
+@task(name="candidate", cache_policy=NO_CACHE)
+def candidate_task(unit: tuple[SourceEntry, Template], source: dict, grounding: dict, writer, all_templates: dict,
+                   seed: int, run_path: Path) -> dict:
+    entry, template = unit
+    run = RunDir(run_path)
+    rel = f"candidates/{safe_name(unit_id(entry.source_id, template))}.json"
+    cached = run.read_record(rel)
+    if cached is not None:
+        return cached
+    record = make_candidate(template, Grounding.model_validate(grounding), source["sha256"], writer, all_templates, seed)
     run.write_record(rel, record)
     return record
 
@@ -66,10 +89,23 @@ def _resolved_profile_yaml(profile: Profile) -> str:
     return yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=True)
 
 
+def select_templates(categories: list[str] | None) -> tuple[dict[str, Template], dict[str, Template]]:
+    """(all discovered templates, the ones this run uses); an unknown category id is an input error."""
+    found = templates()
+    if not categories:
+        return found, found
+    unknown = sorted(set(categories) - set(found))
+    if unknown:
+        raise InputError("--categories", f"unknown categories {unknown}; known: {', '.join(found)}")
+    return found, {k: found[k] for k in sorted(set(categories))}
+
+
 @flow(name="mvp", task_runner=ThreadPoolTaskRunner(max_workers=2))
-def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: int = 0, limit: int | None = None) -> dict:
-    """Build MVP-Bench-style items from a source directory into the run directory ``out``."""
+def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: int = 0, limit: int | None = None,
+             categories: list[str] | None = None) -> dict:
+    """Build MVP-Bench-style candidates from a source directory into the run directory ``out``."""
     prof = load_profile(profile)
+    all_templates, used = select_templates(categories)
     source_dir = Path(source).resolve()
     run = RunDir(Path(out).resolve())
     run.path.mkdir(parents=True, exist_ok=True)
@@ -83,32 +119,51 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
     timings: dict[str, float] = {}
     failures: Counter[str] = Counter()
 
-    def stage(name: str, stage_task, units: list[SourceEntry], *args) -> list[tuple[SourceEntry, dict]]:
+    def stage(name: str, stage_task, units: list, *args) -> list[tuple[object, dict]]:
         """Submit one task per unit, then collect in unit order; a failed unit is quarantined, never fatal."""
         t0 = time.perf_counter()
-        futures = [(e, stage_task.submit(*args, e, run.path)) for e in units]
+        futures = [(u, stage_task.submit(u, *(a(u) if callable(a) else a for a in args), run.path)) for u in units]
         done = []
-        for entry, future in futures:
+        for unit, future in futures:
+            entry, template = unit if isinstance(unit, tuple) else (unit, None)
+            unit_name = unit_id(entry.source_id, template) if template else f"source-{entry.source_id}"
             try:
-                done.append((entry, future.result()))
+                done.append((unit, future.result()))
             except Exception as exc:
-                run.quarantine(f"source-{entry.source_id}", name, type(exc).__name__, str(exc), file=entry.file_name)
+                extra = {"raw": exc.raw} if isinstance(exc, LLMReplyError) else {}
+                run.quarantine(unit_name, name, type(exc).__name__, str(exc), file=entry.file_name, **extra)
                 failures[f"{name}: {type(exc).__name__}"] += 1
         timings[name] = time.perf_counter() - t0
         return done
 
     ingested = stage("ingest", ingest_task, entries, source_dir)
     write_jsonl(run.sub("sources.jsonl"), [record for _, record in ingested])
+    sources = {e.source_id: record for e, record in ingested}
+
     # Images without a main subject (donor backgrounds and objects) are sources, not units to ground.
-    grounded = stage("ground", ground_task, [e for e, _ in ingested if e.subject])
+    grounder = build_grounder(prof.grounder, prof.device).load()
+    to_ground = [e for e, _ in ingested if e.subject]
+    grounded = stage("ground", ground_task, to_ground, lambda e: sources[e.source_id], grounder, list(used.values()))
+    groundings = {e.source_id: g for e, g in grounded}
+
+    skipped = {t.id: f"edit kind {t.edit_kind.value} needs an instruction editor; profile '{prof.name}' has none"
+               for t in used.values() if t.edit_kind.value == "direct_alteration" and prof.editor is None}
+    writer = build_writer(prof.llm)
+    units = [(e, t) for e, _ in grounded for t in used.values() if t.id not in skipped]
+    candidates = stage("candidate", candidate_task, units, lambda u: sources[u[0].source_id],
+                       lambda u: groundings[u[0].source_id], writer, all_templates, seed)
 
     quarantine = run.gather_quarantine()
+    per_category = Counter(record["category"]["low"] for _, record in candidates)
     summary = {
         "flow": "mvp",
         "profile": prof.name,
         "backends": prof.backend_names(),
         "seed": seed,
-        "counts": {"sources": len(entries), "ingested": len(ingested), "grounded": len(grounded), "quarantined": len(quarantine)},
+        "counts": {"sources": len(entries), "ingested": len(ingested), "grounded": len(grounded),
+                   "candidates": len(candidates), "questions": 5 * len(candidates), "quarantined": len(quarantine)},
+        "candidates_per_category": dict(sorted(per_category.items())),
+        "skipped_categories": skipped,
         "failures": dict(sorted(failures.items())),
         "wall_time_s": {k: round(v, 3) for k, v in timings.items()},
     }

@@ -7,21 +7,19 @@ The judge never guesses for the scorer: a reply it cannot read leaves the item u
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from perceptforge.errors import PerceptforgeError
-from perceptforge.fileio import atomic_write_text, sha256_bytes
 from perceptforge.prompts.library import load_prompt
 from perceptforge.settings import state_dir
-from perceptforge.tasks.chat import ChatClient
+from perceptforge.tasks.chat import ChatClient, DiskCache
 
 
 class Judge:
     def __init__(self, client: ChatClient, cache_dir: Path | None = None):
         self.client = client
-        self.cache_dir = cache_dir or state_dir() / "judge-cache"
+        self.cache = DiskCache(cache_dir or state_dir() / "judge-cache")
 
     @classmethod
     def from_spec(cls, spec: str) -> "Judge":
@@ -33,12 +31,12 @@ class Judge:
     def _ask(self, prompt_id: str, **values: str) -> str:
         prompt = load_prompt(prompt_id)
         text = prompt.render(**values)
-        key = sha256_bytes(json.dumps([self.client.model, prompt.sha256, text]).encode())
-        path = self.cache_dir / f"{key}.json"
-        if path.exists():
-            return json.loads(path.read_text())["reply"]
+        key = DiskCache.key(self.client.model, prompt.sha256, text)
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached["reply"]
         reply = self.client.complete(text)
-        atomic_write_text(path, json.dumps({"model": self.client.model, "prompt": prompt.ref(), "reply": reply}))
+        self.cache.put(key, {"model": self.client.model, "prompt": prompt.ref(), "reply": reply})
         return reply
 
     def codis(self, question: str, groundtruth: str, output: str) -> bool | None:

@@ -8,12 +8,15 @@ is read from the named environment variable when the client is built and never l
 from __future__ import annotations
 
 import base64
+import json
 import os
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from perceptforge.errors import PerceptforgeError
+from perceptforge.fileio import atomic_write_text, sha256_bytes
 
 
 def data_url(image_bytes: bytes) -> str:
@@ -59,13 +62,17 @@ class ChatClient:
         return self
 
     def complete(self, text: str, images: list[bytes] = (), response_format: dict | None = None) -> str:
-        import openai
-
-        self.load()
         content: list[dict] | str = text
         if images:
             content = [*({"type": "image_url", "image_url": {"url": data_url(img)}} for img in images), {"type": "text", "text": text}]
-        kwargs = {"model": self.model, "messages": [{"role": "user", "content": content}], "temperature": self.temperature}
+        return self.chat([{"role": "user", "content": content}], response_format)
+
+    def chat(self, messages: list[dict], response_format: dict | None = None) -> str:
+        """One completion for a message history (used to send a validation error back to the model)."""
+        import openai
+
+        self.load()
+        kwargs = {"model": self.model, "messages": messages, "temperature": self.temperature}
         if self.seed is not None:
             kwargs["seed"] = self.seed
         if self.max_tokens:
@@ -85,3 +92,21 @@ class ChatClient:
             except openai.APIStatusError as exc:
                 raise PerceptforgeError(f"{self.base_url}: HTTP {exc.status_code}: {exc.message}") from None
         raise AssertionError("unreachable")
+
+
+class DiskCache:
+    """Replies stored by the hash of what produced them, so a re-run is free and gives the same text."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    @staticmethod
+    def key(*parts: object) -> str:
+        return sha256_bytes(json.dumps(parts, sort_keys=True, default=str).encode())
+
+    def get(self, key: str) -> dict | None:
+        path = self.folder / f"{key}.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def put(self, key: str, record: dict) -> None:
+        atomic_write_text(self.folder / f"{key}.json", json.dumps(record, sort_keys=True))

@@ -7,7 +7,14 @@ from perceptforge.flows.mvp import mvp_flow
 def test_mvp_flow_ingests_and_grounds_sample(prefect_api, sample_dir, tmp_path):
     out = tmp_path / "run"
     summary = mvp_flow(source=str(sample_dir), profile="local", out=str(out), seed=0)
-    assert summary["counts"] == {"sources": 6, "ingested": 6, "grounded": 3, "quarantined": 0}
+    # 3 people × 11 categories (E2, S2 need an instruction editor); the cameraman has no sign or paper
+    # (B4) and Grace Hopper holds nothing (B3): those two units are quarantined with the reason.
+    assert summary["counts"] == {"sources": 6, "ingested": 6, "grounded": 3, "candidates": 31, "questions": 155, "quarantined": 2}
+    assert set(summary["skipped_categories"]) == {"E2", "S2"}
+    assert "needs an instruction editor" in summary["skipped_categories"]["E2"]
+    q = [json.loads(line) for line in (out / "quarantine.jsonl").read_text().splitlines()]
+    assert [(r["unit"], r["stage"]) for r in q] == [("2-B4", "candidate"), ("3-B3", "candidate")]
+    assert "has no 'held_object' for the woman" in q[1]["detail"]
     sources = [json.loads(line) for line in (out / "sources.jsonl").read_text().splitlines()]
     assert [s["id"] for s in sources] == ["1", "2", "3", "4", "5", "6"]
     for s in sources:
@@ -16,6 +23,20 @@ def test_mvp_flow_ingests_and_grounds_sample(prefect_api, sample_dir, tmp_path):
     first = (out / "sources.jsonl").read_bytes()
     mvp_flow(source=str(sample_dir), profile="local", out=str(out), seed=0)
     assert (out / "sources.jsonl").read_bytes() == first
+    candidate = json.loads((out / "candidates" / "1-B3.json").read_text())
+    assert candidate["lineage"]["source_sha256"] == sources[0]["sha256"] and candidate["lineage"]["template_version"] == 1
+    assert candidate["lineage"]["artifacts"]["grounding"] == "groundings/1.json"
+
+
+def test_candidates_are_byte_identical_per_seed(prefect_api, sample_dir, tmp_path):
+    def run(name, seed):
+        out = tmp_path / name
+        mvp_flow(source=str(sample_dir), profile="local", out=str(out), seed=seed, limit=2, categories=["B1", "B3", "I1"])
+        return {p.name: p.read_bytes() for p in sorted((out / "candidates").iterdir())}
+
+    a, b, c = run("a", 5), run("b", 5), run("c", 6)
+    assert len(a) == 6 and a == b
+    assert a != c
 
 
 def test_corrupt_and_escaping_images_are_quarantined(prefect_api, sample_dir, tmp_path):
@@ -27,8 +48,8 @@ def test_corrupt_and_escaping_images_are_quarantined(prefect_api, sample_dir, tm
     (src / "annotations.json").write_text(json.dumps(doc))
     out = tmp_path / "run"
     summary = mvp_flow(source=str(src), profile="local", out=str(out))
-    assert summary["counts"]["ingested"] == 4 and summary["counts"]["quarantined"] == 2
-    q = [json.loads(line) for line in (out / "quarantine.jsonl").read_text().splitlines()]
+    assert summary["counts"]["ingested"] == 4
+    q = [json.loads(line) for line in (out / "quarantine.jsonl").read_text().splitlines() if json.loads(line)["stage"] == "ingest"]
     assert [r["unit"] for r in q] == ["source-4", "source-5"]
     assert "cannot decode image" in q[0]["detail"]
     assert "outside the source directory" in q[1]["detail"]

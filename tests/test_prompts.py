@@ -1,3 +1,7 @@
+import json
+import os
+from pathlib import Path
+
 import pytest
 from perceptforge.errors import PerceptforgeError
 from perceptforge.prompts.library import available, load_prompt
@@ -34,3 +38,54 @@ def test_placeholders_are_checked():
     with pytest.raises(PerceptforgeError, match="has no version 9"):
         load_prompt("predict/mcq", version=9)
     assert len(p.sha256) == 64 and p.ref()["version"] == 1
+
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "prompts.json"
+
+
+def test_prompt_snapshots():
+    """Every prompt file's hash is pinned: a change must be deliberate (bump the version, then
+    regenerate with UPDATE_SNAPSHOTS=1)."""
+    current = {pid: {str(v): load_prompt(pid, v).sha256 for v in sorted(vs)} for pid, vs in sorted(available().items())}
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        SNAPSHOT.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
+    assert current == json.loads(SNAPSHOT.read_text())
+
+
+APPENDIX_D = {
+    ("grounding/caption", ()): "Describe the image in detail. Include the boxes of the items you reference.",
+    ("grounding/behaviour", ("main_subject",)): "Briefly describe the behaviour of woman.",
+    ("grounding/background", ()): "Briefly describe the background of the image.",
+    ("grounding/held_object", ("main_subject",)): "What is the object held by woman? Include the boxes of the items you reference.",
+    ("grounding/emotion", ("main_subject",)): "Briefly describe the emotion of woman.",
+    ("grounding/facial_expression", ("main_subject",)): "What is the facial expression of woman? Include the boxes of the items you reference.",
+}
+
+
+def test_appendix_d_prompts_are_reproduced():
+    for (pid, keys), expected in APPENDIX_D.items():
+        assert load_prompt(pid).render(**{k: "woman" for k in keys}) == expected
+    subject = load_prompt("idea/extract_subject").render(original_caption="A woman [0.1,0.1,0.5,0.9].")
+    assert subject == (
+        "I have a caption of an image. For some subjects, their coordinates are appended in ‘[]’. Help me extract the main "
+        "subject and its coordinates. Format your answer as ‘### main subject ### [coordinates] ###’.\nCaption: A woman [0.1,0.1,0.5,0.9]."
+    )
+    idea = load_prompt("idea/background_substitution").render(
+        main_subject="man", original_caption="C", original_behaviour="filming", original_background="a field")
+    assert idea.startswith("I have an image and need help generating an idea to manipulate it. Change the man to engage in a "
+                           "completely different and potentially malicious behavior by altering the background.")
+    assert idea.endswith("Original Caption: C\nOriginal Behaviour: filming\nOriginal Background: a field")
+    facial = load_prompt("questions/yes_no_facial").render(original_caption="A", new_caption="B", original_facial="smiling", new_facial="crying")
+    assert facial.endswith("Manipulation: The object is changed from smiling to crying.")  # sic, as printed in the paper
+    assert load_prompt("editing/instruction").render(main_subject="woman", old="smile", new="frown") == "Change the woman's smile into frown."
+
+
+def test_no_prompt_text_in_python():
+    """Prompt wording lives in prompts/ and templates; Python only names prompt ids."""
+    root = Path(__file__).resolve().parents[1]
+    phrases = ["Describe the image in detail", "need help generating an idea", "Select the best answer", "Please evaluate the output"]
+    for path in root.rglob("*.py"):
+        if "tests" in path.parts or ".venv" in str(path):
+            continue
+        text = path.read_text()
+        assert not any(p in text for p in phrases), path

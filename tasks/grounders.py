@@ -1,0 +1,138 @@
+"""Grounders: caption with boxes, the main subject and its box, and attribute answers for one image.
+
+- ``annotations`` (embedded default): everything from the source's COCO-style annotation file.
+- ``openai-vlm``: any OpenAI-compatible chat endpoint that takes images (a Qwen-VL or Shikra served
+  locally, a hosted model), asked with the paper's prompts (``prompts/grounding``, ``prompts/idea/extract_subject``).
+- ``transformers``: a local vision-language model folder (``AutoProcessor`` + ``AutoModelForImageTextToText``),
+  loaded lazily, never downloaded.
+Boxes in replies are parsed once here (``tasks.boxes``) into pixel xyxy.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+from perceptforge.data.schema import Grounding, Region
+from perceptforge.errors import PerceptforgeError
+from perceptforge.prompts.library import load_prompt
+from perceptforge.tasks.boxes import BoxFormat, parse_boxes, parse_subject_reply
+from perceptforge.tasks.sources import SourceEntry, grounding_from_entry
+from perceptforge.tasks.templates import Template
+from PIL import Image
+
+# Attribute answers that carry boxes become regions with these roles.
+_REGION_ROLE = {"held_object": "object", "content": "object", "facial_expression": "face"}
+# Attributes with a prompt of their own; others go through grounding/attribute.
+_OWN_PROMPT = {"behaviour": "grounding/behaviour", "background": "grounding/background", "held_object": "grounding/held_object",
+               "emotion": "grounding/emotion", "facial_expression": "grounding/facial_expression"}
+
+
+class AnnotationsGrounder:
+    name, model_id = "annotations", ""
+
+    def load(self) -> "AnnotationsGrounder":
+        return self
+
+    def ground(self, image: Image.Image, entry: SourceEntry, templates: list[Template]) -> Grounding:
+        return grounding_from_entry(entry)
+
+
+class PromptingGrounder:
+    """The paper's grounding dialogue over any ``ask(image, text) -> reply`` model."""
+
+    name = "prompting"
+    box_format: BoxFormat = "auto"
+
+    def ask(self, image: Image.Image, text: str) -> str:
+        raise NotImplementedError
+
+    def ground(self, image: Image.Image, entry: SourceEntry, templates: list[Template]) -> Grounding:
+        w, h = image.size
+        caption = self.ask(image, load_prompt("grounding/caption").render())
+        regions = [Region(label=p.phrase or "object", box=p.box, role="other") for p in parse_boxes(caption, w, h, self.box_format)[0]]
+        subject_text = self.ask(image, load_prompt("idea/extract_subject").render(original_caption=caption))
+        try:
+            subject, box = parse_subject_reply(subject_text, w, h, self.box_format)
+        except ValueError as exc:
+            raise PerceptforgeError(f"source {entry.source_id}: {exc}") from None
+        attributes: dict[str, str] = {}
+        for attr, attr_name in sorted({(t.attribute, t.attribute_name) for t in templates} | {("behaviour", "behaviour"), ("emotion", "emotion")}):
+            prompt = load_prompt(_OWN_PROMPT.get(attr, "grounding/attribute"))
+            values = {"main_subject": subject, "attribute_name": attr_name}
+            reply = self.ask(image, prompt.render(**{k: values[k] for k in prompt.placeholders}))
+            boxes, _ = parse_boxes(reply, w, h, self.box_format)
+            attributes[attr] = _strip_boxes(reply)
+            if attr in _REGION_ROLE and boxes:
+                regions.append(Region(label=boxes[0].phrase or attr, box=boxes[0].box, role=_REGION_ROLE[attr]))
+        return Grounding(source_id=entry.source_id, caption=_strip_boxes(caption), subject=Region(label=subject, box=box, role="subject"),
+                         regions=regions, attributes=attributes, backend=self.name, model_id=self.model_id)
+
+
+def _strip_boxes(text: str) -> str:
+    """The reply as prose: box tokens and coordinates removed."""
+    text = re.sub(r"<\|box_start\|>.*?<\|box_end\|>|<\|object_ref_(?:start|end)\|>", "", text)
+    text = " ".join(re.sub(r"\[[\d.,;\s]+\]", "", text).split())
+    return re.sub(r"\s+([.,;:!?])", r"\1", text)
+
+
+class OpenAIVLMGrounder(PromptingGrounder):
+    name = "openai-vlm"
+
+    def __init__(self, client, box_format: BoxFormat = "auto"):
+        self.client, self.box_format, self.model_id = client, box_format, client.model
+
+    def load(self) -> "OpenAIVLMGrounder":
+        self.client.load()
+        return self
+
+    def ask(self, image: Image.Image, text: str) -> str:
+        buf = io.BytesIO()
+        image.save(buf, format="PNG")
+        return self.client.complete(text, [buf.getvalue()])
+
+
+class TransformersGrounder(PromptingGrounder):
+    name = "transformers"
+
+    def __init__(self, model_path: str, max_new_tokens: int = 256, device: str = "cpu", box_format: BoxFormat = "auto"):
+        self.model_path, self.max_new_tokens, self.device, self.box_format = model_path, max_new_tokens, device, box_format
+        self.model_id = model_path
+        self.processor = self.model = None
+
+    def load(self) -> "TransformersGrounder":
+        if self.model is None:
+            if not Path(self.model_path).expanduser().is_dir():
+                raise PerceptforgeError(f"{self.model_path}: transformers grounder needs a local model folder")
+            from transformers import AutoModelForImageTextToText, AutoProcessor
+
+            path = str(Path(self.model_path).expanduser())
+            self.processor = AutoProcessor.from_pretrained(path, local_files_only=True)
+            self.model = AutoModelForImageTextToText.from_pretrained(path, local_files_only=True).to(self.device).eval()
+        return self
+
+    def ask(self, image: Image.Image, text: str) -> str:
+        import torch
+
+        self.load()
+        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+        prompt = self.processor.apply_chat_template(messages, add_generation_prompt=True)
+        inputs = self.processor(images=image, text=prompt, return_tensors="pt").to(self.device)
+        with torch.inference_mode():
+            out = self.model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False)
+        return self.processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
+def build_grounder(settings, device: str = "cpu"):
+    if settings.backend == "annotations":
+        return AnnotationsGrounder()
+    if settings.backend == "openai-vlm":
+        from perceptforge.tasks.chat import ChatClient
+
+        client = ChatClient(base_url=settings.base_url, model=settings.model, api_key_env=settings.api_key_env,
+                            timeout_s=settings.timeout_s, max_retries=settings.max_retries, temperature=0.1, seed=0)
+        return OpenAIVLMGrounder(client, settings.box_format)
+    if settings.backend == "transformers":
+        return TransformersGrounder(settings.model_path, settings.max_new_tokens, device)
+    raise PerceptforgeError(f"unknown grounder backend {settings.backend!r}")

@@ -1,0 +1,186 @@
+"""The LLM stage behind one interface: ideas, question texts and distractors for a template.
+
+- ``template`` (embedded default): deterministic; picks the new value among the template's alternatives
+  with the unit's seeded generator and fills the template's wording.
+- ``openai``: any OpenAI-compatible endpoint with the paper's prompts (``prompts/idea``, ``prompts/questions``).
+  Replies are asked as JSON (a JSON-schema response format), validated with pydantic; a malformed reply
+  is sent back with the validation error, and after the retries the unit is quarantined with the raw
+  text. Replies are cached on disk by (model, prompt hash, text, seed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Protocol
+
+import numpy as np
+from perceptforge.data.schema import Grounding, Idea
+from perceptforge.errors import PerceptforgeError
+from perceptforge.prompts.library import Prompt, load_prompt
+from perceptforge.settings import state_dir
+from perceptforge.tasks import context
+from perceptforge.tasks.chat import ChatClient, DiskCache
+from perceptforge.tasks.templates import Template
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+
+class LLMReplyError(ValueError):
+    """The model's reply could not be validated; carries the raw text for the quarantine."""
+
+    def __init__(self, reason: str, raw: str):
+        super().__init__(reason)
+        self.raw = raw
+
+
+class QuestionWriter(Protocol):
+    name: str
+    model_id: str
+
+    def idea(self, template: Template, grounding: Grounding, rng: np.random.Generator) -> Idea: ...
+    def yes_no(self, template: Template, ctx: dict, level: str, high: str) -> str: ...
+    def mcq_question(self, template: Template, ctx: dict) -> str: ...
+    def distractors(self, template: Template, ctx: dict, rng: np.random.Generator) -> list[str]: ...
+
+
+# --- embedded default ----------------------------------------------------------------------------------
+
+
+class TemplateWriter:
+    name, model_id = "template", ""
+
+    def idea(self, template: Template, grounding: Grounding, rng: np.random.Generator) -> Idea:
+        old = context.original_value(template, grounding)
+        choices = [a for a in template.writer.alternatives if a.value.lower() != old.lower()]
+        pick = choices[int(rng.integers(0, len(choices)))]
+        subject = grounding.subject.label
+        caption = f"{grounding.caption.rstrip('.')}; the {subject}'s {template.attribute_name} is now {pick.value}."
+        return Idea(category=template.id, subject=subject, attribute=template.attribute, old=old, new=pick.value,
+                    new_caption=caption, high_level_value=pick.high)
+
+    def yes_no(self, template: Template, ctx: dict, level: str, high: str) -> str:
+        wording = template.writer.yes_no_low if level == "low" else template.writer.yes_no_high
+        return wording.format(subject=ctx["main_subject"], value=ctx["new_value"], high=high)
+
+    def mcq_question(self, template: Template, ctx: dict) -> str:
+        return template.writer.mcq.format(subject=ctx["main_subject"], value="", high="")
+
+    def distractors(self, template: Template, ctx: dict, rng: np.random.Generator) -> list[str]:
+        taken = {ctx["new_value"].lower(), ctx["original_value"].lower()}
+        pool = [a.value for a in template.writer.alternatives if a.value.lower() not in taken]
+        if len(pool) < 3:
+            raise ValueError(f"template {template.id}: fewer than 3 alternatives left for distractors")
+        return [pool[i] for i in sorted(rng.choice(len(pool), size=3, replace=False))]
+
+
+# --- OpenAI-compatible endpoint ------------------------------------------------------------------------
+
+
+class IdeaReply(BaseModel):
+    new_value: str = Field(min_length=1, description="the subject's new attribute value")
+    new_high: str = Field("", description="what it means at the high level (new behaviour, emotion, …)")
+    new_caption: str = Field(min_length=1)
+
+
+class QuestionReply(BaseModel):
+    question: str = Field(min_length=3)
+
+    @field_validator("question")
+    @classmethod
+    def _is_question(cls, q: str) -> str:
+        if not q.strip().endswith("?"):
+            raise ValueError("must be a question ending with '?'")
+        return q.strip()
+
+
+class DistractorsReply(BaseModel):
+    distractors: list[str] = Field(min_length=3, max_length=3)
+
+
+# The paper's prompts ask for labelled lines; these are their labels (the attribute's, then the high-level one's).
+_LABELS = {"new_value": r"New (?:Object|Background|Facial Expression|Value)", "new_high": r"New (?:Behaviour|Behavior|Emotion)",
+           "new_caption": r"New Caption", "question": r"Question", "distractors": r"Distractors"}
+
+
+def parse_reply(raw: str, model: type[BaseModel]) -> BaseModel:
+    """JSON first; else the paper's labelled lines ("New Background: …", "Question: …")."""
+    text = raw.strip()
+    fenced = re.search(r"\{.*\}", text, re.S)
+    if fenced:
+        try:
+            return model.model_validate(json.loads(fenced.group(0)))
+        except json.JSONDecodeError:
+            pass
+    fields: dict[str, object] = {}
+    for name in model.model_fields:
+        label = _LABELS.get(name)
+        m = re.search(rf"(?:^|\n)\W*(?:{label})\W*[:：]\s*(.+?)(?=\n\W*[A-Z][A-Za-z ]+[:：]|\Z)", text, re.S) if label else None
+        if m:
+            value = m.group(1).strip().strip("\"'")
+            fields[name] = [v.strip(" -*•\t") for v in value.splitlines() if v.strip(" -*•\t")] if name == "distractors" else value
+    return model.model_validate(fields)
+
+
+class OpenAIWriter:
+    name = "openai"
+
+    def __init__(self, client: ChatClient, max_validation_retries: int = 2, cache: DiskCache | None = None):
+        self.client = client
+        self.model_id = client.model
+        self.max_validation_retries = max_validation_retries
+        self.cache = cache or DiskCache(state_dir() / "llm-cache")
+
+    def ask(self, prompt: Prompt, text: str, reply_model: type[BaseModel]) -> BaseModel:
+        key = DiskCache.key(self.client.model, prompt.sha256, text, self.client.seed, reply_model.__name__)
+        cached = self.cache.get(key)
+        if cached is not None:
+            return reply_model.model_validate(cached["reply"])
+        schema = {"type": "json_schema", "json_schema": {"name": reply_model.__name__, "schema": reply_model.model_json_schema()}}
+        messages = [{"role": "user", "content": text + "\n\nAnswer in JSON with the keys: " + ", ".join(reply_model.model_fields) + "."}]
+        for attempt in range(self.max_validation_retries + 1):
+            raw = self.client.chat(messages, response_format=schema)
+            try:
+                reply = parse_reply(raw, reply_model)
+            except ValidationError as exc:
+                reason = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in exc.errors())
+                if attempt == self.max_validation_retries:
+                    raise LLMReplyError(f"{prompt.id}: reply failed validation after {attempt + 1} tries: {reason}", raw) from None
+                messages += [{"role": "assistant", "content": raw},
+                             {"role": "user", "content": f"Your answer did not validate: {reason}. Answer again in JSON with the keys: {', '.join(reply_model.model_fields)}."}]
+                continue
+            self.cache.put(key, {"model": self.client.model, "prompt": prompt.ref(), "reply": reply.model_dump()})
+            return reply
+        raise AssertionError("unreachable")
+
+    def idea(self, template: Template, grounding: Grounding, rng: np.random.Generator) -> Idea:
+        ctx = context.build(template, grounding)
+        prompt = load_prompt(template.idea_prompt)
+        reply = self.ask(prompt, context.render(prompt, ctx), IdeaReply)
+        return Idea(category=template.id, subject=grounding.subject.label, attribute=template.attribute, old=ctx["original_value"],
+                    new=reply.new_value, new_caption=reply.new_caption, high_level_value=reply.new_high or template.high)
+
+    def yes_no(self, template: Template, ctx: dict, level: str, high: str) -> str:
+        prompt = load_prompt(template.yes_no_prompt if level == "low" else template.high_prompt)
+        return self.ask(prompt, context.render(prompt, ctx), QuestionReply).question
+
+    def mcq_question(self, template: Template, ctx: dict) -> str:
+        prompt = load_prompt("questions/mcq_question")
+        return self.ask(prompt, context.render(prompt, ctx), QuestionReply).question
+
+    def distractors(self, template: Template, ctx: dict, rng: np.random.Generator) -> list[str]:
+        prompt = load_prompt("questions/mcq_distractors")
+        question = self.mcq_question(template, ctx)
+        text = context.render(prompt, ctx, question=question, correct_answer=ctx["new_value"])
+        return self.ask(prompt, text, DistractorsReply).distractors
+
+
+def build_writer(settings) -> QuestionWriter:
+    """The profile's ``llm`` section → a writer."""
+    if settings.backend == "template":
+        return TemplateWriter()
+    if settings.backend == "openai":
+        client = ChatClient(base_url=settings.base_url, model=settings.model, api_key_env=settings.api_key_env,
+                            timeout_s=settings.timeout_s, max_retries=settings.max_retries,
+                            temperature=settings.temperature, seed=settings.seed)
+        return OpenAIWriter(client, settings.max_validation_retries)
+    raise PerceptforgeError(f"unknown llm backend {settings.backend!r}")

@@ -1,0 +1,173 @@
+"""Category templates: one declarative YAML file per low-level category, found by discovery.
+
+Where templates come from, in order (a later one may not reuse an id):
+1. the bundled folder ``flows/templates/``;
+2. folders named in ``PERCEPTFORGE_TEMPLATES`` (``os.pathsep``-separated);
+3. the ``perceptforge.templates`` entry-point group (each entry point names a folder or a package).
+
+Nothing dispatches on names: the flow reads what a template declares.
+"""
+
+from __future__ import annotations
+
+import os
+import string
+from importlib import resources
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from perceptforge.data.schema import Category, EditKind
+from perceptforge.errors import InputError, describe_validation_error
+from perceptforge.prompts.library import load_prompt
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+HIGH_LEVELS = ("identity", "emotion", "scenario", "role", "behaviour")
+
+# Values a template's prompts may name; the question and idea stages fill them (tasks/context.py).
+CONTEXT_KEYS = frozenset({
+    "main_subject", "original_caption", "attribute_name", "high_level", "original_value", "new_value", "new_caption",
+    "original_behaviour", "original_background", "original_object", "original_emotion", "original_facial",
+    "new_background", "new_object", "new_facial",
+})
+
+
+class Alternative(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    value: str = Field(min_length=1, description="a new value of the attribute")
+    high: str = Field(min_length=1, description="what it means at the high level (behaviour, role, emotion, …)")
+
+
+class Writer(BaseModel):
+    """Wording for the embedded template writer (the `template` LLM backend)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    yes_no_low: str
+    yes_no_high: str
+    mcq: str
+    alternatives: list[Alternative] = Field(min_length=5, description="at least 5: a new value plus 3 distractors, the old value apart")
+
+    @field_validator("yes_no_low", "yes_no_high", "mcq")
+    @classmethod
+    def _question(cls, text: str) -> str:
+        if not text.rstrip().endswith("?"):
+            raise ValueError(f"a question must end with '?': {text!r}")
+        names = {n for _, n, _, _ in string.Formatter().parse(text) if n}
+        if not names <= {"subject", "value", "high"}:
+            raise ValueError(f"placeholders may be {{subject}}, {{value}}, {{high}}; got {sorted(names)}")
+        return text
+
+
+class Template(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str = Field(pattern=r"^[A-Z][A-Za-z0-9_]*$")
+    version: int = Field(ge=1)
+    name: str
+    high: Literal["identity", "emotion", "scenario", "role", "behaviour"]
+    edit_kind: EditKind
+    attribute: str = Field(description="grounding attribute queried, e.g. held_object")
+    attribute_name: str = Field(description="how prompts and questions name it")
+    target: Literal["subject", "face", "object", "background", "whole"] = Field(
+        description="what the edit changes: the subject's region, its face, an object region named by the attribute, "
+        "everything but the subject, or the whole image"
+    )
+    grounding_prompts: list[str]
+    idea_prompt: str
+    yes_no_prompt: str
+    high_prompt: str
+    cross_description: str = Field(min_length=1, description="the release's wording for cross-image MCQs")
+    writer: Writer
+
+    def category(self) -> Category:
+        return Category(high=self.high, low=self.id, name=self.name)
+
+    def prompt_ids(self) -> list[str]:
+        return [*self.grounding_prompts, self.idea_prompt, self.yes_no_prompt, self.high_prompt,
+                "questions/mcq_question", "questions/mcq_distractors", "questions/conflicting_caption", "editing/instruction"]
+
+
+def template_dirs() -> list[Path]:
+    dirs = [Path(str(resources.files("perceptforge.flows").joinpath("templates")))]
+    dirs += [Path(p) for p in os.environ.get("PERCEPTFORGE_TEMPLATES", "").split(os.pathsep) if p]
+    for ep in entry_points(group="perceptforge.templates"):
+        target = ep.load()
+        dirs.append(Path(target if isinstance(target, (str, os.PathLike)) else Path(target.__file__).parent))
+    return dirs
+
+
+def load_template(path: Path) -> Template:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise InputError(str(path), f"invalid YAML: {exc}") from None
+    try:
+        return Template.model_validate(raw)
+    except ValidationError as exc:
+        raise InputError(str(path), "; ".join(describe_validation_error(exc))) from None
+
+
+def discover() -> dict[str, tuple[Template, Path]]:
+    """id → (template, file), sorted by id; a duplicate id is an error naming both files."""
+    found: dict[str, tuple[Template, Path]] = {}
+    for folder in template_dirs():
+        if not folder.is_dir():
+            raise InputError(str(folder), "template folder not found")
+        for path in sorted(folder.glob("*.yaml")):
+            template = load_template(path)
+            if template.id in found:
+                raise InputError(str(path), f"template id {template.id} is already defined in {found[template.id][1]}")
+            found[template.id] = (template, path)
+    return dict(sorted(found.items()))
+
+
+def templates() -> dict[str, Template]:
+    return {k: t for k, (t, _) in discover().items()}
+
+
+def check(template: Template) -> list[str]:
+    """Problems with a template's prompts: unknown prompt ids, placeholders no stage can fill."""
+    problems = []
+    for prompt_id in template.prompt_ids():
+        try:
+            prompt = load_prompt(prompt_id)
+        except Exception as exc:  # the loader's own message names the prompt
+            problems.append(str(exc))
+            continue
+        unknown = prompt.placeholders - CONTEXT_KEYS - {"question", "correct_answer", "old", "new"}
+        if unknown:
+            problems.append(f"prompt {prompt_id}: placeholders {sorted(unknown)} cannot be filled")
+    return problems
+
+
+SCAFFOLD = """\
+# {name}: a new low-level category. Copy this file into a template folder (flows/templates/ or a folder
+# in PERCEPTFORGE_TEMPLATES), edit it, and run `perceptforge templates check`. No code changes.
+id: {id}
+version: 1
+name: {name}
+high: behaviour                   # identity | emotion | scenario | role | behaviour
+edit_kind: partial_substitution   # background_substitution | partial_substitution | direct_alteration
+attribute: held_object            # the grounding attribute this category changes
+attribute_name: held object       # how prompts and questions name it
+target: object                    # subject | face | object | background | whole
+grounding_prompts: [grounding/attribute]
+idea_prompt: idea/attribute_substitution
+yes_no_prompt: questions/yes_no_attribute
+high_prompt: questions/yes_no_high
+cross_description: Replace the object held by the main subject.
+writer:                           # wording for the embedded template writer
+  yes_no_low: Is the {{subject}} holding {{value}}?
+  yes_no_high: Is the {{subject}} {{high}}?
+  mcq: What is the {{subject}} holding?
+  alternatives:                   # at least five
+  - {{value: an umbrella, high: sheltering from rain}}
+  - {{value: a trophy, high: celebrating a win}}
+  - {{value: a camera, high: taking photographs}}
+  - {{value: a map, high: finding the way}}
+  - {{value: a shovel, high: digging}}
+"""
+
+
+def scaffold(template_id: str, name: str) -> str:
+    return SCAFFOLD.format(id=template_id, name=name)

@@ -1,0 +1,86 @@
+import json
+import subprocess
+
+import numpy as np
+import pytest
+from helpers import perceptforge_cmd
+from perceptforge.errors import InputError
+from perceptforge.tasks.candidates import make_candidate
+from perceptforge.tasks.llm import TemplateWriter
+from perceptforge.tasks.sources import grounding_from_entry, read_source_dir
+from perceptforge.tasks.templates import check, discover, scaffold, templates
+
+PAPER_EDIT_KINDS = {"background_substitution": {"B1", "R1", "S1"}, "direct_alteration": {"E2", "S2"}}
+
+
+def test_thirteen_templates_with_the_paper_edit_kinds():
+    found = templates()
+    assert list(found) == ["B1", "B2", "B3", "B4", "E1", "E2", "I1", "I2", "R1", "R2", "R3", "S1", "S2"]
+    for kind, ids in PAPER_EDIT_KINDS.items():
+        assert {t.id for t in found.values() if t.edit_kind.value == kind} == ids
+    assert {t.high for t in found.values()} == {"behaviour", "role", "identity", "emotion", "scenario"}
+    descriptions = {t.cross_description for t in found.values()}
+    assert len(descriptions) == 12 and "Change the appearence of the main subject." in descriptions  # the release's wording, sic
+    assert all(check(t) == [] for t in found.values())
+
+
+def test_cli_check_passes(cli_env):
+    proc = subprocess.run([*perceptforge_cmd(), "templates", "check"], capture_output=True, text=True, env=cli_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "13 templates ok" in proc.stdout
+
+
+def test_new_category_from_scaffold_needs_no_code(tmp_path, monkeypatch, sample_dir, cli_env):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    proc = subprocess.run([*perceptforge_cmd(), "templates", "new", "B5", "--name", "Behaviour-Tool Use", "--out", str(folder)],
+                          capture_output=True, text=True, env=cli_env)
+    assert proc.returncode == 0, proc.stderr
+    assert (folder / "B5.yaml").read_text() == scaffold("B5", "Behaviour-Tool Use")
+    monkeypatch.setenv("PERCEPTFORGE_TEMPLATES", str(folder))
+    found = templates()
+    assert "B5" in found and found["B5"].name == "Behaviour-Tool Use" and check(found["B5"]) == []
+    entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("cameraman.png"))
+    record = make_candidate(found["B5"], grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed=0)
+    assert record["category"]["low"] == "B5" and len(record["questions"]) == 5
+    assert record["questions"][0]["question"]["question"].startswith("Is the man holding ")
+    env = dict(cli_env, PERCEPTFORGE_TEMPLATES=str(folder))
+    listed = subprocess.run([*perceptforge_cmd(), "templates", "check"], capture_output=True, text=True, env=env)
+    assert "14 templates ok" in listed.stdout
+
+
+def test_bad_and_duplicate_templates_are_named(tmp_path, monkeypatch):
+    (tmp_path / "X1.yaml").write_text(scaffold("X1", "X").replace("edit_kind: partial_substitution", "edit_kind: repaint"))
+    monkeypatch.setenv("PERCEPTFORGE_TEMPLATES", str(tmp_path))
+    with pytest.raises(InputError, match=r"X1.yaml: edit_kind: Input should be"):
+        discover()
+    (tmp_path / "X1.yaml").write_text(scaffold("B1", "copy of B1"))
+    with pytest.raises(InputError, match=r"template id B1 is already defined in .*B1.yaml"):
+        discover()
+
+
+@pytest.mark.parametrize("template_id", ["B1", "B2", "B3", "B4", "E1", "E2", "I1", "I2", "R1", "R2", "R3", "S1", "S2"])
+def test_template_writer_gives_every_kind_for_every_category(template_id, sample_dir):
+    found = templates()
+    entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("astronaut.jpg"))
+    record = make_candidate(found[template_id], grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed=3)
+    kinds = [(q["question"]["kind"], q["question"].get("level")) for q in record["questions"]]
+    assert kinds == [("yes_no_pair", "low"), ("yes_no_pair", "high"), ("single_mcq", "high"), ("cross_mcq", "low"), ("cross_mcq", "high")]
+    idea = record["idea"]
+    assert idea["old"] != idea["new"] and idea["new"] in record["questions"][0]["question"]["question"]
+    mcq = record["questions"][2]["question"]
+    assert mcq["options"]["ABCDE".index(mcq["answer"])] == idea["new"] and idea["old"] in mcq["options"]
+    assert len({q["id"] for q in record["questions"]}) == 5
+    assert record["lineage"]["template_id"] == template_id and record["lineage"]["backends"]["llm"]["name"] == "template"
+    again = make_candidate(found[template_id], grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed=3)
+    assert json.dumps(again, sort_keys=True) == json.dumps(record, sort_keys=True)
+    if found[template_id].edit_kind.value == "direct_alteration":
+        assert record["instruction"] == f"Change the woman's {idea['old']} into {idea['new']}."
+
+
+def test_unit_rng_is_independent_of_order():
+    from perceptforge.tasks.candidates import unit_rng
+
+    assert unit_rng(0, "1-B1").integers(0, 1000) == unit_rng(0, "1-B1").integers(0, 1000)
+    assert np.array_equal(unit_rng(0, "1-B1").random(3), unit_rng(0, "1-B1").random(3))
+    assert not np.array_equal(unit_rng(0, "1-B1").random(3), unit_rng(1, "1-B1").random(3))
