@@ -16,7 +16,7 @@ $(VENV)/.installed-core: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,models]'
 	touch $@ $(VENV)/.installed-core
 
 install: $(VENV)/.installed-core

@@ -100,6 +100,7 @@ class TransformersGrounder(PromptingGrounder):
         self.model_path, self.max_new_tokens, self.device, self.box_format = model_path, max_new_tokens, device, box_format
         self.model_id = model_path
         self.processor = self.model = None
+        self.generate_kwargs: dict = {}  # extra generate() arguments (e.g. logits processors)
 
     def load(self) -> "TransformersGrounder":
         if self.model is None:
@@ -120,7 +121,7 @@ class TransformersGrounder(PromptingGrounder):
         prompt = self.processor.apply_chat_template(messages, add_generation_prompt=True)
         inputs = self.processor(images=image, text=prompt, return_tensors="pt").to(self.device)
         with torch.inference_mode():
-            out = self.model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False)
+            out = self.model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False, **self.generate_kwargs)
         return self.processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
 
 
