@@ -17,7 +17,6 @@ from typing import Sequence
 
 import cv2
 import numpy as np
-
 from perceptforge.tasks import geometry
 
 

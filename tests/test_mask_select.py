@@ -1,7 +1,13 @@
 import numpy as np
 import pytest
-
-from perceptforge.tasks.mask_select import JitterParams, jitter_box, mask_box_overlap, random_resize, resize_mask, select_mask
+from perceptforge.tasks.mask_select import (
+    JitterParams,
+    jitter_box,
+    mask_box_overlap,
+    random_resize,
+    resize_mask,
+    select_mask,
+)
 
 
 def masks_4x4():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 CHAT_TEMPLATE = (
@@ -75,3 +76,84 @@ class ForceText:
         forced = torch.full_like(scores, float("-inf"))
         forced[:, self.target[step]] = 0.0
         return forced
+
+
+def write_byte_clip_tokenizer(folder: Path) -> None:
+    """vocab.json with start/end tokens and the 256 byte characters, plain and with </w>; no merges."""
+    from tokenizers import pre_tokenizers
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
+    for ch in alphabet:
+        vocab[ch] = len(vocab)
+    for ch in alphabet:
+        vocab[ch + "</w>"] = len(vocab)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    (folder / "merges.txt").write_text("#version: 0.2\n")
+
+
+def save_tiny_sd(folder: Path, kind: str) -> Path:
+    """A tiny random Stable Diffusion pipeline: ``kind`` is "inpaint" (UNet in_channels 9) or "ip2p" (8)."""
+    import torch
+    from diffusers import (
+        AutoencoderKL,
+        DDIMScheduler,
+        EulerAncestralDiscreteScheduler,
+        StableDiffusionInpaintPipeline,
+        StableDiffusionInstructPix2PixPipeline,
+        UNet2DConditionModel,
+    )
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+
+    torch.manual_seed(0)
+    tok_dir = folder / "_tokenizer"
+    write_byte_clip_tokenizer(tok_dir)
+    tokenizer = CLIPTokenizer.from_pretrained(tok_dir, model_max_length=77)
+    text_encoder = CLIPTextModel(CLIPTextConfig(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
+                                                vocab_size=len(tokenizer), max_position_embeddings=77, projection_dim=32,
+                                                bos_token_id=0, eos_token_id=1, pad_token_id=1))
+    unet = UNet2DConditionModel(block_out_channels=(32, 64), layers_per_block=1, sample_size=8, in_channels=9 if kind == "inpaint" else 8,
+                                out_channels=4, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32)
+    vae = AutoencoderKL(block_out_channels=[32, 64], in_channels=3, out_channels=3, latent_channels=4,
+                        down_block_types=["DownEncoderBlock2D"] * 2, up_block_types=["UpDecoderBlock2D"] * 2)
+    common = dict(vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, unet=unet, safety_checker=None, feature_extractor=None,
+                  requires_safety_checker=False)
+    if kind == "inpaint":
+        pipe = StableDiffusionInpaintPipeline(scheduler=DDIMScheduler(steps_offset=1), **common)
+    else:
+        pipe = StableDiffusionInstructPix2PixPipeline(scheduler=EulerAncestralDiscreteScheduler(), **common)
+    pipe.save_pretrained(folder / kind)
+    return folder / kind
+
+
+def save_tiny_sam(folder: Path) -> tuple[str, Path]:
+    """A ~100k-parameter SAM registered as an extra builder; returns (model type, checkpoint path)."""
+    from functools import partial
+
+    import torch
+    from segment_anything import sam_model_registry
+    from segment_anything.modeling import ImageEncoderViT, MaskDecoder, PromptEncoder, Sam, TwoWayTransformer
+
+    def build_tiny(checkpoint=None):
+        img_size, prompt_dim = 128, 32
+        sam = Sam(
+            image_encoder=ImageEncoderViT(depth=2, embed_dim=32, img_size=img_size, mlp_ratio=2, norm_layer=partial(torch.nn.LayerNorm, eps=1e-6),
+                                          num_heads=2, patch_size=16, qkv_bias=True, use_rel_pos=True, global_attn_indexes=[1],
+                                          window_size=4, out_chans=prompt_dim),
+            prompt_encoder=PromptEncoder(embed_dim=prompt_dim, image_embedding_size=(img_size // 16, img_size // 16),
+                                         input_image_size=(img_size, img_size), mask_in_chans=4),
+            mask_decoder=MaskDecoder(num_multimask_outputs=3, transformer=TwoWayTransformer(depth=2, embedding_dim=prompt_dim, mlp_dim=64, num_heads=2),
+                                     transformer_dim=prompt_dim, iou_head_depth=2, iou_head_hidden_dim=32),
+        )
+        if checkpoint is not None:
+            sam.load_state_dict(torch.load(checkpoint, map_location="cpu"))
+        return sam.eval()
+
+    sam_model_registry["tiny_test"] = build_tiny
+    torch.manual_seed(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "sam_tiny.pth"
+    torch.save(build_tiny().state_dict(), path)
+    return "tiny_test", path

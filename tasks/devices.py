@@ -1,0 +1,69 @@
+"""Device and dtype choice for model backends, with a CPU fallback that says so."""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("perceptforge")
+
+
+def pick_device(requested: str) -> str:
+    """``cuda`` / ``auto`` / ``cpu`` → the device to use; a missing GPU falls back to CPU with a warning."""
+    import torch
+
+    if requested == "cpu":
+        return "cpu"
+    if torch.cuda.is_available():
+        return "cuda"
+    if requested == "cuda":
+        log.warning("profile asks for cuda but no GPU is available: running on the CPU")
+    return "cpu"
+
+
+def pick_dtype(name: str, device: str):
+    """float16 / bfloat16 only on a GPU; on the CPU they are slow or unsupported, so float32 is used."""
+    import torch
+
+    dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
+    if device == "cpu" and dtype != torch.float32:
+        log.warning("dtype %s requested on the CPU: using float32", name)
+        return torch.float32
+    return dtype
+
+
+def is_oom(exc: BaseException) -> bool:
+    import torch
+
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+def release(*models) -> None:
+    """Free GPU memory between stages (profile: release_models_between_stages)."""
+    import gc
+
+    import torch
+
+    for m in models:
+        del m
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def run_batched(fn, items: list, batch_size: int) -> list:
+    """Call ``fn`` on slices of ``items``; on CUDA out-of-memory, halve the batch and retry the slice."""
+    out: list = []
+    start, size = 0, max(1, batch_size)
+    while start < len(items):
+        chunk = items[start : start + size]
+        try:
+            out.extend(fn(chunk))
+        except Exception as exc:
+            if not is_oom(exc) or size == 1:
+                raise
+            size = max(1, size // 2)
+            log.warning("CUDA out of memory: retrying with batch size %d", size)
+            release()
+            continue
+        start += len(chunk)
+    return out

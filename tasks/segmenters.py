@@ -1,0 +1,119 @@
+"""Segmenters: candidate masks for a box.
+
+- ``grabcut`` (embedded default): OpenCV GrabCut initialised with the box, on a copy downscaled to
+  ``max_side``; OpenCV's RNG is seeded so the same image and box give the same mask.
+- ``sam``: segment-anything from a checkpoint and a model type (a key of ``sam_model_registry``, so an
+  extra builder registered there works too): automatic masks (``SamAutomaticMaskGenerator``) or a
+  box-prompted mask (``SamPredictor``).
+Images are ``(H, W, 3)`` uint8 RGB arrays; masks are ``(H, W)`` bool arrays of the same size.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import cv2
+import numpy as np
+from perceptforge.errors import PerceptforgeError
+from perceptforge.tasks import geometry
+
+
+def check_image(image: np.ndarray) -> np.ndarray:
+    if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+        raise ValueError(f"image must be (H, W, 3) uint8 RGB, got shape {image.shape} dtype {image.dtype}")
+    return image
+
+
+class GrabCutSegmenter:
+    name, model_id = "grabcut", "opencv-grabcut"
+
+    def __init__(self, iterations: int = 5, max_side: int = 512):
+        self.iterations, self.max_side = iterations, max_side
+
+    def load(self) -> "GrabCutSegmenter":
+        return self
+
+    def box_mask(self, image: np.ndarray, box: Sequence[float]) -> np.ndarray:
+        check_image(image)
+        h, w = image.shape[:2]
+        x0, y0, x1, y1 = geometry.clip_xyxy(box, w, h)
+        scale = min(1.0, self.max_side / max(h, w))
+        small = cv2.resize(image, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA) if scale < 1 else image
+        sh, sw = small.shape[:2]
+        rect = (int(x0 * scale), int(y0 * scale), max(1, int((x1 - x0) * scale)), max(1, int((y1 - y0) * scale)))
+        rect = (min(rect[0], sw - 1), min(rect[1], sh - 1), min(rect[2], sw - rect[0]), min(rect[3], sh - rect[1]))
+        mask = np.zeros((sh, sw), np.uint8)
+        bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
+        cv2.setRNGSeed(0)
+        if rect[2] >= sw and rect[3] >= sh:
+            # GrabCut needs some background outside the rectangle; a whole-image box keeps everything.
+            fg = np.ones((sh, sw), bool)
+        else:
+            cv2.grabCut(cv2.cvtColor(small, cv2.COLOR_RGB2BGR), mask, rect, bgd, fgd, self.iterations, cv2.GC_INIT_WITH_RECT)
+            fg = (mask == cv2.GC_FGD) | (mask == cv2.GC_PR_FGD)
+        if not fg.any():  # GrabCut found nothing: fall back to the box itself
+            fg = np.zeros((sh, sw), bool)
+            fg[rect[1] : rect[1] + rect[3], rect[0] : rect[0] + rect[2]] = True
+        return cv2.resize(fg.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST).astype(bool)
+
+    def candidates(self, image: np.ndarray, box: Sequence[float]) -> list[np.ndarray]:
+        return [self.box_mask(image, box)]
+
+
+class SamSegmenter:
+    name = "sam"
+
+    def __init__(self, checkpoint: str, model_type: str = "vit_h", mode: str = "box", device: str = "cpu",
+                 pred_iou_thresh: float = 0.88, stability_score_thresh: float = 0.95, points_per_side: int = 32):
+        self.checkpoint, self.model_type, self.mode, self.device = checkpoint, model_type, mode, device
+        self.generator_kwargs = {"pred_iou_thresh": pred_iou_thresh, "stability_score_thresh": stability_score_thresh,
+                                 "points_per_side": points_per_side}
+        self.model_id = f"{model_type}:{Path(checkpoint).name}"
+        self.sam = None
+
+    def load(self) -> "SamSegmenter":
+        if self.sam is None:
+            path = Path(self.checkpoint).expanduser()
+            if not path.is_file():
+                raise PerceptforgeError(f"{self.checkpoint}: SAM checkpoint not found")
+            from segment_anything import sam_model_registry
+
+            if self.model_type not in sam_model_registry:
+                raise PerceptforgeError(f"unknown SAM model type {self.model_type!r}: choose from {', '.join(sam_model_registry)}")
+            self.sam = sam_model_registry[self.model_type](checkpoint=str(path)).to(self.device).eval()
+        return self
+
+    def box_mask(self, image: np.ndarray, box: Sequence[float]) -> np.ndarray:
+        from segment_anything import SamPredictor
+
+        self.load()
+        check_image(image)
+        h, w = image.shape[:2]
+        predictor = SamPredictor(self.sam)
+        predictor.set_image(image)
+        masks, scores, _ = predictor.predict(box=np.array(geometry.clip_xyxy(box, w, h)), multimask_output=False)
+        return masks[int(np.argmax(scores))].astype(bool)
+
+    def automatic(self, image: np.ndarray) -> list[np.ndarray]:
+        from segment_anything import SamAutomaticMaskGenerator
+
+        self.load()
+        found = SamAutomaticMaskGenerator(self.sam, **self.generator_kwargs).generate(check_image(image))
+        return [m["segmentation"].astype(bool) for m in found]
+
+    def candidates(self, image: np.ndarray, box: Sequence[float]) -> list[np.ndarray]:
+        if self.mode == "automatic":
+            masks = self.automatic(image)
+            if masks:
+                return masks
+        return [self.box_mask(image, box)]
+
+
+def build_segmenter(settings, device: str = "cpu"):
+    if settings.backend == "grabcut":
+        return GrabCutSegmenter(settings.iterations, settings.max_side)
+    if settings.backend == "sam":
+        return SamSegmenter(settings.checkpoint, settings.model_type, settings.mode, device,
+                            settings.pred_iou_thresh, settings.stability_score_thresh, settings.points_per_side)
+    raise PerceptforgeError(f"unknown segmenter backend {settings.backend!r}")
