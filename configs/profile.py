@@ -104,6 +104,8 @@ class OpenAILLM(Endpoint):
     seed: int | None = 0
     concurrency: int = Field(4, ge=1)
     max_validation_retries: int = Field(2, ge=0)
+    response_format: Literal["json_schema", "json_object"] = Field(
+        "json_schema", description="json_schema (OpenAI, vLLM) or json_object with a schema (llama.cpp's server)")
 
 
 class Gates(Section):

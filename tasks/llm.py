@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Protocol
+from typing import Annotated, Protocol
 
 import numpy as np
 from perceptforge.data.schema import Grounding, Idea
@@ -94,7 +94,7 @@ class QuestionReply(BaseModel):
 
 
 class DistractorsReply(BaseModel):
-    distractors: list[str] = Field(min_length=3, max_length=3)
+    distractors: list[Annotated[str, Field(min_length=1, max_length=60)]] = Field(min_length=3, max_length=3)
 
 
 # The paper's prompts ask for labelled lines; these are their labels (the attribute's, then the high-level one's).
@@ -108,7 +108,7 @@ def parse_reply(raw: str, model: type[BaseModel]) -> BaseModel:
     fenced = re.search(r"\{.*\}", text, re.S)
     if fenced:
         try:
-            return model.model_validate(json.loads(fenced.group(0)))
+            return model.model_validate(json.loads(fenced.group(0), strict=False))  # tolerate raw control characters
         except json.JSONDecodeError:
             pass
     fields: dict[str, object] = {}
@@ -124,8 +124,10 @@ def parse_reply(raw: str, model: type[BaseModel]) -> BaseModel:
 class OpenAIWriter:
     name = "openai"
 
-    def __init__(self, client: ChatClient, max_validation_retries: int = 2, cache: DiskCache | None = None):
+    def __init__(self, client: ChatClient, max_validation_retries: int = 2, cache: DiskCache | None = None,
+                 response_format: str = "json_schema"):
         self.client = client
+        self.response_format = response_format
         self.model_id = client.model
         self.max_validation_retries = max_validation_retries
         self.cache = cache or DiskCache(state_dir() / "llm-cache")
@@ -135,7 +137,11 @@ class OpenAIWriter:
         cached = self.cache.get(key)
         if cached is not None:
             return reply_model.model_validate(cached["reply"])
-        schema = {"type": "json_schema", "json_schema": {"name": reply_model.__name__, "schema": reply_model.model_json_schema()}}
+        json_schema = reply_model.model_json_schema()
+        if self.response_format == "json_object":  # llama.cpp's server: a grammar from the schema
+            schema = {"type": "json_object", "schema": json_schema}
+        else:
+            schema = {"type": "json_schema", "json_schema": {"name": reply_model.__name__, "schema": json_schema}}
         messages = [{"role": "user", "content": text + "\n\nAnswer in JSON with the keys: " + ", ".join(reply_model.model_fields) + "."}]
         for attempt in range(self.max_validation_retries + 1):
             raw = self.client.chat(messages, response_format=schema)
@@ -182,5 +188,5 @@ def build_writer(settings) -> QuestionWriter:
         client = ChatClient(base_url=settings.base_url, model=settings.model, api_key_env=settings.api_key_env,
                             timeout_s=settings.timeout_s, max_retries=settings.max_retries,
                             temperature=settings.temperature, seed=settings.seed)
-        return OpenAIWriter(client, settings.max_validation_retries)
+        return OpenAIWriter(client, settings.max_validation_retries, response_format=settings.response_format)
     raise PerceptforgeError(f"unknown llm backend {settings.backend!r}")

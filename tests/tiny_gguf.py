@@ -29,7 +29,8 @@ def write_tiny_llama(path: Path, seed: int = 0) -> Path:
     import gguf
 
     rng = np.random.default_rng(seed)
-    tokens = byte_alphabet() + ["<|im_start|>", "<|im_end|>", "<s>", "</s>"]
+    # llama.cpp needs at least one merge; "a b" → "ab" is harmless.
+    tokens = byte_alphabet() + ["ab", "<|im_start|>", "<|im_end|>", "<s>", "</s>"]
     n_vocab, n_embd, n_ff, n_head = len(tokens), 32, 64, 2
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_context_length(512)
@@ -44,8 +45,8 @@ def write_tiny_llama(path: Path, seed: int = 0) -> Path:
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
-    w.add_token_types([gguf.TokenType.NORMAL] * 256 + [gguf.TokenType.CONTROL] * 4)
-    w.add_token_merges([])
+    w.add_token_types([gguf.TokenType.NORMAL] * 257 + [gguf.TokenType.CONTROL] * 4)
+    w.add_token_merges(["a b"])
     w.add_bos_token_id(n_vocab - 2)
     w.add_eos_token_id(n_vocab - 3)  # <|im_end|> ends a ChatML turn
     w.add_add_bos_token(False)

@@ -1,0 +1,54 @@
+"""Step two for one candidate: which region to edit (from the template's target), its mask, and the edit.
+
+Background substitution follows Eq. 1: segment around a seeded jitter of the subject box, keep the mask
+that overlaps the subject box most, resize it by a seeded few pixels, and regenerate everything else.
+Partial substitution edits the target's mask; direct alteration sends the instruction to the editor.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from perceptforge.data.schema import Grounding
+from perceptforge.tasks.editors import EditRequest
+from perceptforge.tasks.mask_select import jitter_box, random_resize, select_mask
+from perceptforge.tasks.templates import Template
+from PIL import Image
+
+
+def target_box(template: Template, grounding: Grounding, old_value: str) -> tuple[float, float, float, float]:
+    """The box of what the template edits: the subject, its face, or the object its attribute names."""
+    if template.target in ("subject", "background", "whole"):
+        return grounding.subject.box.xyxy
+    if template.target == "face":
+        faces = [r for r in grounding.regions if r.role == "face"]
+        if not faces:
+            raise ValueError(f"source {grounding.source_id}: template {template.id} edits the face, but no face region is annotated")
+        return faces[0].box.xyxy
+    wanted = old_value.lower()
+    objects = [r for r in grounding.regions if r.role == "object" and r.label.lower() in wanted]
+    if not objects:
+        raise ValueError(f"source {grounding.source_id}: no object region matches {old_value!r} for template {template.id}")
+    return max(objects, key=lambda r: len(r.label)).box.xyxy
+
+
+def edit_mask(template: Template, grounding: Grounding, image: np.ndarray, old_value: str, segmenter, rng: np.random.Generator) -> np.ndarray | None:
+    """(H, W) bool, True = region to change; None for whole-image instruction edits."""
+    if template.edit_kind.value == "direct_alteration":
+        return None
+    h, w = image.shape[:2]
+    box = target_box(template, grounding, old_value)
+    if template.edit_kind.value == "background_substitution" or template.target == "background":
+        candidates = segmenter.candidates(image, jitter_box(box, w, h, rng))
+        keep = random_resize(candidates[select_mask(candidates, box)], rng)
+        mask = ~keep
+    else:
+        mask = segmenter.box_mask(image, box)
+    if not mask.any():
+        raise ValueError(f"source {grounding.source_id}: the edit mask for template {template.id} is empty")
+    return mask
+
+
+def edit_request(template: Template, image: Image.Image, mask: np.ndarray | None, prompt: str, seed: int,
+                 donor: Image.Image | None) -> EditRequest:
+    partial = template.edit_kind.value == "partial_substitution" and template.target != "background"
+    return EditRequest(image=image, mask=mask, prompt=prompt, seed=seed, donor=donor, partial=partial)

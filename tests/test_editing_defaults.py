@@ -1,0 +1,64 @@
+"""The embedded defaults (GrabCut + composite) turn a bundled photo into a visibly different image."""
+
+import numpy as np
+import pytest
+from perceptforge.tasks.editing import edit_mask, edit_request, target_box
+from perceptforge.tasks.editors import CompositeInpainter
+from perceptforge.tasks.images import load_rgb
+from perceptforge.tasks.segmenters import GrabCutSegmenter
+from perceptforge.tasks.sources import grounding_from_entry, read_source_dir
+from perceptforge.tasks.templates import templates
+
+
+@pytest.fixture(scope="module")
+def astronaut(sample_dir):
+    entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("astronaut.jpg"))
+    return load_rgb(sample_dir / entry.file_name), grounding_from_entry(entry), load_rgb(sample_dir / "images" / "rocket.jpg")
+
+
+def change(a, b, where):
+    return float(np.abs(np.asarray(a, np.float32) - np.asarray(b, np.float32)).mean(axis=2)[where].mean())
+
+
+@pytest.mark.parametrize("template_id", ["B1", "B3", "I1"])
+def test_composite_changes_inside_not_outside(astronaut, template_id):
+    image, grounding, donor = astronaut
+    template = templates()[template_id]
+    old = grounding.attributes[template.attribute]
+    mask = edit_mask(template, grounding, np.asarray(image), old, GrabCutSegmenter(), np.random.default_rng(0))
+    assert mask.shape == (512, 512) and 0.02 < mask.mean() < 0.98
+    out = CompositeInpainter().edit([edit_request(template, image, mask, "x", 0, donor)])[0]
+    assert out.size == image.size
+    assert change(image, out, mask) > 25  # mean absolute change (0-255) inside the edit region
+    assert change(image, out, ~mask) == 0.0  # feathering is inward: nothing outside moves
+
+
+def test_same_seed_same_mask_and_bytes(astronaut):
+    image, grounding, donor = astronaut
+    b1 = templates()["B1"]
+    runs = []
+    for _ in range(2):
+        mask = edit_mask(b1, grounding, np.asarray(image), grounding.attributes["background"], GrabCutSegmenter(), np.random.default_rng(5))
+        runs.append((mask, CompositeInpainter().edit([edit_request(b1, image, mask, "x", 0, donor)])[0].tobytes()))
+    assert (runs[0][0] == runs[1][0]).all() and runs[0][1] == runs[1][1]
+    other = edit_mask(b1, grounding, np.asarray(image), grounding.attributes["background"], GrabCutSegmenter(), np.random.default_rng(6))
+    assert not (other == runs[0][0]).all()
+
+
+def test_targets_and_bad_inputs(astronaut):
+    image, grounding, donor = astronaut
+    found = templates()
+    assert target_box(found["B3"], grounding, "a space helmet") == (275.0, 345.0, 505.0, 512.0)
+    assert target_box(found["I1"], grounding, "short brown hair") == (165.0, 55.0, 285.0, 175.0)
+    with pytest.raises(ValueError, match="no object region matches 'a umbrella'"):
+        target_box(found["B3"], grounding, "a umbrella")
+    with pytest.raises(ValueError, match="mask is 4x4 but the image is 512x512"):
+        CompositeInpainter().edit([edit_request(found["B3"], image, np.ones((4, 4), bool), "x", 0, donor)])
+    with pytest.raises(ValueError, match="needs a donor"):
+        CompositeInpainter().edit([edit_request(found["B3"], image, np.ones((512, 512), bool), "x", 0, None)])
+    with pytest.raises(ValueError, match="outside"):
+        GrabCutSegmenter().box_mask(np.asarray(image), (600, 600, 700, 700))
+    with pytest.raises(ValueError, match="empty box"):
+        GrabCutSegmenter().box_mask(np.asarray(image), (10, 10, 10, 50))
+    with pytest.raises(ValueError, match=r"\(H, W, 3\) uint8"):
+        GrabCutSegmenter().box_mask(np.asarray(image.convert("L")), (10, 10, 50, 50))
