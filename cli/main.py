@@ -56,13 +56,14 @@ def run_mvp(
     profile: str = typer.Option("local", "--profile", help="bundled profile name (local, gpu) or a YAML path"),
     out: Path = typer.Option(..., "--out", help="run directory (created; an existing one is resumed)"),
     seed: int = typer.Option(0, "--seed", help="seed for every random choice of the run"),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="only the first N source images (by id)"),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="only the first N source images with a main subject (by id); donor scenes are always used"),
     categories: Optional[str] = typer.Option(None, "--categories", help="comma-separated template ids, e.g. B1,B3,E2 (default: all)"),
 ) -> None:
     """Build MVP-Bench-style items (MVP-Bench §4.1) from SOURCE into the run directory OUT."""
     summary = _run_mvp(source, profile, out, seed, limit, categories)
     _print_summary(summary, out)
     console.print(f"run directory: [bold]{out.resolve()}[/]")
+    console.print(f"report:        [bold]{summary['report']}[/]")
 
 
 @app.command()
@@ -74,6 +75,7 @@ def demo(
     summary = _run_mvp(bundled_sample(), "local", out, seed, None)
     _print_summary(summary, out)
     console.print(f"run directory: [bold]{out.resolve()}[/]")
+    console.print(f"report:        [bold]{summary['report']}[/]")
 
 
 @profile_app.command("check")

@@ -1,8 +1,8 @@
 """The MVP-Bench construction flow (MVP-Bench §4.1): sources → grounding → ideas and questions → … → items.
 
-Stages present so far: ingest (decode, normalise to upright RGB, hash, store content-addressed),
-grounding, and candidates (one per source image × category template: the manipulation idea and its
-questions). Each unit of work writes one file when done, so a rerun skips it; a unit that fails is
+Stages: ingest (decode, normalise to upright RGB, hash, store content-addressed), grounding,
+candidates (one per source image × category template: the manipulation idea and its questions), edit
+(mask and manipulated image), quality gates, and items (one per question, with full lineage). Each unit of work writes one file when done, so a rerun skips it; a unit that fails is
 quarantined with its reason and the run goes on. Categories whose edit kind the profile cannot serve
 are skipped with the reason in the summary.
 """
@@ -13,18 +13,27 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import yaml
 from perceptforge.configs.profile import Profile, load_profile
 from perceptforge.data.schema import Grounding, SourceImage
 from perceptforge.errors import InputError, PerceptforgeError
 from perceptforge.fileio import atomic_write_text, sha256_file, write_jsonl
-from perceptforge.tasks.candidates import make_candidate, unit_id
+from perceptforge.tasks.candidates import make_candidate, unit_id, unit_rng
+from perceptforge.tasks.editing import edit_mask, edit_request
+from perceptforge.tasks.editors import build_editor, build_inpainter
+from perceptforge.tasks.gates import check_pair as gate_pair
+from perceptforge.tasks.gates import near_duplicates, phash
 from perceptforge.tasks.grounders import build_grounder
 from perceptforge.tasks.images import load_rgb
+from perceptforge.tasks.items import build_items
 from perceptforge.tasks.llm import LLMReplyError, build_writer
+from perceptforge.tasks.report import write_report
 from perceptforge.tasks.rundir import RunDir, safe_name
+from perceptforge.tasks.segmenters import build_segmenter
 from perceptforge.tasks.sources import SourceEntry, read_source_dir, resolve_inside
 from perceptforge.tasks.templates import Template, templates
+from PIL import Image
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -67,6 +76,50 @@ def ground_task(entry: SourceEntry, source: dict, grounder, used: list[Template]
         return cached
     image = load_rgb(run.sub(source["stored"]))
     record = grounder.ground(image, entry, used).model_dump(mode="json")
+    run.write_record(rel, record)
+    return record
+
+
+def edit_unit(template: Template, candidate: dict, source: dict, grounding: Grounding, run: RunDir, segmenter, inpainter, editor,
+              donors: list[str], seed: int) -> dict:
+    """Mask and edit one candidate's image; store the manipulated image and mask content-addressed."""
+    rng = unit_rng(seed, candidate["unit"] + ":edit")
+    image = load_rgb(run.sub(source["stored"]))
+    idea = candidate["idea"]
+    mask = edit_mask(template, grounding, np.asarray(image), idea["old"], segmenter, rng)
+    if mask is None:
+        request = edit_request(template, image, None, candidate["instruction"], seed, None)
+        backend = editor
+    else:
+        donor = load_rgb(run.sub(donors[int(rng.integers(0, len(donors)))])) if donors else None
+        request = edit_request(template, image, mask, idea["new_caption"], seed, donor)
+        backend = inpainter
+    manipulated = backend.edit([request])[0]
+    natural_ref = run.store_image(image)
+    manipulated_ref = run.store_image(manipulated)
+    mask_ref = run.store_image(Image.fromarray(mask.astype(np.uint8) * 255)) if mask is not None else None
+    return {
+        "unit": candidate["unit"],
+        "pair": {"natural": natural_ref.model_dump(), "manipulated": manipulated_ref.model_dump(),
+                 "mask": mask_ref.model_dump() if mask_ref else None},
+        "edit": {"kind": template.edit_kind.value, "backend": backend.name, "model_id": backend.model_id, "prompt": request.prompt,
+                 "seed": seed, "params": {"partial": request.partial}, "mask_path": mask_ref.path if mask_ref else None},
+        "backends": {"segmenter": {"name": segmenter.name, "model_id": segmenter.model_id},
+                     "editor": {"name": backend.name, "model_id": backend.model_id}},
+    }
+
+
+@task(name="edit", cache_policy=NO_CACHE)
+def edit_task(unit: tuple[SourceEntry, Template], candidate: dict, source: dict, grounding: dict, models: dict,
+              donors: list[str], seed: int, run_path: Path) -> dict:
+    entry, template = unit
+    run = RunDir(run_path)
+    rel = f"edits/{safe_name(candidate['unit'])}.json"
+    cached = run.read_record(rel)
+    if cached is not None:
+        return cached
+    record = edit_unit(template, candidate, source, Grounding.model_validate(grounding), run, models["segmenter"],
+                       models["inpainter"], models["editor"], donors, seed)
     run.write_record(rel, record)
     return record
 
@@ -114,7 +167,9 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
     annotation_file = getattr(prof.grounder, "file", "annotations.json")
     entries = sorted(read_source_dir(source_dir, annotation_file), key=lambda e: e.source_id)
     if limit is not None:
-        entries = entries[:limit]
+        # The limit counts images with a main subject (the units); donor scenes are always ingested.
+        subjects = [e for e in entries if e.subject][:limit]
+        entries = sorted(subjects + [e for e in entries if not e.subject], key=lambda e: e.source_id)
 
     timings: dict[str, float] = {}
     failures: Counter[str] = Counter()
@@ -153,6 +208,42 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
     candidates = stage("candidate", candidate_task, units, lambda u: sources[u[0].source_id],
                        lambda u: groundings[u[0].source_id], writer, all_templates, seed)
 
+    # Step two: masks and edits. One model stage at a time (models are built once and shared by the threads).
+    by_unit = {unit_id(e.source_id, t): record for (e, t), record in candidates}
+    donors = [record["stored"] for e, record in ingested if not e.subject]
+    models = {"segmenter": build_segmenter(prof.segmenter, prof.device).load(),
+              "inpainter": build_inpainter(prof.inpainter, prof.device, prof.dtype).load(),
+              "editor": build_editor(prof.editor, prof.device, prof.dtype)}
+    edited = stage("edit", edit_task, [u for u, _ in candidates], lambda u: by_unit[unit_id(u[0].source_id, u[1])],
+                   lambda u: sources[u[0].source_id], lambda u: groundings[u[0].source_id], models, donors, seed)
+
+    # Quality gates, then items: one file per question, named by its stable id.
+    t0 = time.perf_counter()
+    passed = []
+    for (entry, template), edit in edited:
+        unit = unit_id(entry.source_id, template)
+        natural, manipulated = (load_rgb(run.sub(edit["pair"][k]["path"])) for k in ("natural", "manipulated"))
+        mask = np.asarray(load_rgb(run.sub(edit["pair"]["mask"]["path"])))[..., 0] > 127 if edit["pair"]["mask"] else None
+        reason = gate_pair(natural, manipulated, mask, prof.gates)
+        if reason:
+            run.quarantine(unit, "gates", "QualityGate", reason, file=entry.file_name)
+            failures["gates: QualityGate"] += 1
+            continue
+        # Hash what the edit changed: whole-image hashes of small edits on one photo all look alike.
+        change = Image.fromarray(np.abs(np.asarray(manipulated, np.int16) - np.asarray(natural, np.int16)).astype(np.uint8))
+        passed.append((unit, entry, edit, phash(change)))
+    dupes = near_duplicates([(u, h) for u, _, _, h in passed], prof.gates.min_phash_distance)
+    items = []
+    for unit, entry, edit, _ in passed:
+        if unit in dupes:
+            run.quarantine(unit, "gates", "NearDuplicate", f"manipulated image nearly duplicates {dupes[unit]}'s", file=entry.file_name)
+            failures["gates: NearDuplicate"] += 1
+            continue
+        for item in build_items(by_unit[unit], edit):
+            run.write_record(f"items/{item.id}.json", item.model_dump(mode="json"))
+            items.append(item)
+    timings["gates"] = time.perf_counter() - t0
+
     quarantine = run.gather_quarantine()
     per_category = Counter(record["category"]["low"] for _, record in candidates)
     summary = {
@@ -161,11 +252,14 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
         "backends": prof.backend_names(),
         "seed": seed,
         "counts": {"sources": len(entries), "ingested": len(ingested), "grounded": len(grounded),
-                   "candidates": len(candidates), "questions": 5 * len(candidates), "quarantined": len(quarantine)},
+                   "candidates": len(candidates), "edited": len(edited), "pairs": len(passed) - len(dupes), "items": len(items),
+                   "quarantined": len(quarantine)},
+        "items_per_category_level": dict(sorted(Counter(f"{i.category.low}/{getattr(i.question, 'level', '')}" for i in items).items())),
         "candidates_per_category": dict(sorted(per_category.items())),
         "skipped_categories": skipped,
         "failures": dict(sorted(failures.items())),
         "wall_time_s": {k: round(v, 3) for k, v in timings.items()},
     }
     run.write_summary(summary)
+    summary["report"] = write_report(run)
     return summary

@@ -9,12 +9,22 @@ def test_mvp_flow_ingests_and_grounds_sample(prefect_api, sample_dir, tmp_path):
     summary = mvp_flow(source=str(sample_dir), profile="local", out=str(out), seed=0)
     # 3 people × 11 categories (E2, S2 need an instruction editor); the cameraman has no sign or paper
     # (B4) and Grace Hopper holds nothing (B3): those two units are quarantined with the reason.
-    assert summary["counts"] == {"sources": 6, "ingested": 6, "grounded": 3, "candidates": 31, "questions": 155, "quarantined": 2}
+    counts = summary["counts"]
+    assert {k: counts[k] for k in ("sources", "ingested", "grounded", "candidates", "edited")} == {
+        "sources": 6, "ingested": 6, "grounded": 3, "candidates": 31, "edited": 31}
+    assert counts["items"] == 5 * counts["pairs"] and counts["pairs"] >= 25
+    assert counts["quarantined"] == 2 + (counts["edited"] - counts["pairs"])  # the two below, plus gate failures
     assert set(summary["skipped_categories"]) == {"E2", "S2"}
     assert "needs an instruction editor" in summary["skipped_categories"]["E2"]
     q = [json.loads(line) for line in (out / "quarantine.jsonl").read_text().splitlines()]
-    assert [(r["unit"], r["stage"]) for r in q] == [("2-B4", "candidate"), ("3-B3", "candidate")]
-    assert "has no 'held_object' for the woman" in q[1]["detail"]
+    assert [(r["unit"], r["stage"]) for r in q if r["stage"] == "candidate"] == [("2-B4", "candidate"), ("3-B3", "candidate")]
+    assert all(r["stage"] == "gates" for r in q if r["stage"] != "candidate")
+    item = json.loads(next((out / "items").iterdir()).read_text())
+    for ref in ("natural", "manipulated"):
+        assert (out / item["pair"][ref]["path"]).exists()
+    assert set(item["lineage"]["artifacts"]) >= {"grounding", "candidate", "edit"}
+    assert item["lineage"]["backends"]["segmenter"]["name"] == "grabcut" and item["edit"]["backend"] == "composite"
+    assert "<img src='images/" in (out / "report.html").read_text()
     sources = [json.loads(line) for line in (out / "sources.jsonl").read_text().splitlines()]
     assert [s["id"] for s in sources] == ["1", "2", "3", "4", "5", "6"]
     for s in sources:
@@ -32,10 +42,10 @@ def test_candidates_are_byte_identical_per_seed(prefect_api, sample_dir, tmp_pat
     def run(name, seed):
         out = tmp_path / name
         mvp_flow(source=str(sample_dir), profile="local", out=str(out), seed=seed, limit=2, categories=["B1", "B3", "I1"])
-        return {p.name: p.read_bytes() for p in sorted((out / "candidates").iterdir())}
+        return {f"{d}/{p.name}": p.read_bytes() for d in ("candidates", "items") for p in sorted((out / d).iterdir())}
 
     a, b, c = run("a", 5), run("b", 5), run("c", 6)
-    assert len(a) == 6 and a == b
+    assert len([k for k in a if k.startswith("candidates/")]) == 6 and a == b
     assert a != c
 
 

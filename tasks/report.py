@@ -1,0 +1,98 @@
+"""RUN_DIR/report.html: a contact sheet of every pair (natural, mask overlay, manipulated, questions and
+answers) and bar charts of items per category and level and of failures per stage. Self-contained: the
+images it shows are the run's own files, linked by relative path; the charts are inline SVG."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import Counter, defaultdict
+
+import numpy as np
+from perceptforge.fileio import atomic_write_text
+from perceptforge.tasks.images import load_rgb
+from perceptforge.tasks.rundir import RunDir
+from PIL import Image
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:24px;color:#222;background:#fafafa}
+h1{margin-bottom:4px} .meta{color:#666;margin-bottom:18px}
+.charts{display:flex;gap:32px;flex-wrap:wrap;margin-bottom:24px}
+.card{background:#fff;border:1px solid #ddd;border-radius:8px;padding:12px;margin-bottom:16px}
+.imgs{display:flex;gap:8px} .imgs figure{margin:0;text-align:center;font-size:12px;color:#555}
+.imgs img{width:220px;height:220px;object-fit:contain;background:#eee;border-radius:4px}
+table{border-collapse:collapse;font-size:13px;margin-top:8px;width:100%}
+td{border-top:1px solid #eee;padding:4px 6px;vertical-align:top} .ok{color:#0a7d32;font-weight:600}
+.tag{display:inline-block;background:#eef;border-radius:4px;padding:1px 6px;margin-right:6px;font-size:12px}
+"""
+
+
+def bar_chart(title: str, counts: dict[str, int], colour: str = "#4C72B0") -> str:
+    if not counts:
+        return f"<div><h3>{html.escape(title)}</h3><p>none</p></div>"
+    width, bar_h, label_w = 420, 18, 150
+    top = max(counts.values())
+    rows = []
+    for k, (label, n) in enumerate(counts.items()):
+        w = (width - label_w - 40) * n / top
+        y = k * (bar_h + 4)
+        rows.append(f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end" font-size="12">{html.escape(label)}</text>'
+                    f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}"/>'
+                    f'<text x="{label_w + w + 4:.1f}" y="{y + 13}" font-size="12">{n}</text>')
+    height = len(counts) * (bar_h + 4)
+    return f'<div><h3>{html.escape(title)}</h3><svg width="{width}" height="{height}">{"".join(rows)}</svg></div>'
+
+
+def mask_overlay(run: RunDir, natural_path: str, mask_path: str) -> str:
+    """Natural image with the mask tinted red, stored content-addressed; returns its path."""
+    natural = np.asarray(load_rgb(run.sub(natural_path)), np.float32)
+    mask = np.asarray(load_rgb(run.sub(mask_path)))[..., 0] > 127
+    tinted = natural.copy()
+    tinted[mask] = tinted[mask] * 0.45 + np.array([255, 40, 40], np.float32) * 0.55
+    return run.store_image(Image.fromarray(tinted.astype(np.uint8))).path
+
+
+def write_report(run: RunDir) -> str:
+    summary = json.loads(run.sub("summary.json").read_text()) if run.sub("summary.json").exists() else {}
+    items = [json.loads(p.read_text()) for p in sorted(run.sub("items").glob("*.json"))] if run.sub("items").exists() else []
+    by_unit: dict[str, list[dict]] = defaultdict(list)
+    for item in items:
+        by_unit[item["lineage"]["artifacts"]["candidate"]].append(item)
+    per_cat_level = Counter(f"{i['category']['low']} {i['question'].get('level', '')}" for i in items)
+    failures = Counter(q["stage"] for q in run.quarantined())
+    cards = []
+    for unit_path, unit_items in sorted(by_unit.items()):
+        first = unit_items[0]
+        pair, idea = first["pair"], first["idea"]
+        figs = [("natural", pair["natural"]["path"])]
+        if pair.get("mask"):
+            figs.append(("mask", mask_overlay(run, pair["natural"]["path"], pair["mask"]["path"])))
+        figs.append(("manipulated", pair["manipulated"]["path"]))
+        rows = []
+        for item in unit_items:
+            q = item["question"]
+            if q["kind"] == "yes_no_pair":
+                answer = f"natural: {q['answer_natural']} · manipulated: {q['answer_manipulated']}"
+                opts = ""
+            else:
+                answer = f"{q['answer']}"
+                opts = " · ".join(f"<b>{'ABCDE'[k]}</b> {html.escape(o)}" for k, o in enumerate(q["options"]))
+            rows.append(f"<tr><td><span class='tag'>{q['kind']} {q.get('level', '')}</span>{html.escape(q['question'])}<br>{opts}</td>"
+                        f"<td class='ok'>{html.escape(answer)}</td></tr>")
+        cat = first["category"]
+        figures = "".join(f"<figure><img src='{p}' loading='lazy'><figcaption>{n}</figcaption></figure>" for n, p in figs)
+        cards.append(
+            f"<div class='card'><div><span class='tag'>{cat['low']} {html.escape(cat['name'])}</span>"
+            f"{html.escape(idea['old'])} → <b>{html.escape(idea['new'])}</b> ({html.escape(first['edit']['backend'])}, {html.escape(first['edit']['kind'])})</div>"
+            f"<div class='imgs'>{figures}</div>"
+            f"<table>{''.join(rows)}</table></div>"
+        )
+    body = (
+        f"<h1>perceptforge run report</h1><div class='meta'>profile {html.escape(str(summary.get('profile')))} · seed {summary.get('seed')} · "
+        f"{len(by_unit)} pairs · {len(items)} items · {sum(failures.values())} quarantined</div>"
+        f"<div class='charts'>{bar_chart('items per category and level', dict(sorted(per_cat_level.items())))}"
+        f"{bar_chart('failures per stage', dict(sorted(failures.items())), '#C44E52')}</div>{''.join(cards)}"
+    )
+    page = f"<!doctype html><html><head><meta charset='utf-8'><title>perceptforge report</title><style>{CSS}</style></head><body>{body}</body></html>\n"
+    atomic_write_text(run.sub("report.html"), page)
+    return str(run.sub("report.html"))
