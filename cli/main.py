@@ -26,13 +26,17 @@ def bundled_sample() -> Path:
     return Path(str(resources.files("perceptforge.data").joinpath("sample")))
 
 
-def _run_mvp(source: Path, profile: str, out: Path, seed: int, limit: Optional[int], categories: Optional[str] = None) -> dict:
+def _run_mvp(source: Path, profile: str, out: Path, seed: int, limit: Optional[int], categories: Optional[str] = None,
+             runner: Optional[str] = None, dask_address: Optional[str] = None) -> dict:
     configure_prefect()
-    from perceptforge.flows.mvp import mvp_flow
+    from perceptforge.configs.profile import load_profile
+    from perceptforge.flows.mvp import mvp_flow, task_runner
 
+    settings = load_profile(profile).runner
+    flow = mvp_flow.with_options(task_runner=task_runner(runner or settings.kind, settings.max_workers, dask_address or settings.dask_address))
     cats = [c.strip() for c in categories.split(",") if c.strip()] if categories else None
     with console.status(f"[bold]mvp flow[/] on {source} → {out}"):
-        return mvp_flow(source=str(source), profile=profile, out=str(out), seed=seed, limit=limit, categories=cats)
+        return flow(source=str(source), profile=profile, out=str(out), seed=seed, limit=limit, categories=cats)
 
 
 def _print_summary(summary: dict, out: Path) -> None:
@@ -58,9 +62,11 @@ def run_mvp(
     seed: int = typer.Option(0, "--seed", help="seed for every random choice of the run"),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="only the first N source images with a main subject (by id); donor scenes are always used"),
     categories: Optional[str] = typer.Option(None, "--categories", help="comma-separated template ids, e.g. B1,B3,E2 (default: all)"),
+    runner: Optional[str] = typer.Option(None, "--runner", help="threads (default) or dask; overrides the profile's runner.kind"),
+    dask_address: Optional[str] = typer.Option(None, "--dask-address", help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786"),
 ) -> None:
     """Build MVP-Bench-style items (MVP-Bench §4.1) from SOURCE into the run directory OUT."""
-    summary = _run_mvp(source, profile, out, seed, limit, categories)
+    summary = _run_mvp(source, profile, out, seed, limit, categories, runner, dask_address)
     _print_summary(summary, out)
     console.print(f"run directory: [bold]{out.resolve()}[/]")
     console.print(f"report:        [bold]{summary['report']}[/]")

@@ -142,6 +142,24 @@ def _resolved_profile_yaml(profile: Profile) -> str:
     return yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=True)
 
 
+def task_runner(kind: str = "threads", max_workers: int = 2, dask_address: str | None = None):
+    """Threads on one machine (the default: fastest for 2-core boxes), or Dask: a local cluster, or an
+    existing one at ``dask_address`` (tcp://host:8786). For GPU clusters prefect-ray's RayTaskRunner is the
+    same one-line swap (see README "Scale-out")."""
+    if kind == "threads":
+        return ThreadPoolTaskRunner(max_workers=max_workers)
+    if kind == "dask":
+        try:
+            from prefect_dask import DaskTaskRunner
+        except ImportError:
+            raise PerceptforgeError("--runner dask needs prefect-dask: pip install 'perceptforge[scale]'") from None
+        if dask_address:
+            return DaskTaskRunner(address=dask_address)
+        return DaskTaskRunner(cluster_kwargs={"n_workers": max_workers, "threads_per_worker": 1, "processes": True,
+                                              "dashboard_address": None})
+    raise PerceptforgeError(f"unknown runner {kind!r}: threads or dask")
+
+
 def select_templates(categories: list[str] | None) -> tuple[dict[str, Template], dict[str, Template]]:
     """(all discovered templates, the ones this run uses); an unknown category id is an input error."""
     found = templates()
