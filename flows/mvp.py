@@ -235,6 +235,10 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
     edited = stage("edit", edit_task, [u for u, _ in candidates], lambda u: by_unit[unit_id(u[0].source_id, u[1])],
                    lambda u: sources[u[0].source_id], lambda u: groundings[u[0].source_id], models, donors, seed)
 
+    if prof.release_models_between_stages:
+        for model in models.values():
+            getattr(model, "unload", lambda: None)()
+
     # Quality gates, then items: one file per question, named by its stable id.
     t0 = time.perf_counter()
     passed = []
