@@ -37,7 +37,6 @@ def replicate(sample: Path, out: Path, copies: int) -> None:
 def pure_time(source: Path, run: Path, seed: int) -> float:
     """The same work without Prefect: the flow's pure functions, one unit after another."""
     import numpy as np  # noqa: F401
-
     from perceptforge.configs.profile import load_profile
     from perceptforge.data.schema import Grounding
     from perceptforge.flows.mvp import edit_unit, ingest_entry

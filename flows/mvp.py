@@ -70,14 +70,8 @@ def ingest_task(entry: SourceEntry, source_dir: Path, run_path: Path) -> dict:
 @task(name="ground", cache_policy=NO_CACHE)
 def ground_task(entry: SourceEntry, source: dict, grounder, used: list[Template], run_path: Path) -> dict:
     run = RunDir(run_path)
-    rel = f"groundings/{safe_name(entry.source_id)}.json"
-    cached = run.read_record(rel)
-    if cached is not None:
-        return cached
-    image = load_rgb(run.sub(source["stored"]))
-    record = grounder.ground(image, entry, used).model_dump(mode="json")
-    run.write_record(rel, record)
-    return record
+    return run.once(f"groundings/{safe_name(entry.source_id)}.json",
+                    lambda: grounder.ground(load_rgb(run.sub(source["stored"])), entry, used).model_dump(mode="json"))
 
 
 def edit_unit(template: Template, candidate: dict, source: dict, grounding: Grounding, run: RunDir, segmenter, inpainter, editor,
@@ -112,16 +106,11 @@ def edit_unit(template: Template, candidate: dict, source: dict, grounding: Grou
 @task(name="edit", cache_policy=NO_CACHE)
 def edit_task(unit: tuple[SourceEntry, Template], candidate: dict, source: dict, grounding: dict, models: dict,
               donors: list[str], seed: int, run_path: Path) -> dict:
-    entry, template = unit
+    _, template = unit
     run = RunDir(run_path)
-    rel = f"edits/{safe_name(candidate['unit'])}.json"
-    cached = run.read_record(rel)
-    if cached is not None:
-        return cached
-    record = edit_unit(template, candidate, source, Grounding.model_validate(grounding), run, models["segmenter"],
-                       models["inpainter"], models["editor"], donors, seed)
-    run.write_record(rel, record)
-    return record
+    return run.once(f"edits/{safe_name(candidate['unit'])}.json", lambda: edit_unit(
+        template, candidate, source, Grounding.model_validate(grounding), run, models["segmenter"], models["inpainter"],
+        models["editor"], donors, seed))
 
 
 @task(name="candidate", cache_policy=NO_CACHE)
@@ -129,13 +118,8 @@ def candidate_task(unit: tuple[SourceEntry, Template], source: dict, grounding: 
                    seed: int, run_path: Path) -> dict:
     entry, template = unit
     run = RunDir(run_path)
-    rel = f"candidates/{safe_name(unit_id(entry.source_id, template))}.json"
-    cached = run.read_record(rel)
-    if cached is not None:
-        return cached
-    record = make_candidate(template, Grounding.model_validate(grounding), source["sha256"], writer, all_templates, seed)
-    run.write_record(rel, record)
-    return record
+    return run.once(f"candidates/{safe_name(unit_id(entry.source_id, template))}.json", lambda: make_candidate(
+        template, Grounding.model_validate(grounding), source["sha256"], writer, all_templates, seed))
 
 
 def _resolved_profile_yaml(profile: Profile) -> str:

@@ -53,6 +53,15 @@ class RunDir:
         target = self.sub(rel)
         return json.loads(target.read_text()) if target.exists() else None
 
+    def once(self, rel: str, compute) -> dict:
+        """The record at ``rel`` if a finished unit wrote it, else ``compute()`` written there atomically."""
+        cached = self.read_record(rel)
+        if cached is not None:
+            return cached
+        record = compute()
+        self.write_record(rel, record)
+        return record
+
     def quarantine(self, unit_id: str, stage: str, reason: str, detail: str = "", **extra) -> dict:
         record = {"unit": unit_id, "stage": stage, "reason": reason, "detail": detail, **extra}
         self.write_record(f"quarantine/{safe_name(unit_id)}.json", record)
