@@ -18,7 +18,8 @@ import yaml
 from perceptforge.configs.profile import Profile, load_profile
 from perceptforge.data.schema import Grounding, SourceImage
 from perceptforge.errors import InputError, PerceptforgeError
-from perceptforge.fileio import atomic_write_text, sha256_file, write_jsonl
+from perceptforge.fileio import atomic_write_text, sha256_file, write_json, write_jsonl
+from perceptforge.prompts.library import load_prompt
 from perceptforge.tasks.candidates import make_candidate, unit_id, unit_rng
 from perceptforge.tasks.editing import edit_mask, edit_request
 from perceptforge.tasks.editors import build_editor, build_inpainter
@@ -126,6 +127,11 @@ def _resolved_profile_yaml(profile: Profile) -> str:
     return yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=True)
 
 
+def _usage(backend):
+    client = getattr(backend, "client", None)
+    return getattr(client, "usage", None)
+
+
 def task_runner(kind: str = "threads", max_workers: int = 2, dask_address: str | None = None):
     """Threads on one machine (the default: fastest for 2-core boxes), or Dask: a local cluster, or an
     existing one at ``dask_address`` (tcp://host:8786). For GPU clusters prefect-ray's RayTaskRunner is the
@@ -165,6 +171,8 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
     run = RunDir(Path(out).resolve())
     run.path.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run.sub("profile.yaml"), _resolved_profile_yaml(prof))
+    versions = {tid: {"version": t.version, "prompts": [load_prompt(p).ref() for p in t.prompt_ids()]} for tid, t in used.items()}
+    write_json(run.sub("templates.json"), versions)
 
     annotation_file = getattr(prof.grounder, "file", "annotations.json")
     entries = sorted(read_source_dir(source_dir, annotation_file), key=lambda e: e.source_id)
@@ -264,6 +272,8 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
         "candidates_per_category": dict(sorted(per_category.items())),
         "skipped_categories": skipped,
         "failures": dict(sorted(failures.items())),
+        "token_use": {name: {"requests": u.requests, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
+                      for name, u in (("grounder", _usage(grounder)), ("llm", _usage(writer))) if u is not None},
         "wall_time_s": {k: round(v, 3) for k, v in timings.items()},
     }
     run.write_summary(summary)

@@ -19,13 +19,22 @@ from perceptforge.errors import PerceptforgeError
 from perceptforge.tasks import geometry
 
 
+class BatchBoxMasks:
+    """The batch call every segmenter offers: one mask per (image, box)."""
+
+    def box_masks(self, images: Sequence[np.ndarray], boxes: Sequence[Sequence[float]]) -> list[np.ndarray]:
+        if len(images) != len(boxes):
+            raise ValueError(f"{len(images)} images but {len(boxes)} boxes")
+        return [self.box_mask(image, box) for image, box in zip(images, boxes)]
+
+
 def check_image(image: np.ndarray) -> np.ndarray:
     if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
         raise ValueError(f"image must be (H, W, 3) uint8 RGB, got shape {image.shape} dtype {image.dtype}")
     return image
 
 
-class GrabCutSegmenter:
+class GrabCutSegmenter(BatchBoxMasks):
     name, model_id = "grabcut", "opencv-grabcut"
 
     def __init__(self, iterations: int = 5, max_side: int = 512):
@@ -61,7 +70,7 @@ class GrabCutSegmenter:
         return [self.box_mask(image, box)]
 
 
-class SamSegmenter:
+class SamSegmenter(BatchBoxMasks):
     name = "sam"
 
     def __init__(self, checkpoint: str, model_type: str = "vit_h", mode: str = "box", device: str = "cpu",

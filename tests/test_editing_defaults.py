@@ -60,5 +60,9 @@ def test_targets_and_bad_inputs(astronaut):
         GrabCutSegmenter().box_mask(np.asarray(image), (600, 600, 700, 700))
     with pytest.raises(ValueError, match="empty box"):
         GrabCutSegmenter().box_mask(np.asarray(image), (10, 10, 10, 50))
+    masks = GrabCutSegmenter().box_masks([np.asarray(image)] * 2, [(20, 15, 370, 512), (275, 345, 505, 512)])
+    assert [m.shape for m in masks] == [(512, 512), (512, 512)] and masks[0].sum() > masks[1].sum()
+    with pytest.raises(ValueError, match="2 images but 1 boxes"):
+        GrabCutSegmenter().box_masks([np.asarray(image)] * 2, [(20, 15, 370, 512)])
     with pytest.raises(ValueError, match=r"\(H, W, 3\) uint8"):
         GrabCutSegmenter().box_mask(np.asarray(image.convert("L")), (10, 10, 50, 50))

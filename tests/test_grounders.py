@@ -69,6 +69,9 @@ def test_flow_on_endpoint_backends(prefect_api, sample_dir, tmp_path):
         )
         summary = mvp_flow(source=str(sample_dir), profile=str(profile), out=str(tmp_path / "run"), limit=1, categories=["B3"])
     assert summary["counts"]["candidates"] == 1, summary
+    assert summary["token_use"]["llm"]["requests"] >= 4 and summary["token_use"]["grounder"]["prompt_tokens"] > 0
+    versions = json.loads((tmp_path / "run" / "templates.json").read_text())
+    assert versions["B3"]["version"] == 1 and {p["id"] for p in versions["B3"]["prompts"]} >= {"idea/object_substitution"}
     record = json.loads((tmp_path / "run" / "candidates" / "1-B3.json").read_text())
     assert record["idea"]["new"] == "a gun" and record["lineage"]["backends"]["llm"] == {"name": "openai", "model_id": "tiny"}
     assert {p["id"] for p in record["lineage"]["prompts"]} >= {"idea/object_substitution", "questions/yes_no_object"}
