@@ -2,9 +2,9 @@
 
     python benchmarks/flow_overhead.py --items 10 100 1000
 
-For each size it builds a source directory by replicating the bundled people photos (new ids, so every
+For each size, in a fresh process, it builds a source directory by replicating the bundled people photos (new ids, so every
 unit is distinct), runs the mvp flow (Prefect, threads), and reports items per second, peak memory of the
-process (RSS), and the orchestration share: 1 - (the same work done by the pure functions, divided by
+process (RSS; flat across sizes means nothing accumulates per item), and the orchestration share: 1 - (the same work done by the pure functions, divided by
 the worker count) / flow wall time.
 """
 
@@ -14,6 +14,8 @@ import argparse
 import json
 import resource
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from importlib import resources
@@ -36,11 +38,10 @@ def replicate(sample: Path, out: Path, copies: int) -> None:
 
 def pure_time(source: Path, run: Path, seed: int) -> float:
     """The same work without Prefect: the flow's pure functions, one unit after another."""
-    import numpy as np  # noqa: F401
     from perceptforge.configs.profile import load_profile
-    from perceptforge.data.schema import Grounding
-    from perceptforge.flows.mvp import edit_unit, ingest_entry
+    from perceptforge.flows.mvp import ingest_entry
     from perceptforge.tasks.candidates import make_candidate
+    from perceptforge.tasks.edit_stage import EditUnit, edit_batch
     from perceptforge.tasks.editors import build_inpainter
     from perceptforge.tasks.llm import TemplateWriter
     from perceptforge.tasks.rundir import RunDir
@@ -51,8 +52,8 @@ def pure_time(source: Path, run: Path, seed: int) -> float:
     prof = load_profile("local")
     found = templates()
     used = {k: t for k, t in found.items() if t.edit_kind.value != "direct_alteration"}
-    seg, inp, writer = build_segmenter(prof.segmenter), build_inpainter(prof.inpainter), TemplateWriter()
-    rd = RunDir(run)
+    models = {"segmenter": build_segmenter(prof.segmenter), "inpainter": build_inpainter(prof.inpainter)}
+    writer, rd = TemplateWriter(), RunDir(run)
     t0 = time.perf_counter()
     entries = read_source_dir(source)
     recs = {e.source_id: ingest_entry(source, e, rd) for e in entries}
@@ -64,38 +65,52 @@ def pure_time(source: Path, run: Path, seed: int) -> float:
         for t in used.values():
             try:
                 cand = make_candidate(t, g, recs[e.source_id]["sha256"], writer, found, seed)
-                edit_unit(t, cand, recs[e.source_id], Grounding.model_validate(g.model_dump()), rd, seg, inp, None, donors, seed)
             except ValueError:
-                pass
+                continue
+            edit_batch([EditUnit(t, cand, recs[e.source_id], g.model_dump(mode="json"))], rd, models, donors, seed)
     return time.perf_counter() - t0
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--items", type=int, nargs="+", default=[10, 100])
-    p.add_argument("--workers", type=int, default=2)
-    args = p.parse_args()
+def measure(n_items: int, workers: int) -> dict:
+    """One size, in this process (so its peak RSS is this size's alone)."""
     from perceptforge.settings import configure_prefect
 
     configure_prefect()
     from perceptforge.flows.mvp import mvp_flow, task_runner
 
     sample = Path(str(resources.files("perceptforge.data").joinpath("sample")))
-    for n_items in args.items:
-        copies = max(1, round(n_items / 5 / 10))  # ~10 categories succeed per person, 5 questions each
-        with tempfile.TemporaryDirectory() as tmp:
-            src = Path(tmp) / "src"
-            replicate(sample, src, copies)
-            flow = mvp_flow.with_options(task_runner=task_runner("threads", args.workers))
-            t0 = time.perf_counter()
-            summary = flow(source=str(src), profile="local", out=str(Path(tmp) / "run"), seed=0)
-            wall = time.perf_counter() - t0
-            pure = pure_time(src, Path(tmp) / "pure", 0)
-        items = summary["counts"]["items"]
+    copies = max(1, round(n_items / 5 / 10))  # ~10 categories succeed per person, 5 questions each
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "src"
+        replicate(sample, src, copies)
+        flow = mvp_flow.with_options(task_runner=task_runner("threads", workers))
+        t0 = time.perf_counter()
+        summary = flow(source=str(src), profile="local", out=str(Path(tmp) / "run"), seed=0)
+        wall = time.perf_counter() - t0
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        overhead = max(0.0, 1 - (pure / args.workers) / wall)
-        print(f"{items:5d} items ({copies} photos): flow {wall:6.1f} s = {items / wall:5.1f} items/s; pure functions {pure:6.1f} s; "
-              f"orchestration share ~{100 * overhead:.0f}%; peak RSS so far {rss:.0f} MiB")
+        pure = pure_time(src, Path(tmp) / "pure", 0)
+    return {"items": summary["counts"]["items"], "photos": copies, "wall_s": wall, "pure_s": pure, "peak_rss_mib": rss,
+            "stages_s": summary["wall_time_s"]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--items", type=int, nargs="+", default=[10, 100])
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child mode: measure one size, print JSON
+    args = p.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.one, args.workers)))
+        return
+    for n_items in args.items:
+        # A fresh process per size: peak RSS then shows whether memory grows with the number of items.
+        out = subprocess.run([sys.executable, __file__, "--one", str(n_items), "--workers", str(args.workers)],
+                             check=True, capture_output=True, text=True).stdout
+        r = json.loads(out.strip().splitlines()[-1])
+        overhead = max(0.0, 1 - (r["pure_s"] / args.workers) / r["wall_s"])
+        print(f"{r['items']:5d} items ({r['photos']} photos): flow {r['wall_s']:6.1f} s = {r['items'] / r['wall_s']:5.1f} items/s; "
+              f"pure functions {r['pure_s']:6.1f} s; orchestration share ~{100 * overhead:.0f}%; peak RSS {r['peak_rss_mib']:.0f} MiB; "
+              f"stages {r['stages_s']}", flush=True)
 
 
 if __name__ == "__main__":

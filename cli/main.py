@@ -32,8 +32,10 @@ def _run_mvp(source: Path, profile: str, out: Path, seed: int, limit: Optional[i
     from perceptforge.configs.profile import load_profile
     from perceptforge.flows.mvp import mvp_flow, task_runner
 
-    settings = load_profile(profile).runner
-    flow = mvp_flow.with_options(task_runner=task_runner(runner or settings.kind, settings.max_workers, dask_address or settings.dask_address))
+    prof = load_profile(profile)
+    kind = runner or prof.runner.kind
+    workers = prof.thread_workers() if kind == "threads" else prof.runner.max_workers
+    flow = mvp_flow.with_options(task_runner=task_runner(kind, workers, dask_address or prof.runner.dask_address))
     cats = [c.strip() for c in categories.split(",") if c.strip()] if categories else None
     with console.status(f"[bold]mvp flow[/] on {source} → {out}"):
         return flow(source=str(source), profile=profile, out=str(out), seed=seed, limit=limit, categories=cats)

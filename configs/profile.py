@@ -27,6 +27,7 @@ class Endpoint(Section):
     api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the key")
     timeout_s: float = Field(60, gt=0)
     max_retries: int = Field(4, ge=0)
+    concurrency: int = Field(4, ge=1, description="requests in flight at once to this endpoint (per process)")
 
     def api_key(self) -> str:
         # Local servers accept any key; the client library refuses an empty one.
@@ -72,6 +73,7 @@ class CompositeInpainter(Section):
     backend: Literal["composite"]
     feather_px: int = Field(7, ge=0, le=64)
     colour_match: bool = True
+    batch_size: int = Field(8, ge=1, description="units per edit task: no model to fill, but fewer tasks to orchestrate")
 
 
 class SDInpainter(Section):
@@ -102,7 +104,6 @@ class OpenAILLM(Endpoint):
     backend: Literal["openai"]
     temperature: float = Field(0.0, ge=0, le=2)
     seed: int | None = 0
-    concurrency: int = Field(4, ge=1)
     max_validation_retries: int = Field(2, ge=0)
     response_format: Literal["json_schema", "json_object"] = Field(
         "json_schema", description="json_schema (OpenAI, vLLM) or json_object with a schema (llama.cpp's server)")
@@ -151,6 +152,12 @@ class Profile(Section):
             "editor": self.editor.backend if self.editor else "none",
             "llm": self.llm.backend,
         }
+
+    def thread_workers(self) -> int:
+        """Threads for the threads runner: enough for every endpoint's allowed requests in flight (each
+        client enforces its own limit); model stages take the device's lock, so extra threads cost no memory."""
+        endpoints = [s.concurrency for s in (self.grounder, self.llm) if isinstance(s, Endpoint)]
+        return max([self.runner.max_workers, *endpoints])
 
 
 BUNDLED = ("local", "gpu")

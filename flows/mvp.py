@@ -20,8 +20,8 @@ from perceptforge.data.schema import Grounding, SourceImage
 from perceptforge.errors import InputError, PerceptforgeError
 from perceptforge.fileio import atomic_write_text, sha256_file, write_json, write_jsonl
 from perceptforge.prompts.library import load_prompt
-from perceptforge.tasks.candidates import make_candidate, unit_id, unit_rng
-from perceptforge.tasks.editing import edit_mask, edit_request
+from perceptforge.tasks.candidates import make_candidate, unit_id
+from perceptforge.tasks.edit_stage import EditUnit, edit_batch, plan_batches
 from perceptforge.tasks.editors import build_editor, build_inpainter
 from perceptforge.tasks.gates import check_pair as gate_pair
 from perceptforge.tasks.gates import near_duplicates, phash
@@ -75,43 +75,22 @@ def ground_task(entry: SourceEntry, source: dict, grounder, used: list[Template]
                     lambda: grounder.ground(load_rgb(run.sub(source["stored"])), entry, used).model_dump(mode="json"))
 
 
-def edit_unit(template: Template, candidate: dict, source: dict, grounding: Grounding, run: RunDir, segmenter, inpainter, editor,
-              donors: list[str], seed: int) -> dict:
-    """Mask and edit one candidate's image; store the manipulated image and mask content-addressed."""
-    rng = unit_rng(seed, candidate["unit"] + ":edit")
-    image = load_rgb(run.sub(source["stored"]))
-    idea = candidate["idea"]
-    mask = edit_mask(template, grounding, np.asarray(image), idea["old"], segmenter, rng)
-    if mask is None:
-        request = edit_request(template, image, None, candidate["instruction"], seed, None)
-        backend = editor
-    else:
-        donor = load_rgb(run.sub(donors[int(rng.integers(0, len(donors)))])) if donors else None
-        request = edit_request(template, image, mask, idea["new_caption"], seed, donor)
-        backend = inpainter
-    manipulated = backend.edit([request])[0]
-    natural_ref = run.store_image(image)
-    manipulated_ref = run.store_image(manipulated)
-    mask_ref = run.store_image(Image.fromarray(mask.astype(np.uint8) * 255)) if mask is not None else None
-    return {
-        "unit": candidate["unit"],
-        "pair": {"natural": natural_ref.model_dump(), "manipulated": manipulated_ref.model_dump(),
-                 "mask": mask_ref.model_dump() if mask_ref else None},
-        "edit": {"kind": template.edit_kind.value, "backend": backend.name, "model_id": backend.model_id, "prompt": request.prompt,
-                 "seed": seed, "params": {"partial": request.partial}, "mask_path": mask_ref.path if mask_ref else None},
-        "backends": {"segmenter": {"name": segmenter.name, "model_id": segmenter.model_id},
-                     "editor": {"name": backend.name, "model_id": backend.model_id}},
-    }
-
-
 @task(name="edit", cache_policy=NO_CACHE)
-def edit_task(unit: tuple[SourceEntry, Template], candidate: dict, source: dict, grounding: dict, models: dict,
-              donors: list[str], seed: int, run_path: Path) -> dict:
-    _, template = unit
+def edit_batch_task(batch: list[EditUnit], models: dict, donors: list[str], seed: int, device: str, run_path: Path) -> list:
+    """One planned batch; finished units are read back, and a partly written batch is redone whole (same
+    batch, same bytes) with only its missing files written."""
     run = RunDir(run_path)
-    return run.once(f"edits/{safe_name(candidate['unit'])}.json", lambda: edit_unit(
-        template, candidate, source, Grounding.model_validate(grounding), run, models["segmenter"], models["inpainter"],
-        models["editor"], donors, seed))
+    rels = [f"edits/{safe_name(u.name)}.json" for u in batch]
+    done = [run.read_record(rel) for rel in rels]
+    if all(r is not None for r in done):
+        return done
+    fresh = edit_batch(batch, run, models, donors, seed, device)
+    out = []
+    for rel, old, new in zip(rels, done, fresh):
+        if old is None and not isinstance(new, Exception):
+            run.write_record(rel, new)
+        out.append(old if old is not None else new)
+    return out
 
 
 @task(name="candidate", cache_policy=NO_CACHE)
@@ -201,6 +180,26 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
         timings[name] = time.perf_counter() - t0
         return done
 
+    def batch_stage(name: str, stage_task, batches: list[list], unit_of, *args) -> list[tuple[object, dict]]:
+        """Like ``stage`` for tasks that take a batch and return one record or exception per unit."""
+        t0 = time.perf_counter()
+        futures = [(b, stage_task.submit(b, *args, run.path)) for b in batches]
+        done = []
+        for batch, future in futures:
+            try:
+                results = future.result()
+            except Exception as exc:  # the whole task failed (e.g. a worker died): every unit of it
+                results = [exc] * len(batch)
+            for member, result in zip(batch, results):
+                entry, template = unit_of(member)
+                if isinstance(result, Exception):
+                    run.quarantine(unit_id(entry.source_id, template), name, type(result).__name__, str(result), file=entry.file_name)
+                    failures[f"{name}: {type(result).__name__}"] += 1
+                else:
+                    done.append(((entry, template), result))
+        timings[name] = time.perf_counter() - t0
+        return sorted(done, key=lambda d: unit_id(d[0][0].source_id, d[0][1]))
+
     ingested = stage("ingest", ingest_task, entries, source_dir)
     write_jsonl(run.sub("sources.jsonl"), [record for _, record in ingested])
     sources = {e.source_id: record for e, record in ingested}
@@ -224,8 +223,11 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
     models = {"segmenter": build_segmenter(prof.segmenter, prof.device).load(),
               "inpainter": build_inpainter(prof.inpainter, prof.device, prof.dtype).load(),
               "editor": build_editor(prof.editor, prof.device, prof.dtype)}
-    edited = stage("edit", edit_task, [u for u, _ in candidates], lambda u: by_unit[unit_id(u[0].source_id, u[1])],
-                   lambda u: sources[u[0].source_id], lambda u: groundings[u[0].source_id], models, donors, seed)
+    edit_units = [EditUnit(t, by_unit[unit_id(e.source_id, t)], sources[e.source_id], groundings[e.source_id]) for (e, t), _ in candidates]
+    batches = plan_batches(edit_units, {"inpainter": prof.inpainter.batch_size,
+                                        "editor": prof.editor.batch_size if prof.editor else 1})
+    entry_of = {unit_id(e.source_id, t): (e, t) for (e, t), _ in candidates}
+    edited = batch_stage("edit", edit_batch_task, batches, lambda u: entry_of[u.name], models, donors, seed, prof.device)
 
     if prof.release_models_between_stages:
         for model in models.values():

@@ -38,6 +38,12 @@ class Usage:
                 self.prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
                 self.completion_tokens += getattr(usage, "completion_tokens", 0) or 0
 
+    def __getstate__(self) -> dict:  # locks do not pickle; a Dask worker gets its own
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
+
 
 @dataclass
 class ChatClient:
@@ -50,8 +56,22 @@ class ChatClient:
     temperature: float = 0.0
     seed: int | None = None
     max_tokens: int | None = None
+    concurrency: int = 4
     usage: Usage = field(default_factory=Usage)
     _client: object = field(default=None, repr=False)
+    _slots: threading.BoundedSemaphore = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # Shared by every thread using this client: the server sees at most ``concurrency`` requests at once.
+        self._slots = threading.BoundedSemaphore(self.concurrency)
+
+    def __getstate__(self) -> dict:
+        # Under Dask each worker process opens its own connection and enforces the limit for itself.
+        return {k: v for k, v in self.__dict__.items() if k not in ("_client", "_slots")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _client=None)
+        self.__post_init__()
 
     def load(self) -> "ChatClient":
         if self._client is None:
@@ -82,7 +102,8 @@ class ChatClient:
         retryable = (openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError)
         for attempt in range(self.max_retries + 1):
             try:
-                reply = self._client.chat.completions.create(**kwargs)
+                with self._slots:
+                    reply = self._client.chat.completions.create(**kwargs)
                 self.usage.add(getattr(reply, "usage", None))
                 return reply.choices[0].message.content or ""
             except retryable as exc:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 
 log = logging.getLogger("perceptforge")
+
+# One model call at a time per accelerator in this process: threads share a GPU's memory, and two
+# pipelines filling it at once is how an overnight run dies of out-of-memory.
+_DEVICE_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
 
 
 def pick_device(requested: str) -> str:
@@ -18,6 +25,14 @@ def pick_device(requested: str) -> str:
     if requested == "cuda":
         log.warning("profile asks for cuda but no GPU is available: running on the CPU")
     return "cpu"
+
+
+def device_lock(device: str):
+    """A lock shared by every caller on ``device`` (``cuda``, ``cuda:1``, ``mps``); the CPU needs none."""
+    if device == "cpu":
+        return contextlib.nullcontext()
+    with _LOCKS_GUARD:
+        return _DEVICE_LOCKS.setdefault(device, threading.Lock())
 
 
 def pick_dtype(name: str, device: str):

@@ -132,7 +132,7 @@ def build_grounder(settings, device: str = "cpu"):
         from perceptforge.tasks.chat import ChatClient
 
         client = ChatClient(base_url=settings.base_url, model=settings.model, api_key_env=settings.api_key_env,
-                            timeout_s=settings.timeout_s, max_retries=settings.max_retries, temperature=0.1, seed=0)
+                            timeout_s=settings.timeout_s, max_retries=settings.max_retries, temperature=0.1, seed=0, concurrency=settings.concurrency)
         return OpenAIVLMGrounder(client, settings.box_format)
     if settings.backend == "transformers":
         return TransformersGrounder(settings.model_path, settings.max_new_tokens, device)

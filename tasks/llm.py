@@ -187,6 +187,6 @@ def build_writer(settings) -> QuestionWriter:
     if settings.backend == "openai":
         client = ChatClient(base_url=settings.base_url, model=settings.model, api_key_env=settings.api_key_env,
                             timeout_s=settings.timeout_s, max_retries=settings.max_retries,
-                            temperature=settings.temperature, seed=settings.seed)
+                            temperature=settings.temperature, seed=settings.seed, concurrency=settings.concurrency)
         return OpenAIWriter(client, settings.max_validation_retries, response_format=settings.response_format)
     raise PerceptforgeError(f"unknown llm backend {settings.backend!r}")

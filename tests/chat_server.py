@@ -17,6 +17,7 @@ class ChatServer:
     def __init__(self, answer: Callable[[dict], str] = lambda req: "A", script: list[tuple[int, str | None]] | None = None, delay_s: float = 0.0):
         self.answer, self.script, self.delay_s = answer, list(script or []), delay_s
         self.requests: list[dict] = []
+        self.in_flight = self.max_in_flight = 0
         self.headers: list[dict] = []
         self._lock = threading.Lock()
         server = self
@@ -37,8 +38,14 @@ class ChatServer:
                     server.requests.append(body)
                     server.headers.append({k.lower(): v for k, v in self.headers.items()})
                     step = server.script.pop(0) if server.script else None
-                if server.delay_s:
-                    time.sleep(server.delay_s)
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    if server.delay_s:
+                        time.sleep(server.delay_s)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
                 if step and step[0] != 200:
                     self._send(step[0], {"error": {"message": step[1] or "scripted error", "type": "test"}})
                     return

@@ -79,3 +79,22 @@ def test_distractors_and_labelled_replies():
     assert (reply.new_value, reply.new_high, reply.new_caption) == ("a gun", "threatening", "A woman holds a gun.")
     assert parse_reply("Distractors:\n- a cup\n- a book\n- a phone", DistractorsReply).distractors == ["a cup", "a book", "a phone"]
     assert parse_reply('```json\n{"distractors": ["a", "b", "c"]}\n```', DistractorsReply).distractors == ["a", "b", "c"]
+
+
+def test_client_keeps_at_most_concurrency_requests_in_flight():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ChatServer(delay_s=0.2) as server:
+        client = ChatClient(base_url=server.base_url, model="tiny", concurrency=2)
+        with ThreadPoolExecutor(8) as pool:
+            replies = list(pool.map(lambda i: client.complete(f"q{i}"), range(8)))
+    assert replies == ["A"] * 8 and client.usage.requests == 8
+    assert server.max_in_flight == 2
+
+
+def test_client_pickles_for_dask_workers():
+    import pickle
+
+    client = ChatClient(base_url="http://127.0.0.1:9/v1", model="tiny", concurrency=3).load()
+    copy = pickle.loads(pickle.dumps(client))
+    assert copy.concurrency == 3 and copy._client is None and copy._slots.acquire(blocking=False)
