@@ -121,7 +121,7 @@ def schema(out: Optional[Path] = typer.Option(None, "--out", help="write the JSO
         typer.echo(text, nl=False)
 
 
-from perceptforge.cli import later  # noqa: E402  (registers the commands later issues fill)
+from perceptforge.cli.annotate import app as annotate_app  # noqa: E402
 from perceptforge.cli.export import export  # noqa: E402
 from perceptforge.cli.predict import predict  # noqa: E402
 from perceptforge.cli.score import score  # noqa: E402
@@ -129,5 +129,4 @@ from perceptforge.cli.score import score  # noqa: E402
 app.command()(score)
 app.command()(predict)
 app.command()(export)
-
-later.register(app)
+app.add_typer(annotate_app, name="annotate")

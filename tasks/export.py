@@ -24,9 +24,13 @@ FORMATS = ("jsonl", "parquet", "vlmevalkit")
 
 
 def load_items(run_dir: Path, only_verified: bool = False) -> list[BenchmarkItem]:
+    """The run's items; with ``only_verified``, the ones human verification kept (``annotate pull`` writes
+    them, corrected ones as their new version, to ``verification/items``)."""
     folder = run_dir / "items"
     if not folder.is_dir():
         raise InputError(str(run_dir), "no items/ folder: is this a run directory?")
+    if only_verified and (run_dir / "verification" / "items").is_dir():
+        folder = run_dir / "verification" / "items"
     items = []
     for path in sorted(folder.glob("*.json")):
         try:

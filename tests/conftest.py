@@ -38,3 +38,55 @@ def cli_env(tmp_path) -> dict:
     env["PERCEPTFORGE_STATE_DIR"] = str(tmp_path / "state")
     env.pop("PREFECT_API_URL", None)
     return env
+
+
+# --- Label Studio: a real server from its own venv (make label-studio-venv), one per test session -------------
+LABEL_STUDIO_VENV = Path(os.environ.get("PERCEPTFORGE_LABEL_STUDIO_VENV", REPO / ".venv-label-studio"))
+
+
+class LabelStudioSession:
+    """The running server, its accounts (admin plus two annotators) and a way to stop and restart it."""
+
+    def __init__(self, data_dir: Path, document_root: Path):
+        from perceptforge.annotation.server import Account
+
+        self.data_dir, self.document_root = data_dir, document_root
+        self.admin = Account.generate("admin@example.com")
+        self.annotators = [Account.generate("ann1@example.com"), Account.generate("ann2@example.com")]
+        self.server = None
+
+    def start(self):
+        from perceptforge.annotation.server import start
+
+        self.server = start(LABEL_STUDIO_VENV, self.data_dir, self.document_root)
+        return self
+
+    def stop(self):
+        self.server.stop()
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def client(self, account=None):
+        from perceptforge.annotation.client import LabelStudio
+
+        return LabelStudio(self.url, (account or self.admin).token)
+
+    def secrets(self) -> list[str]:
+        return [s for a in (self.admin, *self.annotators) for s in (a.password, a.token)]
+
+
+@pytest.fixture(scope="session")
+def label_studio(tmp_path_factory):
+    if not (LABEL_STUDIO_VENV / "bin" / "label-studio").exists():
+        pytest.skip(f"no Label Studio server venv at {LABEL_STUDIO_VENV} (make label-studio-venv builds it)")
+    from perceptforge.annotation.server import add_account
+
+    # Images are served from under the session's temporary root, where every test's run directory lives.
+    session = LabelStudioSession(tmp_path_factory.mktemp("label-studio") / "data", tmp_path_factory.getbasetemp())
+    for account in (session.admin, *session.annotators):  # the first owns the organisation, the others join it
+        add_account(LABEL_STUDIO_VENV, session.data_dir, session.document_root, account)
+    session.start()
+    yield session
+    session.stop()

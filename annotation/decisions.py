@@ -1,0 +1,140 @@
+"""From one task's annotations to a decision about its item (MVP-Bench §4.1: kept only when both annotators
+accept) and, when annotators corrected it, the item's next version.
+
+Rules where the paper is silent:
+- one annotation per annotator counts, the latest; skipped (cancelled) annotations count as none;
+- an annotation that does not fit the labeling config is reported and does not count;
+- any valid rejection rejects the item, even before the second annotator has looked;
+- a correction by one accepting annotator is applied (the other accepted the item as it was); two
+  accepting annotators who correct the same field differently leave the item in ``conflict`` for review.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from perceptforge.annotation.labeling import Control, answers, result_errors
+from perceptforge.data.schema import LETTERS, BenchmarkItem
+from pydantic import ValidationError
+
+
+@dataclass
+class Decision:
+    item_id: str
+    kind: str
+    status: str  # kept | rejected | incomplete | conflict | invalid_correction
+    verdicts: list[tuple[int, str]] = field(default_factory=list)  # (annotator id, Accept/Reject) in annotation order
+    reject_reasons: list[str] = field(default_factory=list)
+    invalid: list[dict] = field(default_factory=list)
+    corrections: dict[str, str] = field(default_factory=dict)
+    detail: str = ""
+    item: BenchmarkItem | None = None  # the kept item, verified (a new version when corrected)
+
+    def record(self) -> dict:
+        return {"item_id": self.item_id, "kind": self.kind, "status": self.status,
+                "annotators": [a for a, _ in self.verdicts], "verdicts": [v for _, v in self.verdicts],
+                "reject_reasons": self.reject_reasons, "invalid_annotations": self.invalid, "corrections": self.corrections,
+                "detail": self.detail, "version": self.item.version if self.item else None}
+
+
+def counted_annotations(annotations: list[dict]) -> list[dict]:
+    """The latest non-cancelled annotation of each annotator, in the order they were first made."""
+    latest: dict[int, dict] = {}
+    for a in sorted(annotations, key=lambda a: a["id"]):
+        if not a.get("was_cancelled"):
+            latest[a["completed_by"]] = a
+    return sorted(latest.values(), key=lambda a: a["id"])
+
+
+def proposed_fields(item: BenchmarkItem) -> dict[str, str]:
+    """The item's current values under the config's control names."""
+    q = item.question
+    if q.kind == "yes_no_pair":
+        return {"answer_natural": q.answer_natural, "answer_manipulated": q.answer_manipulated}
+    if q.kind == "context_pair":
+        return {"answer_1": q.answers[0], "answer_2": q.answers[1]}
+    return {"answer": q.answer}
+
+
+def corrections_of(item: BenchmarkItem, given: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The fields one accepting annotator changed, and what is wrong with them (client-side, item-specific)."""
+    proposed, changed, errors = proposed_fields(item), {}, []
+    for name, value in proposed.items():
+        if name in given and given[name] != value:
+            changed[name] = given[name]
+    if "question_fix" in given and given["question_fix"] != item.question.question:
+        changed["question"] = given["question_fix"]
+    if ("distractor_letter" in given) != ("distractor_fix" in given):
+        errors.append("a distractor correction needs both the option letter and its new text")
+    elif "distractor_letter" in given:
+        n = len(getattr(item.question, "options", []))
+        if given["distractor_letter"] not in LETTERS[:n]:
+            errors.append(f"distractor_letter {given['distractor_letter']!r}: the item has options {list(LETTERS[:n])}")
+        else:
+            changed[f"option_{given['distractor_letter']}"] = given["distractor_fix"]
+    if "answer" in changed and changed["answer"] not in LETTERS[: len(getattr(item.question, "options", []))]:
+        errors.append(f"answer {changed['answer']!r} is not one of the item's option letters")
+    return changed, errors
+
+
+def corrected(item: BenchmarkItem, fixes: dict[str, str]) -> BenchmarkItem:
+    """The next version of ``item`` with ``fixes`` applied; raises ValueError when the result breaks an invariant."""
+    q = item.question.model_dump(mode="json")
+    for name, value in fixes.items():
+        if name == "question":
+            q["question"] = value
+        elif name.startswith("option_"):
+            q["options"][LETTERS.index(name[-1])] = value
+        elif name in ("answer_1", "answer_2"):
+            q["answers"][int(name[-1]) - 1] = value
+        else:
+            q[name] = value
+    data = item.model_dump(mode="json")
+    data.update(question=q, version=item.version + 1, verified=True)
+    data["lineage"]["parent_id"] = item.id
+    try:
+        return BenchmarkItem.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError("; ".join(e["msg"] for e in exc.errors())) from None
+
+
+def decide(item: BenchmarkItem, annotations: list[dict], controls: dict[str, Control], required: int = 2) -> Decision:
+    d = Decision(item.id, item.question.kind, "incomplete")
+    valid: list[tuple[int, dict]] = []
+    for a in counted_annotations(annotations):
+        errors = result_errors(a["result"], controls)
+        given = answers(a["result"]) if not errors else {}
+        if given.get("verdict") == "Reject" and "reject_reason" not in given:
+            errors.append("a rejection needs a reason")
+        if given.get("verdict") == "Accept":
+            changes, problems = corrections_of(item, given)
+            errors += problems
+            given["_changes"] = changes
+        if errors:
+            d.invalid.append({"annotation": a["id"], "annotator": a["completed_by"], "errors": errors})
+            continue
+        valid.append((a["completed_by"], given))
+        d.verdicts.append((a["completed_by"], given["verdict"]))
+    rejections = [g for _, g in valid if g["verdict"] == "Reject"]
+    if rejections:
+        d.status, d.reject_reasons = "rejected", [g["reject_reason"] for g in rejections]
+        return d
+    if len(valid) < required:
+        d.detail = f"{len(valid)} of {required} required annotations"
+        return d
+    proposals: dict[str, set[str]] = {}
+    for _, g in valid:
+        for name, value in g["_changes"].items():
+            proposals.setdefault(name, set()).add(value)
+    clashing = sorted(name for name, values in proposals.items() if len(values) > 1)
+    if clashing:
+        d.status, d.detail = "conflict", f"annotators corrected {', '.join(clashing)} differently"
+        return d
+    d.corrections = {name: next(iter(values)) for name, values in sorted(proposals.items())}
+    try:
+        d.item = corrected(item, d.corrections) if d.corrections else item.model_copy(update={"verified": True})
+    except ValueError as exc:
+        d.status, d.detail = "invalid_correction", str(exc)
+        return d
+    d.status = "kept"
+    return d

@@ -1,0 +1,160 @@
+"""Push a run's items to Label Studio and pull the verdicts back.
+
+Push is idempotent: tasks are keyed by item id, so pushing again imports only items the project lacks and
+never touches a task that exists (annotated or not). Pull rebuilds everything it writes from the server's
+export and the run's original items, so pulling twice writes the same bytes. Layout it adds::
+
+    RUN_DIR/annotation/projects.json          project id per item kind (no credentials)
+    RUN_DIR/verification/decisions.jsonl      one decision per item, sorted by item id
+    RUN_DIR/verification/items/<id>.json      kept items, verified; corrected ones as a new version
+    RUN_DIR/verification/summary.json         counts per status and kind, agreement (also in summary.json)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Callable
+
+from perceptforge.annotation.agreement import agreement_table
+from perceptforge.annotation.client import LabelStudio, ServerGone
+from perceptforge.annotation.decisions import decide
+from perceptforge.annotation.labeling import config_text, controls
+from perceptforge.annotation.task_data import task_for
+from perceptforge.errors import PerceptforgeError
+from perceptforge.fileio import read_json, sha256_bytes, write_json, write_jsonl
+from perceptforge.prompts.library import load_prompt
+from perceptforge.tasks.export import load_items
+from perceptforge.tasks.rundir import RunDir
+
+REQUIRED_ANNOTATORS = 2  # MVP-Bench §4.1: two annotators check every question
+
+
+def project_title(run: RunDir, kind: str) -> str:
+    # The run's path hash keeps two runs called "demo" in different places apart.
+    tag = hashlib.sha256(str(run.path.resolve()).encode()).hexdigest()[:6]
+    return f"perceptforge {run.path.name} {kind} {tag}"
+
+
+def project_settings(run: RunDir, kind: str) -> dict:
+    return {
+        "title": project_title(run, kind),
+        "description": f"perceptforge items of kind {kind} from {run.path.resolve()}",
+        "label_config": config_text(kind),
+        "expert_instruction": load_prompt("annotation/instructions").text,
+        "show_instruction": True,
+        "maximum_annotations": REQUIRED_ANNOTATORS,
+        "overlap_cohort_percentage": 100,
+        "show_collab_predictions": True,
+        "sampling": "Sequential sampling",
+    }
+
+
+def ensure_project(ls: LabelStudio, run: RunDir, kind: str, known: dict) -> int:
+    """The kind's project: the recorded one, else one with its title, else a new one. When the labeling
+    config file changed since the last push, the project's config is updated (the server stores it
+    reformatted, so the file's hash, not the server's text, tells whether it changed)."""
+    settings = project_settings(run, kind)
+    project = ls.project(known[kind]["id"]) if kind in known else None
+    if project is None:
+        project = next((p for p in ls.projects() if p["title"] == settings["title"]), None)
+        if project is None:
+            return ls.create_project(settings)["id"]
+    if known.get(kind, {}).get("config_sha256") != sha256_bytes(settings["label_config"].encode()):
+        ls.update_project(project["id"], {"label_config": settings["label_config"]})
+    return project["id"]
+
+
+def ensure_storage(ls: LabelStudio, project_id: int, images: Path) -> None:
+    """Label Studio serves local files only under a storage registered for the project."""
+    if not any(Path(s["path"]) == images for s in ls.local_storages(project_id)):
+        ls.add_local_storage(project_id, images, "perceptforge run images")
+
+
+def push(run_dir: Path, ls: LabelStudio, document_root: Path, chunk_size: int = 100,
+         on_chunk: Callable[[int], None] | None = None) -> dict:
+    """Create or update one project per item kind and import the items it does not have yet."""
+    run = RunDir(Path(run_dir).resolve())
+    items = load_items(run.path)
+    by_kind: dict[str, list] = defaultdict(list)
+    for item in items:
+        by_kind[item.question.kind].append(item)
+    state_path = run.sub("annotation", "projects.json")
+    known = read_json(state_path) if state_path.exists() else {}
+    report = {"server": ls.url, "projects": {}, "imported": 0, "already_there": 0}
+    for kind in sorted(by_kind):
+        project_id = ensure_project(ls, run, kind, known)
+        known[kind] = {"id": project_id, "title": project_title(run, kind),
+                       "config_sha256": sha256_bytes(config_text(kind).encode())}
+        write_json(state_path, known)  # recorded at once, so a crash later cannot make a second project
+        ensure_storage(ls, project_id, run.sub("images"))
+        present = {t["data"].get("item_id") for t in ls.export(project_id)}
+        new = [task_for(item, run, document_root) for item in sorted(by_kind[kind], key=lambda i: i.id) if item.id not in present]
+        done = 0
+        for start in range(0, len(new), chunk_size):
+            chunk = new[start : start + chunk_size]
+            try:
+                ls.import_tasks(project_id, chunk)
+            except ServerGone as exc:
+                raise PerceptforgeError(f"{exc}. Pushed {report['imported'] + done} new tasks before that; run "
+                                        "`perceptforge annotate push` again when the server is back: it adds only what is missing") from None
+            done += len(chunk)
+            if on_chunk:
+                on_chunk(done)
+        report["projects"][kind] = project_id
+        report["imported"] += done
+        report["already_there"] += len(by_kind[kind]) - len(new)
+    return report
+
+
+def pull(run_dir: Path, ls: LabelStudio) -> dict:
+    """Decide every pushed item from its annotations; write decisions, kept items, and agreement."""
+    run = RunDir(Path(run_dir).resolve())
+    state_path = run.sub("annotation", "projects.json")
+    if not state_path.exists():
+        raise PerceptforgeError(f"{run.path}: nothing pushed yet (no annotation/projects.json); run `perceptforge annotate push` first")
+    known = read_json(state_path)
+    items = {i.id: i for i in load_items(run.path)}
+    decisions, pairs = [], defaultdict(list)
+    for kind in sorted(known):
+        config = controls(config_text(kind))
+        for task in sorted(ls.export(known[kind]["id"]), key=lambda t: str(t["data"].get("item_id"))):
+            item_id = task["data"].get("item_id")
+            if item_id not in items:
+                raise PerceptforgeError(f"project {known[kind]['id']} task {task['id']}: item {item_id!r} is not in {run.path}/items")
+            d = decide(items[item_id], task.get("annotations", []), config, REQUIRED_ANNOTATORS)
+            decisions.append(d)
+            if len(d.verdicts) >= 2:
+                pairs[kind].append((d.verdicts[0][1], d.verdicts[1][1]))
+    out = run.sub("verification")
+    # Kept items are rebuilt whole beside the old folder, then swapped in: a decision that changed since
+    # the last pull leaves nothing stale, and a crash mid-pull leaves the previous folder intact.
+    fresh = out / "items.new"
+    shutil.rmtree(fresh, ignore_errors=True)
+    for d in decisions:
+        if d.item is not None:
+            run.write_record(f"verification/items.new/{d.item.id}.json", d.item.model_dump(mode="json"))
+    fresh.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / "items", ignore_errors=True)
+    fresh.rename(out / "items")
+    write_jsonl(out / "decisions.jsonl", [d.record() for d in decisions])
+    per_kind: dict[str, Counter] = defaultdict(Counter)
+    for d in decisions:
+        per_kind[d.kind][d.status] += 1
+    summary = {
+        "required_annotators": REQUIRED_ANNOTATORS,
+        "items": len(decisions),
+        "status": dict(sorted(Counter(d.status for d in decisions).items())),
+        "status_per_kind": {k: dict(sorted(v.items())) for k, v in sorted(per_kind.items())},
+        "corrected": sum(1 for d in decisions if d.corrections and d.status == "kept"),
+        "invalid_annotations": sum(len(d.invalid) for d in decisions),
+        "agreement": agreement_table(dict(pairs)),
+    }
+    write_json(out / "summary.json", summary)
+    run_summary = run.sub("summary.json")
+    if run_summary.exists():
+        write_json(run_summary, {**json.loads(run_summary.read_text()), "verification": summary})
+    return summary

@@ -1,0 +1,66 @@
+"""A benchmark item → a Label Studio task: what annotators see (task data, with the item's lineage) and the
+generated answer as a prediction, so the labeling UI opens pre-filled with what the pipeline proposed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+from perceptforge.data.schema import LETTERS, BenchmarkItem
+from perceptforge.annotation.labeling import choice, config_text, config_version, text
+from perceptforge.tasks.report import mask_overlay
+from perceptforge.tasks.rundir import RunDir
+
+MODEL_VERSION = "perceptforge-generated"
+# The image every config's verdict and corrections hang on (toName): the one the question is about.
+ANCHOR = {"yes_no_pair": "natural", "single_mcq": "manipulated", "cross_mcq": "manipulated", "absent_mcq": "manipulated",
+          "context_pair": "natural"}
+
+
+def local_files_url(path: Path, document_root: Path) -> str:
+    """How Label Studio serves a file under its local-files document root."""
+    try:
+        rel = path.resolve().relative_to(document_root.resolve())
+    except ValueError:
+        raise ValueError(f"{path} is outside the Label Studio document root {document_root}: start the server with "
+                         "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT set to a folder that holds the run directory") from None
+    return "/data/local-files/?d=" + quote(rel.as_posix())
+
+
+def options_text(options: list[str]) -> str:
+    return "   ".join(f"({LETTERS[i]}) {o}" for i, o in enumerate(options))
+
+
+def proposed_result(item: BenchmarkItem) -> list[dict]:
+    """The generated answer in the config's controls (the annotator accepts it or changes it)."""
+    q, to = item.question, ANCHOR[item.question.kind]
+    if q.kind == "yes_no_pair":
+        return [choice("answer_natural", "natural", q.answer_natural), choice("answer_manipulated", "manipulated", q.answer_manipulated)]
+    if q.kind == "context_pair":
+        return [text("answer_1", to, q.answers[0]), text("answer_2", to, q.answers[1])]
+    return [choice("answer", to, q.answer)]
+
+
+def task_for(item: BenchmarkItem, run: RunDir, document_root: Path) -> dict:
+    """The task to import: data (images as local-files URLs, question, lineage) and one prediction."""
+    q = item.question
+    pair = item.pair
+    overlay = mask_overlay(run, pair.natural.path, pair.mask.path) if pair.mask else pair.natural.path
+    data = {
+        "item_id": item.id,
+        "item_version": item.version,
+        "kind": q.kind,
+        "category": f"{item.category.low} {item.category.name}",
+        "level": getattr(q, "level", ""),
+        "question": q.question,
+        "natural": local_files_url(run.sub(pair.natural.path), document_root),
+        "manipulated": local_files_url(run.sub(pair.manipulated.path), document_root),
+        "mask_overlay": local_files_url(run.sub(overlay), document_root),
+        "lineage": item.lineage.model_dump(mode="json"),
+        "config_version": config_version(config_text(q.kind)),
+    }
+    if hasattr(q, "options"):
+        data["options_text"] = options_text(q.options)
+    if q.kind == "context_pair":
+        data["context_1"], data["context_2"] = q.contexts
+    return {"data": data, "predictions": [{"model_version": MODEL_VERSION, "result": proposed_result(item)}]}

@@ -1,0 +1,120 @@
+"""``perceptforge annotate``: human verification in Label Studio (serve, push, pull, verify)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+from perceptforge.cli.app import console, new_app
+from perceptforge.errors import PerceptforgeError
+
+app = new_app("Human verification in Label Studio: run a local server, push candidates, pull verdicts.")
+
+URL = typer.Option(None, "--url", help="Label Studio URL (default: LABEL_STUDIO_URL, else the local server from `annotate serve`)")
+
+
+def _document_root(given: Optional[Path]) -> Path:
+    from perceptforge.annotation.server import read_local_credentials
+
+    root = given or os.environ.get("LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT") or (read_local_credentials() or {}).get("document_root")
+    if not root:
+        raise PerceptforgeError("which folder does Label Studio serve files from? pass --document-root (the server's "
+                                "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT)")
+    return Path(root).resolve()
+
+
+@app.command("serve")
+def serve(
+    port: int = typer.Option(8080, "--port"),
+    venv: Path = typer.Option(Path(".venv-label-studio"), "--venv", help="the server's own virtual environment"),
+    document_root: Path = typer.Option(Path("."), "--document-root", help="folder the server may serve images from (holds your run directories)"),
+) -> None:
+    """Start Label Studio on 127.0.0.1 (first time: create its data folder and an admin account) until Ctrl-C."""
+    from perceptforge.annotation.server import Account, add_account, read_local_credentials, start, state_folder, write_local_credentials
+
+    data_dir = state_folder() / "data"
+    local = read_local_credentials()
+    account = Account(local["email"], local["password"], local["token"]) if local else Account.generate("admin@perceptforge.local")
+    if not (data_dir / "label_studio.sqlite3").exists():
+        with console.status("initialising Label Studio's data folder (about a minute, once)"):
+            add_account(venv, data_dir, document_root.resolve(), account)
+    with console.status(f"starting Label Studio on 127.0.0.1:{port}"):
+        server = start(venv, data_dir, document_root.resolve(), port)
+    creds = write_local_credentials(server.url, account, document_root.resolve())
+    console.print(f"Label Studio: [bold]{server.url}[/]  (log: {server.log})")
+    console.print(f"sign in as {account.email}; password and API token are in {creds} (readable only by you)")
+    console.print("push a run with `perceptforge annotate push RUN_DIR`; Ctrl-C stops the server")
+    try:
+        server.process.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+@app.command("push")
+def push_cmd(
+    run_dir: Path = typer.Argument(..., help="run directory"),
+    url: Optional[str] = URL,
+    document_root: Optional[Path] = typer.Option(None, "--document-root", help="the server's local-files document root"),
+) -> None:
+    """Create or update one project per item kind and import the items it lacks (never touches existing tasks)."""
+    from perceptforge.annotation.client import connect
+    from perceptforge.annotation.sync import push
+
+    ls = connect(url)
+    with console.status(f"pushing {run_dir} to {ls.url}"):
+        report = push(run_dir, ls, _document_root(document_root))
+    for kind, pid in report["projects"].items():
+        console.print(f"  {kind}: {ls.url}/projects/{pid}/data")
+    console.print(f"imported {report['imported']} new tasks; {report['already_there']} were already there")
+
+
+def _print_verification(summary: dict) -> None:
+    from rich.table import Table
+
+    console.print(f"{summary['items']} items: " + ", ".join(f"{n} {s}" for s, n in summary["status"].items())
+                  + f"; {summary['corrected']} kept with corrections; {summary['invalid_annotations']} invalid annotations")
+    table = Table(title="agreement on accept / reject (two annotators)")
+    for col in ("kind", "items", "% agreement", "Cohen's kappa"):
+        table.add_column(col)
+    for kind, row in summary["agreement"].items():
+        table.add_row(kind, str(row["items"]), str(row["percent_agreement"]), str(row["cohens_kappa"]))
+    console.print(table)
+
+
+@app.command("pull")
+def pull_cmd(run_dir: Path = typer.Argument(..., help="run directory"), url: Optional[str] = URL) -> None:
+    """Decide every item from its annotations; write RUN_DIR/verification/ and agreement into the summary."""
+    from perceptforge.annotation.client import connect
+    from perceptforge.annotation.sync import pull
+
+    ls = connect(url)
+    with console.status(f"pulling annotations from {ls.url}"):
+        summary = pull(run_dir, ls)
+    _print_verification(summary)
+    console.print(f"decisions: [bold]{(run_dir / 'verification' / 'decisions.jsonl').resolve()}[/]")
+
+
+@app.command("verify")
+def verify_cmd(
+    run_dir: Path = typer.Argument(..., help="run directory"),
+    url: Optional[str] = URL,
+    document_root: Optional[Path] = typer.Option(None, "--document-root"),
+    now: bool = typer.Option(False, "--now", help="pull what is there now instead of waiting"),
+    timeout_s: float = typer.Option(3600, "--timeout", help="seconds to wait for every item's annotations"),
+    poll_s: float = typer.Option(30, "--poll", help="seconds between looks"),
+) -> None:
+    """The verify flow: push, wait for two annotators per item (or --now), pull."""
+    from perceptforge.settings import configure_prefect
+
+    configure_prefect()
+    from perceptforge.flows.verify import verify_flow
+
+    summary = verify_flow(run_dir=str(run_dir.resolve()), document_root=str(_document_root(document_root)), url=url, now=now,
+                          timeout_s=timeout_s, poll_s=poll_s)
+    if summary["still_waiting"]:
+        console.print(f"[yellow]timed out:[/] {summary['still_waiting']} items still lack annotations")
+    _print_verification(summary)

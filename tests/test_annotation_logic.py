@@ -1,0 +1,97 @@
+import pytest
+from perceptforge.annotation.agreement import agreement_table, cohens_kappa, percent_agreement
+from perceptforge.annotation.decisions import counted_annotations, decide
+from perceptforge.annotation.labeling import KINDS, choice, config_text, config_version, controls, result_errors, text
+from perceptforge.data.schema import BenchmarkItem
+
+A, R = "Accept", "Reject"
+
+
+def test_kappa_and_agreement_on_hand_computed_pairs():
+    pairs = [(A, A), (A, R), (A, A), (R, R)]
+    # p_o = 3/4; rater 1 accepts 3/4, rater 2 1/2: p_e = 3/4·1/2 + 1/4·1/2 = 1/2; kappa = (3/4 - 1/2)/(1/2)
+    assert percent_agreement(pairs) == 0.75 and cohens_kappa(pairs) == 0.5
+    assert cohens_kappa([(A, A), (R, R)]) == 1.0 and cohens_kappa([(A, R), (R, A)]) == -1.0
+    assert cohens_kappa([(A, A), (A, A)]) is None and cohens_kappa([]) is None and percent_agreement([]) is None
+    table = agreement_table({"x": [(A, A), (A, R)], "y": [(R, R)]})
+    assert table["x"] == {"items": 2, "percent_agreement": 50.0, "cohens_kappa": 0.0}
+    assert table["y"] == {"items": 1, "percent_agreement": 100.0, "cohens_kappa": None}
+    assert table["overall"]["items"] == 3
+
+
+def test_every_kind_has_a_versioned_config_with_a_required_verdict():
+    for kind in KINDS:
+        text_ = config_text(kind)
+        assert config_version(text_) == 1
+        found = controls(text_)
+        assert found["verdict"].required and found["verdict"].choices == (A, R)
+        assert "reject_reason" in found and "question_fix" in found
+    with pytest.raises(ValueError, match="no labeling config"):
+        config_text("essay")
+
+
+def test_results_are_checked_against_the_config():
+    known = controls(config_text("single_mcq"))
+    ok = [choice("verdict", "manipulated", A), choice("answer", "manipulated", "B")]
+    assert result_errors(ok, known) == []
+    assert result_errors([choice("verdict", "manipulated", "Maybe")], known) == ["verdict: expected one of ['Accept', 'Reject'], got ['Maybe']"]
+    assert result_errors([choice("bogus", "x", "A"), *ok], known) == ["unknown control 'bogus'"]
+    assert result_errors([choice("answer", "manipulated", "A")], known) == ["required control 'verdict' is missing"]
+    assert result_errors([*ok, {"from_name": "question_fix", "type": "textarea", "value": {"text": "not a list"}}], known) == [
+        "question_fix: expected a list of texts, got 'not a list'"]
+
+
+@pytest.fixture
+def mcq_item():
+    return BenchmarkItem.model_validate({
+        "id": "i1", "category": {"high": "behaviour", "low": "B3", "name": "Behaviour-Object Association"},
+        "question": {"kind": "single_mcq", "question": "What is held?", "options": ["a cup", "a book", "a cat", "a pen", "a hat"],
+                     "answer": "A"},
+        "pair": {"natural": {"path": "images/n.png", "sha256": "0" * 64, "width": 4, "height": 4},
+                 "manipulated": {"path": "images/m.png", "sha256": "1" * 64, "width": 4, "height": 4}},
+        "lineage": {"source_id": "1", "source_sha256": "2" * 64, "template_id": "B3", "template_version": 1, "seed": 0},
+    })
+
+
+def ann(id_, user, *result, cancelled=False):
+    return {"id": id_, "completed_by": user, "result": list(result), "was_cancelled": cancelled}
+
+
+def verdict(v):
+    return choice("verdict", "manipulated", v)
+
+
+def test_decisions(mcq_item):
+    known = controls(config_text("single_mcq"))
+    reason = choice("reject_reason", "manipulated", "Other")
+    assert decide(mcq_item, [ann(1, 7, verdict(A)), ann(2, 8, verdict(A))], known).status == "kept"
+    d = decide(mcq_item, [ann(1, 7, verdict(A)), ann(2, 8, verdict(R), reason)], known)
+    assert (d.status, d.reject_reasons, d.verdicts) == ("rejected", ["Other"], [(7, A), (8, R)])
+    assert decide(mcq_item, [ann(1, 7, verdict(R), reason)], known).status == "rejected"  # one rejection is enough
+    d = decide(mcq_item, [ann(1, 7, verdict(A)), ann(2, 8, verdict(A), cancelled=True)], known)
+    assert (d.status, d.detail) == ("incomplete", "1 of 2 required annotations")
+    # the same annotator twice counts once, the latest
+    assert decide(mcq_item, [ann(1, 7, verdict(R), reason), ann(2, 7, verdict(A)), ann(3, 8, verdict(A))], known).status == "kept"
+    d = decide(mcq_item, [ann(1, 7, verdict(R)), ann(2, 8, verdict(A))], known)
+    assert d.status == "incomplete" and d.invalid == [{"annotation": 1, "annotator": 7, "errors": ["a rejection needs a reason"]}]
+
+
+def test_corrections_make_a_new_version(mcq_item):
+    known = controls(config_text("single_mcq"))
+    fix = [choice("distractor_letter", "manipulated", "C"), text("distractor_fix", "manipulated", "a kettle")]
+    d = decide(mcq_item, [ann(1, 7, verdict(A), *fix), ann(2, 8, verdict(A))], known)
+    assert d.status == "kept" and d.corrections == {"option_C": "a kettle"}
+    assert d.item.version == 2 and d.item.verified and d.item.lineage.parent_id == "i1"
+    assert d.item.question.options[2] == "a kettle" and mcq_item.question.options[2] == "a cat"
+    other = [choice("distractor_letter", "manipulated", "C"), text("distractor_fix", "manipulated", "a spoon")]
+    assert decide(mcq_item, [ann(1, 7, verdict(A), *fix), ann(2, 8, verdict(A), *other)], known).status == "conflict"
+    dup = [choice("distractor_letter", "manipulated", "B"), text("distractor_fix", "manipulated", "a cup")]
+    d = decide(mcq_item, [ann(1, 7, verdict(A), *dup), ann(2, 8, verdict(A))], known)
+    assert d.status == "invalid_correction" and "duplicates" in d.detail
+    d = decide(mcq_item, [ann(1, 7, verdict(A), choice("distractor_letter", "manipulated", "C")), ann(2, 8, verdict(A))], known)
+    assert d.status == "incomplete" and "needs both" in d.invalid[0]["errors"][0]
+
+
+def test_latest_annotation_per_annotator():
+    out = counted_annotations([ann(3, 1), ann(1, 2), ann(2, 1), ann(4, 2, cancelled=True)])
+    assert [a["id"] for a in out] == [1, 3]

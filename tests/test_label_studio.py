@@ -1,0 +1,147 @@
+"""Human verification against a real Label Studio server on 127.0.0.1 (see the label_studio fixture)."""
+
+import json
+import subprocess
+
+import pytest
+from helpers import perceptforge_cmd
+from perceptforge.annotation.labeling import KINDS, choice, config_text, text
+from perceptforge.annotation.sync import pull, push
+from perceptforge.errors import PerceptforgeError
+from perceptforge.flows.mvp import mvp_flow
+from perceptforge.tasks.export import load_items
+
+A, R = "Accept", "Reject"
+
+
+def make_run(out, sample_dir, **kw):
+    mvp_flow(source=str(sample_dir), profile="local", out=str(out), seed=0, **kw)
+    return out
+
+
+def tasks_by_item(ls, run):
+    projects = json.loads((run / "annotation" / "projects.json").read_text())
+    return {t["data"]["item_id"]: t for p in projects.values() for t in ls.export(p["id"])}
+
+
+def test_every_labeling_config_is_valid_on_the_server(label_studio):
+    ls = label_studio.client()
+    for kind in KINDS:
+        ls.validate_config(config_text(kind))
+    with pytest.raises(PerceptforgeError, match="HTTP 400.*not found in names"):
+        ls.validate_config(config_text("yes_no_pair").replace('toName="natural"', 'toName="nowhere"', 1))
+
+
+def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, capfd):
+    run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["B1"])
+    ls, root = label_studio.client(), label_studio.document_root
+    first = push(run, ls, root)
+    assert first["imported"] == 5 and set(first["projects"]) == {"yes_no_pair", "single_mcq", "cross_mcq"}
+    again = push(run, ls, root)
+    assert (again["imported"], again["already_there"], again["projects"]) == (0, 5, first["projects"])
+    tasks = tasks_by_item(ls, run)
+    assert len(tasks) == 5
+    items = {i.id: i for i in load_items(run)}
+    task = next(iter(tasks.values()))
+    assert task["data"]["lineage"]["template_id"] == "B1" and task["data"]["natural"].startswith("/data/local-files/?d=")
+    assert label_studio.client().http().get(task["data"]["natural"]).status_code == 200  # served from the run's images
+
+    by = {(i.question.kind, getattr(i.question, "level", "")): i for i in items.values()}
+    yn_low, yn_high, single = by["yes_no_pair", "low"], by["yes_no_pair", "high"], by["single_mcq", "high"]
+    cross_low, cross_high = by["cross_mcq", "low"], by["cross_mcq", "high"]
+    ann1, ann2 = (label_studio.client(a) for a in label_studio.annotators)
+    to = {"yes_no_pair": "natural", "single_mcq": "manipulated", "cross_mcq": "manipulated"}
+
+    def verdict(item, v, *extra):
+        reason = [choice("reject_reason", to[item.question.kind], "The question is wrong or ambiguous")] if v == R else []
+        return [choice("verdict", to[item.question.kind], v), *reason, *extra]
+
+    wrong = next(letter for letter in "ABCDE" if letter != single.question.answer)
+    fix = [choice("distractor_letter", "manipulated", wrong), text("distractor_fix", "manipulated", "a tiny purple umbrella")]
+    ann1.annotate(tasks[yn_low.id]["id"], verdict(yn_low, A))             # both accept → kept
+    ann2.annotate(tasks[yn_low.id]["id"], verdict(yn_low, A))
+    ann1.annotate(tasks[yn_high.id]["id"], verdict(yn_high, A))           # disagreement → rejected
+    ann2.annotate(tasks[yn_high.id]["id"], verdict(yn_high, R))
+    ann1.annotate(tasks[single.id]["id"], verdict(single, A, *fix))        # accept with an edited distractor → v2
+    ann2.annotate(tasks[single.id]["id"], verdict(single, A))
+    ann1.annotate(tasks[cross_low.id]["id"], verdict(cross_low, R))       # both reject
+    ann2.annotate(tasks[cross_low.id]["id"], verdict(cross_low, R))
+    ann1.annotate(tasks[cross_high.id]["id"], verdict(cross_high, A))     # one annotation only → incomplete
+    ann2.annotate(tasks[cross_high.id]["id"], [choice("bogus_control", "manipulated", "x")])  # stored by the server, invalid here
+
+    summary = pull(run, ls)
+    decisions = {d["item_id"]: d for d in map(json.loads, (run / "verification" / "decisions.jsonl").read_text().splitlines())}
+    assert [decisions[i.id]["status"] for i in (yn_low, yn_high, single, cross_low, cross_high)] == [
+        "kept", "rejected", "kept", "rejected", "incomplete"]
+    assert decisions[cross_high.id]["invalid_annotations"][0]["errors"] == ["unknown control 'bogus_control'", "required control 'verdict' is missing"]
+    assert summary["status"] == {"incomplete": 1, "kept": 2, "rejected": 2} and summary["corrected"] == 1
+    # pairs: yes/no (A,A), (A,R) → 50 %, kappa 0; single (A,A) and cross (R,R) → 100 %, kappa undefined;
+    # overall (A,A), (A,R), (A,A), (R,R): p_o 3/4, p_e 1/2 → kappa 0.5
+    assert summary["agreement"] == {
+        "yes_no_pair": {"items": 2, "percent_agreement": 50.0, "cohens_kappa": 0.0},
+        "single_mcq": {"items": 1, "percent_agreement": 100.0, "cohens_kappa": None},
+        "cross_mcq": {"items": 1, "percent_agreement": 100.0, "cohens_kappa": None},
+        "overall": {"items": 4, "percent_agreement": 75.0, "cohens_kappa": 0.5}}
+    assert json.loads((run / "summary.json").read_text())["verification"] == summary
+
+    kept = json.loads((run / "verification" / "items" / f"{single.id}.json").read_text())
+    assert kept["version"] == 2 and kept["verified"] and kept["lineage"]["parent_id"] == single.id
+    assert kept["question"]["options"]["ABCDE".index(wrong)] == "a tiny purple umbrella"
+    original = json.loads((run / "items" / f"{single.id}.json").read_text())
+    assert original["version"] == 1 and "a tiny purple umbrella" not in original["question"]["options"]
+    assert sorted(i.id for i in load_items(run, only_verified=True)) == sorted([yn_low.id, single.id])
+
+    written = {p: p.read_bytes() for p in sorted((run / "verification").rglob("*")) if p.is_file()}
+    pull(run, ls)
+    assert {p: p.read_bytes() for p in sorted((run / "verification").rglob("*")) if p.is_file()} == written
+
+    # More items in the run: a new push adds only those, and annotated tasks stay as they were.
+    make_run(run, sample_dir, limit=1, categories=["B1", "R1"])
+    before = tasks_by_item(ls, run)
+    added = push(run, ls, root)
+    assert added["imported"] == len(load_items(run)) - 5 > 0 and added["already_there"] == 5
+    after = tasks_by_item(ls, run)
+    assert len(after) == len(load_items(run))
+    for item_id, task in before.items():
+        assert after[item_id]["annotations"] == task["annotations"] and after[item_id]["updated_at"] == task["updated_at"]
+
+    everything = b"".join(p.read_bytes() for p in run.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".yaml", ".html"))
+    logs = capfd.readouterr()
+    for secret in label_studio.secrets():
+        assert secret.encode() not in everything and secret not in logs.out + logs.err
+
+
+def test_server_gone_mid_push_then_push_completes(label_studio, prefect_api, sample_dir, tmp_path):
+    run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["B1", "B3", "I1"])
+    n = len(load_items(run))
+    ls = label_studio.client()
+
+    def die_after_first_chunk(done):
+        if done == 2:
+            label_studio.stop()
+
+    with pytest.raises(PerceptforgeError, match="did not answer.*push.* again") as err:
+        push(run, ls, label_studio.document_root, chunk_size=2, on_chunk=die_after_first_chunk)
+    assert label_studio.admin.token not in str(err.value)
+    label_studio.start()
+    ls = label_studio.client()
+    report = push(run, ls, label_studio.document_root, chunk_size=2)
+    tasks = [t["data"]["item_id"] for t in tasks_by_item(ls, run).values()]
+    assert len(tasks) == n and report["already_there"] >= 2
+
+
+def test_cli_push_and_pull(label_studio, prefect_api, sample_dir, tmp_path, cli_env):
+    run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["S1"])
+    env = {**cli_env, "LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.admin.token,
+           "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(label_studio.document_root)}
+    pushed = subprocess.run([*perceptforge_cmd(), "annotate", "push", str(run)], env=env, capture_output=True, text=True, timeout=300)
+    assert pushed.returncode == 0, pushed.stderr
+    assert "imported 5 new tasks" in pushed.stdout
+    pulled = subprocess.run([*perceptforge_cmd(), "annotate", "pull", str(run)], env=env, capture_output=True, text=True, timeout=300)
+    assert pulled.returncode == 0, pulled.stderr
+    assert "5 items: 5 incomplete" in pulled.stdout
+    bad = subprocess.run([*perceptforge_cmd(), "annotate", "push", str(run)], env={**env, "LABEL_STUDIO_API_KEY": "wrong-token-123"},
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "refused the API token" in bad.stderr and "wrong-token-123" not in bad.stderr
+    for out in (pushed, pulled):
+        assert label_studio.admin.token not in out.stdout + out.stderr
