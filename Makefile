@@ -7,9 +7,13 @@ BIN    := $(VENV)/bin
 # llama-cpp-python's server (a real OpenAI-compatible inference server for the LLM tests) pins its own
 # fastapi, so it lives in its own venv; it compiles llama.cpp (~6 min on 2 cores, once).
 LLAMA  := .venv-llama
+# Label Studio's server pins an older redis and pytz than Prefect allows: it gets its own venv too.
+LSVENV := .venv-label-studio
+LS_PORT ?= 8080
+LS_DOCUMENT_ROOT ?= $(CURDIR)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test install install-dev llama-server clean-venv
+.PHONY: demo test install install-dev llama-server label-studio label-studio-venv chromium clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,15 +31,31 @@ $(LLAMA)/.installed:
 	$(LLAMA)/bin/pip install -q 'llama-cpp-python[server]==0.3.36'
 	touch $@
 
+$(LSVENV)/.installed:
+	$(PYTHON) -m venv $(LSVENV)
+	$(LSVENV)/bin/pip install -q 'label-studio==1.23.2'
+	touch $@
+
+# The labeling-UI test drives Debian's chromium (Playwright, no browser download).
+chromium:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium; \
+	  else sudo apt-get update -q && sudo apt-get install -y -q chromium; fi; }
+
 install: $(VENV)/.installed-core
 install-dev: $(VENV)/.installed-dev
 llama-server: $(LLAMA)/.installed
+label-studio-venv: $(LSVENV)/.installed
+
+# A real Label Studio on 127.0.0.1:$(LS_PORT), serving images from under $(LS_DOCUMENT_ROOT); Ctrl-C stops it.
+label-studio: $(VENV)/.installed-core $(LSVENV)/.installed
+	$(BIN)/perceptforge annotate serve --port $(LS_PORT) --venv $(LSVENV) --document-root $(LS_DOCUMENT_ROOT)
 
 demo: $(VENV)/.installed-core
 	$(BIN)/perceptforge demo
 
-test: $(VENV)/.installed-dev $(LLAMA)/.installed
+test: $(VENV)/.installed-dev $(LLAMA)/.installed $(LSVENV)/.installed chromium
 	$(BIN)/python -m pytest
 
 clean-venv:
-	rm -rf $(VENV) $(LLAMA)
+	rm -rf $(VENV) $(LLAMA) $(LSVENV)

@@ -75,7 +75,7 @@ def server_env(data_dir: Path, document_root: Path, account: Account | None = No
 
 
 def executable(venv: Path) -> Path:
-    exe = Path(venv) / "bin" / "label-studio"
+    exe = Path(venv).resolve() / "bin" / "label-studio"  # absolute: the server runs with its data folder as cwd
     if not exe.exists():
         raise PerceptforgeError(f"{exe}: no Label Studio server here; create its environment with `make label-studio-venv`")
     return exe

@@ -23,7 +23,7 @@ from perceptforge.annotation.agreement import agreement_table
 from perceptforge.annotation.client import LabelStudio, ServerGone
 from perceptforge.annotation.decisions import decide
 from perceptforge.annotation.labeling import config_text, controls
-from perceptforge.annotation.task_data import task_for
+from perceptforge.annotation.task_data import local_files_url, task_for
 from perceptforge.errors import PerceptforgeError
 from perceptforge.fileio import read_json, sha256_bytes, write_json, write_jsonl
 from perceptforge.prompts.library import load_prompt
@@ -78,6 +78,10 @@ def push(run_dir: Path, ls: LabelStudio, document_root: Path, chunk_size: int = 
          on_chunk: Callable[[int], None] | None = None) -> dict:
     """Create or update one project per item kind and import the items it does not have yet."""
     run = RunDir(Path(run_dir).resolve())
+    try:
+        local_files_url(run.path, document_root)
+    except ValueError as exc:
+        raise PerceptforgeError(str(exc)) from None
     items = load_items(run.path)
     by_kind: dict[str, list] = defaultdict(list)
     for item in items:

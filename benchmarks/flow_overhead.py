@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import yaml
 from importlib import resources
 from pathlib import Path
 
@@ -36,7 +38,7 @@ def replicate(sample: Path, out: Path, copies: int) -> None:
     (out / "annotations.json").write_text(json.dumps({**doc, "images": images, "annotations": anns}))
 
 
-def pure_time(source: Path, run: Path, seed: int) -> float:
+def pure_time(source: Path, run: Path, seed: int, categories: list[str]) -> float:
     """The same work without Prefect: the flow's pure functions, one unit after another."""
     from perceptforge.configs.profile import load_profile
     from perceptforge.flows.mvp import ingest_entry
@@ -51,7 +53,7 @@ def pure_time(source: Path, run: Path, seed: int) -> float:
 
     prof = load_profile("local")
     found = templates()
-    used = {k: t for k, t in found.items() if t.edit_kind.value != "direct_alteration"}
+    used = {k: found[k] for k in categories}
     models = {"segmenter": build_segmenter(prof.segmenter), "inpainter": build_inpainter(prof.inpainter)}
     writer, rd = TemplateWriter(), RunDir(run)
     t0 = time.perf_counter()
@@ -76,19 +78,28 @@ def measure(n_items: int, workers: int) -> dict:
     from perceptforge.settings import configure_prefect
 
     configure_prefect()
+    from perceptforge.configs.profile import load_profile
     from perceptforge.flows.mvp import mvp_flow, task_runner
+    from perceptforge.tasks.templates import templates
 
     sample = Path(str(resources.files("perceptforge.data").joinpath("sample")))
-    copies = max(1, round(n_items / 5 / 10))  # ~10 categories succeed per person, 5 questions each
+    # 11 categories × 5 questions per photo on the local profile; small sizes take fewer categories.
+    copies = max(1, round(n_items / 55))
+    categories = sorted(t for t, tpl in templates().items() if tpl.edit_kind.value != "direct_alteration")
+    categories = categories[: max(1, min(len(categories), round(n_items / 5)))]
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "src"
         replicate(sample, src, copies)
+        # Replicated photos make near-identical edits; the near-duplicate gate would drop most of them.
+        profile = load_profile("local").model_dump(mode="json")
+        profile["gates"]["min_phash_distance"] = 0
+        (Path(tmp) / "bench.yaml").write_text(yaml.safe_dump(profile))
         flow = mvp_flow.with_options(task_runner=task_runner("threads", workers))
         t0 = time.perf_counter()
-        summary = flow(source=str(src), profile="local", out=str(Path(tmp) / "run"), seed=0)
+        summary = flow(source=str(src), profile=str(Path(tmp) / "bench.yaml"), out=str(Path(tmp) / "run"), seed=0, categories=categories)
         wall = time.perf_counter() - t0
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        pure = pure_time(src, Path(tmp) / "pure", 0)
+        pure = pure_time(src, Path(tmp) / "pure", 0, categories)
     return {"items": summary["counts"]["items"], "photos": copies, "wall_s": wall, "pure_s": pure, "peak_rss_mib": rss,
             "stages_s": summary["wall_time_s"]}
 

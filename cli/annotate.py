@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -46,6 +48,8 @@ def serve(
     console.print(f"Label Studio: [bold]{server.url}[/]  (log: {server.log})")
     console.print(f"sign in as {account.email}; password and API token are in {creds} (readable only by you)")
     console.print("push a run with `perceptforge annotate push RUN_DIR`; Ctrl-C stops the server")
+    # A plain `kill` (or make being stopped) must stop the server too, not orphan it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         server.process.wait()
     except KeyboardInterrupt:

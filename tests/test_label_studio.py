@@ -145,3 +145,23 @@ def test_cli_push_and_pull(label_studio, prefect_api, sample_dir, tmp_path, cli_
     assert bad.returncode == 2 and "refused the API token" in bad.stderr and "wrong-token-123" not in bad.stderr
     for out in (pushed, pulled):
         assert label_studio.admin.token not in out.stdout + out.stderr
+
+
+def test_verify_flow_waits_then_pulls(label_studio, prefect_api, sample_dir, tmp_path, monkeypatch):
+    from perceptforge.flows.verify import verify_flow
+
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", label_studio.admin.token)
+    run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["R1"])
+    args = {"run_dir": str(run), "document_root": str(label_studio.document_root), "url": label_studio.url}
+    timed_out = verify_flow(**args, timeout_s=1, poll_s=0.5)
+    assert timed_out["still_waiting"] == 5 and timed_out["status"] == {"incomplete": 5}
+    ls = label_studio.client()
+    for task in tasks_by_item(ls, run).values():
+        anchor = "natural" if task["data"]["kind"] == "yes_no_pair" else "manipulated"
+        for annotator in label_studio.annotators:
+            label_studio.client(annotator).annotate(task["id"], [choice("verdict", anchor, A)])
+    done = verify_flow(**args, timeout_s=60, poll_s=1)
+    assert done["still_waiting"] == 0 and done["pushed"]["imported"] == 0 and done["status"] == {"kept": 5}
+    assert done["agreement"]["overall"] == {"items": 5, "percent_agreement": 100.0, "cohens_kappa": None}
+    now = verify_flow(**args, now=True)
+    assert now["status"] == {"kept": 5}

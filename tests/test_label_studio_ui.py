@@ -1,0 +1,61 @@
+"""The real labeling UI in headless Chromium (Debian's package; Playwright drives it, no browser download)."""
+
+import json
+import shutil
+
+import pytest
+from perceptforge.annotation.sync import pull, push
+from perceptforge.flows.mvp import mvp_flow
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Offline machine: without these, Chromium keeps trying to reach Google's services at start.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not shutil.which("chromium"):
+        pytest.skip("Debian's chromium is not installed (make test installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def test_an_annotator_accepts_an_item_in_the_labeling_ui(label_studio, browser, prefect_api, sample_dir, tmp_path):
+    run = tmp_path / "run"
+    mvp_flow(source=str(sample_dir), profile="local", out=str(run), seed=0, limit=1, categories=["B1"])
+    ls = label_studio.client()
+    project = push(run, ls, label_studio.document_root)["projects"]["yes_no_pair"]
+    annotator = label_studio.annotators[0]
+    me = label_studio.client(annotator).whoami()["id"]
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{label_studio.url}/user/login/")
+    page.fill("input[name=email]", annotator.email)
+    page.fill("input[name=password]", annotator.password)
+    page.click("button[type=submit]")
+    page.wait_for_load_state("networkidle")
+    page.goto(f"{label_studio.url}/projects/{project}/data?labeling=1")
+    page.get_by_text("Labeling Instructions").wait_for()  # the project's instructions open first
+    page.keyboard.press("Escape")
+    # the pipeline's answers arrive pre-filled from the prediction
+    assert page.locator("input[name=yes]:checked, input[name=no]:checked").count() == 2
+    page.locator("label").filter(has_text="Accept").first.click()
+    with page.expect_response(lambda r: "/annotations" in r.url and r.request.method == "POST") as response:
+        page.get_by_test_id("bottombar-submit-button").click()
+    assert response.value.status == 201
+    page.close()
+
+    annotated = [t for t in ls.export(project) if t["annotations"]]
+    assert len(annotated) == 1
+    annotation = annotated[0]["annotations"][0]
+    assert annotation["completed_by"] == me
+    assert {r["from_name"]: r["value"]["choices"][0] for r in annotation["result"]}["verdict"] == "Accept"
+    pull(run, ls)
+    decisions = [json.loads(line) for line in (run / "verification" / "decisions.jsonl").read_text().splitlines()]
+    decided = next(d for d in decisions if d["item_id"] == annotated[0]["data"]["item_id"])
+    assert (decided["status"], decided["annotators"], decided["verdicts"]) == ("incomplete", [me], ["Accept"])
