@@ -18,6 +18,14 @@ class ServerGone(PerceptforgeError):
     """The server did not answer (refused, reset or timed out)."""
 
 
+class ServerRefused(PerceptforgeError):
+    """The server answered with an HTTP error."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
 @dataclass
 class LabelStudio:
     url: str
@@ -39,11 +47,11 @@ class LabelStudio:
     def request(self, method: str, path: str, doing: str, **kwargs):
         try:
             response = self.http().request(method, path, **kwargs)
-        except (httpx.TransportError,) as exc:
+        except httpx.TransportError as exc:
             raise ServerGone(f"Label Studio at {self.url} did not answer while {doing}: {type(exc).__name__}") from None
         if response.status_code == 401:
-            raise PerceptforgeError(f"Label Studio at {self.url} refused the API token while {doing} (HTTP 401): "
-                                    "check LABEL_STUDIO_API_KEY")
+            raise ServerRefused(f"Label Studio at {self.url} refused the API token while {doing} (HTTP 401): "
+                                "check LABEL_STUDIO_API_KEY", 401)
         if response.status_code >= 400:
             detail = response.text[:500]
             try:
@@ -51,7 +59,7 @@ class LabelStudio:
                 detail = str(body.get("validation_errors") or body.get("detail") or body)[:500]
             except ValueError:
                 pass
-            raise PerceptforgeError(f"Label Studio at {self.url}: HTTP {response.status_code} while {doing}: {detail}")
+            raise ServerRefused(f"Label Studio at {self.url}: HTTP {response.status_code} while {doing}: {detail}", response.status_code)
         return response.json() if response.content else None
 
     # --- projects ------------------------------------------------------------------------------------
@@ -67,10 +75,8 @@ class LabelStudio:
     def project(self, project_id: int) -> dict | None:
         try:
             return self.request("GET", f"/api/projects/{project_id}/", f"reading project {project_id}")
-        except ServerGone:
-            raise
-        except PerceptforgeError as exc:
-            if "HTTP 404" in str(exc):
+        except ServerRefused as exc:
+            if exc.status == 404:  # deleted on the server, or a different server than last time
                 return None
             raise
 

@@ -11,6 +11,7 @@ byte-identical. Layout::
     RUN_DIR/quarantine/<unit>.json one file per failed unit: stage, reason, detail
     RUN_DIR/quarantine.jsonl      the same, gathered and sorted at the end of the run
     RUN_DIR/summary.json          counts per stage and category, failures by reason, wall time per stage
+    RUN_DIR/annotation/, verification/   Label Studio projects, then verdicts and kept items (annotation/sync.py)
 """
 
 from __future__ import annotations

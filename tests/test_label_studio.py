@@ -9,7 +9,7 @@ from perceptforge.annotation.labeling import KINDS, choice, config_text, text
 from perceptforge.annotation.sync import pull, push
 from perceptforge.errors import PerceptforgeError
 from perceptforge.flows.mvp import mvp_flow
-from perceptforge.tasks.export import load_items
+from perceptforge.tasks.export import export_split, load_items
 
 A, R = "Accept", "Reject"
 
@@ -105,7 +105,9 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
     for item_id, task in before.items():
         assert after[item_id]["annotations"] == task["annotations"] and after[item_id]["updated_at"] == task["updated_at"]
 
-    everything = b"".join(p.read_bytes() for p in run.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".yaml", ".html"))
+    export_split(run, tmp_path / "split", only_verified=True)
+    written_files = [*run.rglob("*"), *(tmp_path / "split").rglob("*")]
+    everything = b"".join(p.read_bytes() for p in written_files if p.is_file() and p.suffix not in (".png",))
     logs = capfd.readouterr()
     for secret in label_studio.secrets():
         assert secret.encode() not in everything and secret not in logs.out + logs.err

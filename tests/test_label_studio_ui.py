@@ -26,6 +26,8 @@ def browser():
 
 
 def test_an_annotator_accepts_an_item_in_the_labeling_ui(label_studio, browser, prefect_api, sample_dir, tmp_path):
+    from playwright.sync_api import expect
+
     run = tmp_path / "run"
     mvp_flow(source=str(sample_dir), profile="local", out=str(run), seed=0, limit=1, categories=["B1"])
     ls = label_studio.client()
@@ -34,6 +36,7 @@ def test_an_annotator_accepts_an_item_in_the_labeling_ui(label_studio, browser, 
     me = label_studio.client(annotator).whoami()["id"]
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)  # a busy 2-core machine renders the labeling UI slowly
     page.goto(f"{label_studio.url}/user/login/")
     page.fill("input[name=email]", annotator.email)
     page.fill("input[name=password]", annotator.password)
@@ -43,7 +46,7 @@ def test_an_annotator_accepts_an_item_in_the_labeling_ui(label_studio, browser, 
     page.get_by_text("Labeling Instructions").wait_for()  # the project's instructions open first
     page.keyboard.press("Escape")
     # the pipeline's answers arrive pre-filled from the prediction
-    assert page.locator("input[name=yes]:checked, input[name=no]:checked").count() == 2
+    expect(page.locator("input[name=yes]:checked, input[name=no]:checked")).to_have_count(2, timeout=30_000)
     page.locator("label").filter(has_text="Accept").first.click()
     with page.expect_response(lambda r: "/annotations" in r.url and r.request.method == "POST") as response:
         page.get_by_test_id("bottombar-submit-button").click()
