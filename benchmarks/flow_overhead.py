@@ -18,10 +18,10 @@ import subprocess
 import sys
 import tempfile
 import time
-
-import yaml
 from importlib import resources
 from pathlib import Path
+
+import yaml
 
 
 def replicate(sample: Path, out: Path, copies: int) -> None:
