@@ -94,3 +94,36 @@ def test_device_lock_is_shared_per_accelerator_and_absent_on_cpu():
     assert device_lock("cuda") is device_lock("cuda") and device_lock("cuda") is not device_lock("cuda:1")
     with device_lock("cpu"), device_lock("cpu"):  # no lock: nesting does not deadlock
         pass
+
+
+class SlowBackend(CountingBackend):
+    """Records how many batches are inside the model at once."""
+
+    def __init__(self):
+        super().__init__()
+        import threading
+
+        self.inside = self.most_inside = 0
+        self.guard = threading.Lock()
+
+    def edit(self, requests):
+        import time
+
+        with self.guard:
+            self.inside += 1
+            self.most_inside = max(self.most_inside, self.inside)
+        time.sleep(2.0)  # far longer than the gap between the two threads finishing their masks
+        with self.guard:
+            self.inside -= 1
+        return super().edit(requests)
+
+
+@pytest.mark.parametrize("device, expected", [("cuda:7", 1), ("cpu", 2)])
+def test_one_model_call_at_a_time_per_accelerator(units_and_run, device, expected):
+    from concurrent.futures import ThreadPoolExecutor
+
+    units, run, donors = units_and_run
+    backend = SlowBackend()
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda b: edit_batch(b, run, models(backend), donors, 0, device), [units[:2], units[2:4]]))
+    assert backend.most_inside == expected
