@@ -28,6 +28,7 @@ from perceptforge.errors import PerceptforgeError
 from perceptforge.fileio import read_json, sha256_bytes, write_json, write_jsonl
 from perceptforge.prompts.library import load_prompt
 from perceptforge.tasks.export import load_items
+from perceptforge.tasks.report import write_report
 from perceptforge.tasks.rundir import RunDir
 
 REQUIRED_ANNOTATORS = 2  # MVP-Bench §4.1: two annotators check every question
@@ -161,4 +162,5 @@ def pull(run_dir: Path, ls: LabelStudio) -> dict:
     run_summary = run.sub("summary.json")
     if run_summary.exists():
         write_json(run_summary, {**json.loads(run_summary.read_text()), "verification": summary})
+    write_report(run)  # the contact sheet now shows each item's decision and the agreement table
     return summary

@@ -85,7 +85,7 @@ def _print_verification(summary: dict) -> None:
     for col in ("kind", "items", "% agreement", "Cohen's kappa"):
         table.add_column(col)
     for kind, row in summary["agreement"].items():
-        table.add_row(kind, str(row["items"]), str(row["percent_agreement"]), str(row["cohens_kappa"]))
+        table.add_row(kind, str(row["items"]), *("—" if row[k] is None else str(row[k]) for k in ("percent_agreement", "cohens_kappa")))
     console.print(table)
 
 

@@ -24,6 +24,7 @@ h1{margin-bottom:4px} .meta{color:#666;margin-bottom:18px}
 table{border-collapse:collapse;font-size:13px;margin-top:8px;width:100%}
 td{border-top:1px solid #eee;padding:4px 6px;vertical-align:top} .ok{color:#0a7d32;font-weight:600}
 .tag{display:inline-block;background:#eef;border-radius:4px;padding:1px 6px;margin-right:6px;font-size:12px}
+.tag.kept{background:#d7f0dd} .tag.rejected,.tag.invalid_correction{background:#f6d5d5} .tag.conflict{background:#fbe7c6}
 """
 
 
@@ -52,6 +53,25 @@ def mask_overlay(run: RunDir, natural_path: str, mask_path: str) -> str:
     return run.store_image(Image.fromarray(tinted.astype(np.uint8))).path
 
 
+def verification_by_item(run: RunDir) -> dict[str, dict]:
+    """Human verification decisions (``annotate pull``) by item id; empty before any pull."""
+    path = run.sub("verification", "decisions.jsonl")
+    return {d["item_id"]: d for d in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
+
+
+def verification_charts(verification: dict | None) -> str:
+    """Decisions per status and agreement per question kind, once annotations were pulled."""
+    if not verification:
+        return ""
+    def shown(v):  # undefined (no pairs, or kappa with one label throughout)
+        return "—" if v is None else v
+
+    rows = "".join(f"<tr><td>{html.escape(kind)}</td><td>{row['items']}</td><td>{shown(row['percent_agreement'])}</td>"
+                   f"<td>{shown(row['cohens_kappa'])}</td></tr>" for kind, row in verification["agreement"].items())
+    return (bar_chart("human verification", verification["status"], "#55A868")
+            + f"<div><h3>agreement (accept / reject)</h3><table><tr><th>kind</th><th>items</th><th>%</th><th>kappa</th></tr>{rows}</table></div>")
+
+
 def write_report(run: RunDir) -> str:
     summary = json.loads(run.sub("summary.json").read_text()) if run.sub("summary.json").exists() else {}
     items = [json.loads(p.read_text()) for p in sorted(run.sub("items").glob("*.json"))] if run.sub("items").exists() else []
@@ -60,6 +80,7 @@ def write_report(run: RunDir) -> str:
         by_unit[item["lineage"]["artifacts"]["candidate"]].append(item)
     per_cat_level = Counter(f"{i['category']['low']} {i['question'].get('level', '')}" for i in items)
     failures = Counter(q["stage"] for q in run.quarantined())
+    verdicts = verification_by_item(run)
     cards = []
     for unit_path, unit_items in sorted(by_unit.items()):
         first = unit_items[0]
@@ -77,7 +98,9 @@ def write_report(run: RunDir) -> str:
             else:
                 answer = f"{q['answer']}"
                 opts = " · ".join(f"<b>{'ABCDE'[k]}</b> {html.escape(o)}" for k, o in enumerate(q["options"]))
-            rows.append(f"<tr><td><span class='tag'>{q['kind']} {q.get('level', '')}</span>{html.escape(q['question'])}<br>{opts}</td>"
+            status = verdicts.get(item["id"], {}).get("status")
+            badge = f"<span class='tag {status}'>{status}</span>" if status else ""
+            rows.append(f"<tr><td><span class='tag'>{q['kind']} {q.get('level', '')}</span>{badge}{html.escape(q['question'])}<br>{opts}</td>"
                         f"<td class='ok'>{html.escape(answer)}</td></tr>")
         cat = first["category"]
         figures = "".join(f"<figure><img src='{p}' loading='lazy'><figcaption>{n}</figcaption></figure>" for n, p in figs)
@@ -91,7 +114,8 @@ def write_report(run: RunDir) -> str:
         f"<h1>perceptforge run report</h1><div class='meta'>profile {html.escape(str(summary.get('profile')))} · seed {summary.get('seed')} · "
         f"{len(by_unit)} pairs · {len(items)} items · {sum(failures.values())} quarantined</div>"
         f"<div class='charts'>{bar_chart('items per category and level', dict(sorted(per_cat_level.items())))}"
-        f"{bar_chart('failures per stage', dict(sorted(failures.items())), '#C44E52')}</div>{''.join(cards)}"
+        f"{bar_chart('failures per stage', dict(sorted(failures.items())), '#C44E52')}"
+        f"{verification_charts(summary.get('verification'))}</div>{''.join(cards)}"
     )
     page = f"<!doctype html><html><head><meta charset='utf-8'><title>perceptforge report</title><style>{CSS}</style></head><body>{body}</body></html>\n"
     atomic_write_text(run.sub("report.html"), page)

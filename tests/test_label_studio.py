@@ -83,6 +83,8 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
         "cross_mcq": {"items": 1, "percent_agreement": 100.0, "cohens_kappa": None},
         "overall": {"items": 4, "percent_agreement": 75.0, "cohens_kappa": 0.5}}
     assert json.loads((run / "summary.json").read_text())["verification"] == summary
+    report = (run / "report.html").read_text()
+    assert "human verification" in report and report.count("class='tag kept'") == 2 and report.count("class='tag rejected'") == 2
 
     kept = json.loads((run / "verification" / "items" / f"{single.id}.json").read_text())
     assert kept["version"] == 2 and kept["verified"] and kept["lineage"]["parent_id"] == single.id
