@@ -25,7 +25,7 @@ from perceptforge.annotation.decisions import decide
 from perceptforge.annotation.labeling import config_text, controls
 from perceptforge.annotation.task_data import local_files_url, task_for
 from perceptforge.errors import PerceptforgeError
-from perceptforge.fileio import read_json, sha256_bytes, write_json, write_jsonl
+from perceptforge.fileio import dumps_canonical, read_json, sha256_bytes, write_json, write_jsonl
 from perceptforge.prompts.library import load_prompt
 from perceptforge.tasks.export import load_items
 from perceptforge.tasks.report import write_report
@@ -54,18 +54,24 @@ def project_settings(run: RunDir, kind: str) -> dict:
     }
 
 
+def settings_hash(settings: dict) -> str:
+    return sha256_bytes(dumps_canonical(settings).encode())
+
+
 def ensure_project(ls: LabelStudio, run: RunDir, kind: str, known: dict) -> int:
-    """The kind's project: the recorded one, else one with its title, else a new one. When the labeling
-    config file changed since the last push, the project's config is updated (the server stores it
-    reformatted, so the file's hash, not the server's text, tells whether it changed)."""
+    """The kind's project: the recorded one, else one with its title, else a new one. When its settings
+    (labeling config, instructions, overlap) changed since the last push, the project is updated; the
+    server stores the config reformatted, so the hash of what we sent, not the server's text, tells."""
     settings = project_settings(run, kind)
     project = ls.project(known[kind]["id"]) if kind in known else None
     if project is None:
         project = next((p for p in ls.projects() if p["title"] == settings["title"]), None)
         if project is None:
             return ls.create_project(settings)["id"]
-    if known.get(kind, {}).get("config_sha256") != sha256_bytes(settings["label_config"].encode()):
-        ls.update_project(project["id"], {"label_config": settings["label_config"]})
+    if known.get(kind, {}).get("settings_sha256") != settings_hash(settings):
+        # The config is sent only when it changed: the server re-checks it against every annotation.
+        same_config = known.get(kind, {}).get("config_sha256") == settings_hash({"c": settings["label_config"]})
+        ls.update_project(project["id"], {k: v for k, v in settings.items() if not (same_config and k == "label_config")})
     return project["id"]
 
 
@@ -93,7 +99,8 @@ def push(run_dir: Path, ls: LabelStudio, document_root: Path, chunk_size: int = 
     for kind in sorted(by_kind):
         project_id = ensure_project(ls, run, kind, known)
         known[kind] = {"id": project_id, "title": project_title(run, kind),
-                       "config_sha256": sha256_bytes(config_text(kind).encode())}
+                       "settings_sha256": settings_hash(project_settings(run, kind)),
+                       "config_sha256": settings_hash({"c": config_text(kind)})}
         write_json(state_path, known)  # recorded at once, so a crash later cannot make a second project
         ensure_storage(ls, project_id, run.sub("images"))
         present = {t["data"].get("item_id") for t in ls.export(project_id)}

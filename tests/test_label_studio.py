@@ -32,7 +32,7 @@ def test_every_labeling_config_is_valid_on_the_server(label_studio):
         ls.validate_config(config_text("yes_no_pair").replace('toName="natural"', 'toName="nowhere"', 1))
 
 
-def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, capfd):
+def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, capfd, monkeypatch):
     run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["B1"])
     ls, root = label_studio.client(), label_studio.document_root
     first = push(run, ls, root)
@@ -96,6 +96,16 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
     written = {p: p.read_bytes() for p in sorted((run / "verification").rglob("*")) if p.is_file()}
     pull(run, ls)
     assert {p: p.read_bytes() for p in sorted((run / "verification").rglob("*")) if p.is_file()} == written
+
+    # Changed project settings reach the server; the unchanged config is not re-sent (the server would
+    # re-check it against the stored bogus annotation and refuse).
+    from perceptforge.annotation import sync
+
+    original_settings = sync.project_settings
+    monkeypatch.setattr(sync, "project_settings", lambda r, k: {**original_settings(r, k), "expert_instruction": "<p>v2</p>"})
+    push(run, ls, root)
+    assert all(ls.project(pid)["expert_instruction"] == "<p>v2</p>" for pid in first["projects"].values())
+    monkeypatch.setattr(sync, "project_settings", original_settings)
 
     # More items in the run: a new push adds only those, and annotated tasks stay as they were.
     make_run(run, sample_dir, limit=1, categories=["B1", "R1"])
