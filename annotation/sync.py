@@ -54,25 +54,22 @@ def project_settings(run: RunDir, kind: str) -> dict:
     }
 
 
-def settings_hash(settings: dict) -> str:
-    return sha256_bytes(dumps_canonical(settings).encode())
-
-
-def ensure_project(ls: LabelStudio, run: RunDir, kind: str, known: dict) -> int:
-    """The kind's project: the recorded one, else one with its title, else a new one. When its settings
-    (labeling config, instructions, overlap) changed since the last push, the project is updated; the
-    server stores the config reformatted, so the hash of what we sent, not the server's text, tells."""
-    settings = project_settings(run, kind)
-    project = ls.project(known[kind]["id"]) if kind in known else None
+def ensure_project(ls: LabelStudio, settings: dict, recorded: dict) -> dict:
+    """The project for ``settings``: the ``recorded`` one (from projects.json), else one with its title,
+    else a new one. Returns the record to keep. When the settings changed since the recorded push, the
+    project is updated; the labeling config is re-sent only when it changed (the server re-checks it
+    against every stored annotation, and it stores it reformatted, so our hashes, not its text, tell)."""
+    hashes = {"settings_sha256": sha256_bytes(dumps_canonical(settings).encode()),
+              "config_sha256": sha256_bytes(settings["label_config"].encode())}
+    project = ls.project(recorded["id"]) if recorded else None
     if project is None:
         project = next((p for p in ls.projects() if p["title"] == settings["title"]), None)
-        if project is None:
-            return ls.create_project(settings)["id"]
-    if known.get(kind, {}).get("settings_sha256") != settings_hash(settings):
-        # The config is sent only when it changed: the server re-checks it against every annotation.
-        same_config = known.get(kind, {}).get("config_sha256") == settings_hash({"c": settings["label_config"]})
+    if project is None:
+        project = ls.create_project(settings)
+    elif recorded.get("settings_sha256") != hashes["settings_sha256"]:
+        same_config = recorded.get("config_sha256") == hashes["config_sha256"]
         ls.update_project(project["id"], {k: v for k, v in settings.items() if not (same_config and k == "label_config")})
-    return project["id"]
+    return {"id": project["id"], "title": settings["title"], **hashes}
 
 
 def ensure_storage(ls: LabelStudio, project_id: int, images: Path) -> None:
@@ -97,10 +94,8 @@ def push(run_dir: Path, ls: LabelStudio, document_root: Path, chunk_size: int = 
     known = read_json(state_path) if state_path.exists() else {}
     report = {"server": ls.url, "projects": {}, "imported": 0, "already_there": 0}
     for kind in sorted(by_kind):
-        project_id = ensure_project(ls, run, kind, known)
-        known[kind] = {"id": project_id, "title": project_title(run, kind),
-                       "settings_sha256": settings_hash(project_settings(run, kind)),
-                       "config_sha256": settings_hash({"c": config_text(kind)})}
+        known[kind] = ensure_project(ls, project_settings(run, kind), known.get(kind, {}))
+        project_id = known[kind]["id"]
         write_json(state_path, known)  # recorded at once, so a crash later cannot make a second project
         ensure_storage(ls, project_id, run.sub("images"))
         present = {t["data"].get("item_id") for t in ls.export(project_id)}

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import quote
 
-from perceptforge.data.schema import LETTERS, BenchmarkItem
 from perceptforge.annotation.labeling import choice, config_text, config_version, text
+from perceptforge.data.schema import LETTERS, BenchmarkItem
 from perceptforge.tasks.report import mask_overlay
 from perceptforge.tasks.rundir import RunDir
 
