@@ -179,3 +179,32 @@ def test_verify_flow_waits_then_pulls(label_studio, prefect_api, sample_dir, tmp
     assert done["agreement"]["overall"] == {"items": 5, "percent_agreement": 100.0, "cohens_kappa": None}
     now = verify_flow(**args, now=True)
     assert now["status"] == {"kept": 5}
+
+
+def test_serve_initialises_starts_and_stops_on_sigterm(label_studio, tmp_path, cli_env):
+    """`make label-studio`'s command: a data folder and admin account on first start, credentials readable
+    only by their owner and never printed, and a SIGTERM that takes the server down with it."""
+    import signal
+    import time
+
+    import httpx
+    from conftest import LABEL_STUDIO_VENV
+    from perceptforge.annotation.server import free_port
+
+    port, env = free_port(), {**cli_env, "PERCEPTFORGE_STATE_DIR": str(tmp_path / "state")}
+    serve = subprocess.Popen([*perceptforge_cmd(), "annotate", "serve", "--port", str(port), "--venv", str(LABEL_STUDIO_VENV),
+                              "--document-root", str(tmp_path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    creds_path = tmp_path / "state" / "label-studio" / "credentials.json"
+    deadline = time.monotonic() + 240
+    while not creds_path.exists() and time.monotonic() < deadline and serve.poll() is None:
+        time.sleep(1)
+    assert creds_path.exists(), serve.stdout.read() if serve.poll() is not None else "no credentials after 240 s"
+    creds = json.loads(creds_path.read_text())
+    assert oct(creds_path.stat().st_mode & 0o777) == "0o600" and creds["url"] == f"http://127.0.0.1:{port}"
+    me = httpx.get(f"{creds['url']}/api/current-user/whoami", headers={"Authorization": f"Token {creds['token']}"}).json()
+    assert me["email"] == creds["email"]
+    serve.send_signal(signal.SIGTERM)
+    out, _ = serve.communicate(timeout=60)
+    assert creds["token"] not in out and creds["password"] not in out and "credentials.json" in out
+    with pytest.raises(httpx.TransportError):  # nothing listens any more: the server went down with serve
+        httpx.get(f"{creds['url']}/health", timeout=2)
