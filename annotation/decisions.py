@@ -100,22 +100,22 @@ def corrected(item: BenchmarkItem, fixes: dict[str, str]) -> BenchmarkItem:
 
 def decide(item: BenchmarkItem, annotations: list[dict], controls: dict[str, Control], required: int = 2) -> Decision:
     d = Decision(item.id, item.question.kind, "incomplete")
-    valid: list[tuple[int, dict]] = []
+    valid: list[tuple[dict, dict]] = []  # (the annotator's answers, the fields they corrected)
     for a in counted_annotations(annotations):
         errors = result_errors(a["result"], controls)
         given = answers(a["result"]) if not errors else {}
+        changes: dict[str, str] = {}
         if given.get("verdict") == "Reject" and "reject_reason" not in given:
             errors.append("a rejection needs a reason")
         if given.get("verdict") == "Accept":
             changes, problems = corrections_of(item, given)
             errors += problems
-            given["_changes"] = changes
         if errors:
             d.invalid.append({"annotation": a["id"], "annotator": a["completed_by"], "errors": errors})
             continue
-        valid.append((a["completed_by"], given))
+        valid.append((given, changes))
         d.verdicts.append((a["completed_by"], given["verdict"]))
-    rejections = [g for _, g in valid if g["verdict"] == "Reject"]
+    rejections = [g for g, _ in valid if g["verdict"] == "Reject"]
     if rejections:
         d.status, d.reject_reasons = "rejected", [g["reject_reason"] for g in rejections]
         return d
@@ -123,8 +123,8 @@ def decide(item: BenchmarkItem, annotations: list[dict], controls: dict[str, Con
         d.detail = f"{len(valid)} of {required} required annotations"
         return d
     proposals: dict[str, set[str]] = {}
-    for _, g in valid:
-        for name, value in g["_changes"].items():
+    for _, changes in valid:
+        for name, value in changes.items():
             proposals.setdefault(name, set()).add(value)
     clashing = sorted(name for name, values in proposals.items() if len(values) > 1)
     if clashing:
