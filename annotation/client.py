@@ -6,7 +6,6 @@ the token. A server that stops answering raises ``ServerGone`` so callers can sa
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,11 +115,10 @@ class LabelStudio:
 
 def connect(url: str | None = None, token: str | None = None) -> LabelStudio:
     """From arguments, else LABEL_STUDIO_URL / LABEL_STUDIO_API_KEY, else the local server's state file."""
-    from perceptforge.annotation.server import read_local_credentials
+    from perceptforge.annotation.server import local_setting
 
-    local = read_local_credentials()
-    url = url or os.environ.get("LABEL_STUDIO_URL") or (local or {}).get("url")
-    token = token or os.environ.get("LABEL_STUDIO_API_KEY") or (local or {}).get("token")
+    url = local_setting(url, "LABEL_STUDIO_URL", "url")
+    token = local_setting(token, "LABEL_STUDIO_API_KEY", "token")
     if not url or not token:
         raise PerceptforgeError("no Label Studio server: start one with `make label-studio`, or set LABEL_STUDIO_URL and "
                                 "LABEL_STUDIO_API_KEY")

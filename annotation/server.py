@@ -48,6 +48,11 @@ def read_local_credentials() -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def local_setting(given: str | None, env_var: str, key: str) -> str | None:
+    """``given``, else the environment variable, else what `annotate serve` recorded for this checkout."""
+    return given or os.environ.get(env_var) or (read_local_credentials() or {}).get(key)
+
+
 def write_local_credentials(url: str, account: Account, document_root: Path) -> Path:
     path = state_folder() / "credentials.json"
     path.parent.mkdir(parents=True, exist_ok=True)

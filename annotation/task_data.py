@@ -6,15 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import quote
 
-from perceptforge.annotation.labeling import choice, config_text, config_version, text
+from perceptforge.annotation.labeling import choice, config_text, config_version, controls, text
 from perceptforge.data.schema import LETTERS, BenchmarkItem
 from perceptforge.tasks.report import mask_overlay
 from perceptforge.tasks.rundir import RunDir
 
 MODEL_VERSION = "perceptforge-generated"
-# The image every config's verdict and corrections hang on (toName): the one the question is about.
-ANCHOR = {"yes_no_pair": "natural", "single_mcq": "manipulated", "cross_mcq": "manipulated", "absent_mcq": "manipulated",
-          "context_pair": "natural"}
 
 
 def local_files_url(path: Path, document_root: Path) -> str:
@@ -33,12 +30,14 @@ def options_text(options: list[str]) -> str:
 
 def proposed_result(item: BenchmarkItem) -> list[dict]:
     """The generated answer in the config's controls (the annotator accepts it or changes it)."""
-    q, to = item.question, ANCHOR[item.question.kind]
+    q = item.question
+    to = {name: c.to_name for name, c in controls(config_text(q.kind)).items()}  # the image each control belongs to
     if q.kind == "yes_no_pair":
-        return [choice("answer_natural", "natural", q.answer_natural), choice("answer_manipulated", "manipulated", q.answer_manipulated)]
+        return [choice("answer_natural", to["answer_natural"], q.answer_natural),
+                choice("answer_manipulated", to["answer_manipulated"], q.answer_manipulated)]
     if q.kind == "context_pair":
-        return [text("answer_1", to, q.answers[0]), text("answer_2", to, q.answers[1])]
-    return [choice("answer", to, q.answer)]
+        return [text("answer_1", to["answer_1"], q.answers[0]), text("answer_2", to["answer_2"], q.answers[1])]
+    return [choice("answer", to["answer"], q.answer)]
 
 
 def task_for(item: BenchmarkItem, run: RunDir, document_root: Path) -> dict:

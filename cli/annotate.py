@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from pathlib import Path
@@ -18,9 +17,9 @@ URL = typer.Option(None, "--url", help="Label Studio URL (default: LABEL_STUDIO_
 
 
 def _document_root(given: Optional[Path]) -> Path:
-    from perceptforge.annotation.server import read_local_credentials
+    from perceptforge.annotation.server import local_setting
 
-    root = given or os.environ.get("LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT") or (read_local_credentials() or {}).get("document_root")
+    root = local_setting(str(given) if given else None, "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT", "document_root")
     if not root:
         raise PerceptforgeError("which folder does Label Studio serve files from? pass --document-root (the server's "
                                 "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT)")

@@ -163,6 +163,11 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
     timings: dict[str, float] = {}
     failures: Counter[str] = Counter()
 
+    def fail(stage_name: str, unit_name: str, entry: SourceEntry, exc: Exception) -> None:
+        extra = {"raw": exc.raw} if isinstance(exc, LLMReplyError) else {}
+        run.quarantine(unit_name, stage_name, type(exc).__name__, str(exc), file=entry.file_name, **extra)
+        failures[f"{stage_name}: {type(exc).__name__}"] += 1
+
     def stage(name: str, stage_task, units: list, *args) -> list[tuple[object, dict]]:
         """Submit one task per unit, then collect in unit order; a failed unit is quarantined, never fatal."""
         t0 = time.perf_counter()
@@ -174,9 +179,7 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
             try:
                 done.append((unit, future.result()))
             except Exception as exc:
-                extra = {"raw": exc.raw} if isinstance(exc, LLMReplyError) else {}
-                run.quarantine(unit_name, name, type(exc).__name__, str(exc), file=entry.file_name, **extra)
-                failures[f"{name}: {type(exc).__name__}"] += 1
+                fail(name, unit_name, entry, exc)
         timings[name] = time.perf_counter() - t0
         return done
 
@@ -193,8 +196,7 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
             for member, result in zip(batch, results):
                 entry, template = unit_of(member)
                 if isinstance(result, Exception):
-                    run.quarantine(unit_id(entry.source_id, template), name, type(result).__name__, str(result), file=entry.file_name)
-                    failures[f"{name}: {type(result).__name__}"] += 1
+                    fail(name, unit_id(entry.source_id, template), entry, result)
                 else:
                     done.append(((entry, template), result))
         timings[name] = time.perf_counter() - t0
