@@ -27,9 +27,9 @@ from perceptforge.annotation.task_data import local_files_url, task_for
 from perceptforge.errors import PerceptforgeError
 from perceptforge.fileio import dumps_canonical, read_json, sha256_bytes, write_json, write_jsonl
 from perceptforge.prompts.library import load_prompt
-from perceptforge.tasks.export import load_items
-from perceptforge.tasks.report import write_report
-from perceptforge.tasks.rundir import RunDir
+from perceptforge.outputs.export import load_items
+from perceptforge.outputs.report import write_report
+from perceptforge.store.rundir import RunDir
 
 REQUIRED_ANNOTATORS = 2  # MVP-Bench §4.1: two annotators check every question
 

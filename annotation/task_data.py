@@ -8,8 +8,8 @@ from urllib.parse import quote
 
 from perceptforge.annotation.labeling import choice, config_text, config_version, controls, text
 from perceptforge.data.schema import LETTERS, BenchmarkItem
-from perceptforge.tasks.report import mask_overlay
-from perceptforge.tasks.rundir import RunDir
+from perceptforge.outputs.report import mask_overlay
+from perceptforge.store.rundir import RunDir
 
 MODEL_VERSION = "perceptforge-generated"
 

@@ -44,7 +44,7 @@ def save_real_size_sd(folder: Path, kind: str) -> Path:
 
 
 def requests(n: int, size: int):
-    from perceptforge.tasks.editors import EditRequest
+    from perceptforge.backends.editors import EditRequest
 
     rng = np.random.default_rng(0)
     mask = np.zeros((size, size), bool)
@@ -73,18 +73,18 @@ def main() -> None:
     args = p.parse_args()
     reqs = requests(args.n, args.size)
     if args.backend == "composite":
-        from perceptforge.tasks.editors import CompositeInpainter
+        from perceptforge.backends.editors import CompositeInpainter
 
         s = timed(lambda: CompositeInpainter().edit(reqs))
         print(f"composite {args.size}px: {args.n / s:.1f} images/s")
     elif args.backend == "grabcut":
-        from perceptforge.tasks.segmenters import GrabCutSegmenter
+        from perceptforge.backends.segmenters import GrabCutSegmenter
 
         seg = GrabCutSegmenter()
         s = timed(lambda: [seg.box_mask(np.asarray(r.image), (64, 64, args.size - 64, args.size - 64)) for r in reqs])
         print(f"grabcut {args.size}px: {args.n / s:.1f} images/s")
     else:
-        from perceptforge.tasks.editors import SDInpainter
+        from perceptforge.backends.editors import SDInpainter
         from tiny_models import save_tiny_sd
 
         with tempfile.TemporaryDirectory() as tmp:

@@ -42,14 +42,14 @@ def pure_time(source: Path, run: Path, seed: int, categories: list[str]) -> floa
     """The same work without Prefect: the flow's pure functions, one unit after another."""
     from perceptforge.configs.profile import load_profile
     from perceptforge.flows.mvp import ingest_entry
-    from perceptforge.tasks.candidates import make_candidate
-    from perceptforge.tasks.edit_stage import EditUnit, edit_batch
-    from perceptforge.tasks.editors import build_inpainter
-    from perceptforge.tasks.llm import TemplateWriter
-    from perceptforge.tasks.rundir import RunDir
-    from perceptforge.tasks.segmenters import build_segmenter
-    from perceptforge.tasks.sources import grounding_from_entry, read_source_dir
-    from perceptforge.tasks.templates import templates
+    from perceptforge.tasks.idea import make_candidate
+    from perceptforge.tasks.edit import EditUnit, edit_batch
+    from perceptforge.backends.editors import build_inpainter
+    from perceptforge.backends.writers import TemplateWriter
+    from perceptforge.store.rundir import RunDir
+    from perceptforge.backends.segmenters import build_segmenter
+    from perceptforge.store.sources import grounding_from_entry, read_source_dir
+    from perceptforge.logic.templates import templates
 
     prof = load_profile("local")
     found = templates()
@@ -80,7 +80,7 @@ def measure(n_items: int, workers: int) -> dict:
     configure_prefect()
     from perceptforge.configs.profile import load_profile
     from perceptforge.flows.mvp import mvp_flow, task_runner
-    from perceptforge.tasks.templates import templates
+    from perceptforge.logic.templates import templates
 
     sample = Path(str(resources.files("perceptforge.data").joinpath("sample")))
     # 11 categories × 5 questions per photo on the local profile; small sizes take fewer categories.

@@ -17,7 +17,7 @@ def export(
     val_fraction: float = typer.Option(0.5, "--val-fraction", min=0.0, max=1.0, help="share of each category in val"),
 ) -> None:
     """Export a run as a split stratified by category: JSONL + images, Parquet, VLMEvalKit TSV, manifest, data card."""
-    from perceptforge.tasks.export import export_split
+    from perceptforge.outputs.export import export_split
 
     manifest = export_split(run_dir, out, tuple(f.strip() for f in formats.split(",") if f.strip()), seed, val_fraction, only_verified)
     console.print(f"val {manifest.counts.get('val', 0)} · test {manifest.counts.get('test', 0)} items → [bold]{out}[/] ({len(manifest.files)} files)")

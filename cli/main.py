@@ -30,7 +30,8 @@ def _run_mvp(source: Path, profile: str, out: Path, seed: int, limit: Optional[i
              runner: Optional[str] = None, dask_address: Optional[str] = None) -> dict:
     configure_prefect()
     from perceptforge.configs.profile import load_profile
-    from perceptforge.flows.mvp import mvp_flow, task_runner
+    from perceptforge.flows.common import task_runner
+    from perceptforge.flows.mvp import mvp_flow
 
     prof = load_profile(profile)
     kind = runner or prof.runner.kind
@@ -61,7 +62,7 @@ def run_mvp(
     source: Path = typer.Option(..., "--source", help="source directory with images and a COCO-style annotations.json"),
     profile: str = typer.Option("local", "--profile", help="bundled profile name (local, gpu) or a YAML path"),
     out: Path = typer.Option(..., "--out", help="run directory (created; an existing one is resumed)"),
-    seed: int = typer.Option(0, "--seed", help="seed for every random choice of the run"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="seed for every random choice of the run (default: the profile's seed)"),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="only the first N source images with a main subject (by id); donor scenes are always used"),
     categories: Optional[str] = typer.Option(None, "--categories", help="comma-separated template ids, e.g. B1,B3,E2 (default: all)"),
     runner: Optional[str] = typer.Option(None, "--runner", help="threads (default) or dask; overrides the profile's runner.kind"),

@@ -24,7 +24,7 @@ def predict(
 ) -> None:
     """Run a model over a release with the paper's prompt; images go as base64 data URLs."""
     from perceptforge.scorer.predict import predict as run_predict
-    from perceptforge.tasks.chat import ChatClient
+    from perceptforge.backends.chat import ChatClient
 
     client = ChatClient(base_url=endpoint, model=model, api_key_env=api_key_env, max_tokens=max_tokens, seed=0)
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:

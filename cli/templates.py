@@ -15,7 +15,7 @@ app = new_app("List, show and check the category templates (one declarative file
 @app.command("list")
 def list_templates() -> None:
     """Every discovered template: id, name, high-level category, edit kind, file."""
-    from perceptforge.tasks.templates import discover
+    from perceptforge.logic.templates import discover
 
     table = Table(title="category templates")
     for col in ("id", "name", "high", "edit kind", "version", "file"):
@@ -29,7 +29,7 @@ def list_templates() -> None:
 def show(template_id: str = typer.Argument(..., help="template id, e.g. B3")) -> None:
     """Print one template as loaded, with its file."""
     import yaml
-    from perceptforge.tasks.templates import discover
+    from perceptforge.logic.templates import discover
 
     found = discover()
     if template_id not in found:
@@ -42,7 +42,7 @@ def show(template_id: str = typer.Argument(..., help="template id, e.g. B3")) ->
 @app.command("check")
 def check_all() -> None:
     """Validate every template and the prompts it names; exit 2 on the first problem list."""
-    from perceptforge.tasks.templates import check, discover
+    from perceptforge.logic.templates import check, discover
 
     found = discover()
     problems = {tid: check(t) for tid, (t, _) in found.items()}
@@ -62,7 +62,7 @@ def new(
 ) -> None:
     """Write a scaffold template file to edit (then add its folder to PERCEPTFORGE_TEMPLATES)."""
     from perceptforge.fileio import atomic_write_text
-    from perceptforge.tasks.templates import scaffold
+    from perceptforge.logic.templates import scaffold
 
     path = out / f"{template_id}.yaml"
     if path.exists():

@@ -10,103 +10,20 @@ from __future__ import annotations
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from perceptforge.backends import registry
+from perceptforge.backends.chat import EndpointSettings
+from perceptforge.backends.devices import resolve_device
+from perceptforge.backends.registry import BackendSettings, Runtime
 from perceptforge.errors import InputError, describe_validation_error
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Endpoint(Section):
-    base_url: str = Field(description="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
-    model: str
-    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the key")
-    timeout_s: float = Field(60, gt=0)
-    max_retries: int = Field(4, ge=0)
-    concurrency: int = Field(4, ge=1, description="requests in flight at once to this endpoint (per process)")
-
-    def api_key(self) -> str:
-        # Local servers accept any key; the client library refuses an empty one.
-        return os.environ.get(self.api_key_env, "") or "not-needed"
-
-
-# --- grounding ---------------------------------------------------------------------------------------
-class AnnotationsGrounder(Section):
-    backend: Literal["annotations"]
-    file: str = Field("annotations.json", description="COCO-style annotation file inside the source directory")
-
-
-class OpenAIVLMGrounder(Endpoint):
-    backend: Literal["openai-vlm"]
-    box_format: Literal["auto", "norm", "grid1000", "pixel"] = "auto"
-
-
-class TransformersGrounder(Section):
-    backend: Literal["transformers"]
-    model_path: str
-    max_new_tokens: int = Field(256, gt=0)
-
-
-# --- segmentation ------------------------------------------------------------------------------------
-class GrabCutSegmenter(Section):
-    backend: Literal["grabcut"]
-    iterations: int = Field(5, ge=1, le=50)
-    max_side: int = Field(512, ge=32, description="images are downscaled to this side for GrabCut")
-
-
-class SamSegmenter(Section):
-    backend: Literal["sam"]
-    checkpoint: str
-    model_type: str = Field("vit_h", description="a key of segment_anything.sam_model_registry")
-    mode: Literal["box", "automatic"] = "box"
-    pred_iou_thresh: float = Field(0.88, ge=0, le=1)
-    stability_score_thresh: float = Field(0.95, ge=0, le=1)
-    points_per_side: int = Field(32, ge=1)
-
-
-# --- editing -----------------------------------------------------------------------------------------
-class CompositeInpainter(Section):
-    backend: Literal["composite"]
-    feather_px: int = Field(7, ge=0, le=64)
-    colour_match: bool = True
-    batch_size: int = Field(8, ge=1, description="units per edit task: no model to fill, but fewer tasks to orchestrate")
-
-
-class SDInpainter(Section):
-    backend: Literal["sd-inpaint"]
-    model: str = Field(description="local folder or model id (already in the local cache)")
-    steps: int = Field(50, ge=1)
-    guidance_scale: float = Field(7.5, ge=0)
-    strength: float = Field(1.0, gt=0, le=1)
-    negative_prompt: str = ""
-    batch_size: int = Field(4, ge=1)
-
-
-class InstructPix2PixEditor(Section):
-    backend: Literal["instruct-pix2pix"]
-    model: str
-    steps: int = Field(50, ge=1)
-    image_guidance_scale: float = Field(1.5, ge=0)
-    guidance_scale: float = Field(7.5, ge=0)
-    batch_size: int = Field(4, ge=1)
-
-
-# --- LLM ---------------------------------------------------------------------------------------------
-class TemplateLLM(Section):
-    backend: Literal["template"]
-
-
-class OpenAILLM(Endpoint):
-    backend: Literal["openai"]
-    temperature: float = Field(0.0, ge=0, le=2)
-    seed: int | None = 0
-    max_validation_retries: int = Field(2, ge=0)
-    response_format: Literal["json_schema", "json_object"] = Field(
-        "json_schema", description="json_schema (OpenAI, vLLM) or json_object with a schema (llama.cpp's server)")
 
 
 class Gates(Section):
@@ -123,24 +40,21 @@ class Runner(Section):
     dask_address: str | None = None
 
 
-Grounder = Annotated[Union[AnnotationsGrounder, OpenAIVLMGrounder, TransformersGrounder], Field(discriminator="backend")]
-Segmenter = Annotated[Union[GrabCutSegmenter, SamSegmenter], Field(discriminator="backend")]
-Inpainter = Annotated[Union[CompositeInpainter, SDInpainter], Field(discriminator="backend")]
-LLM = Annotated[Union[TemplateLLM, OpenAILLM], Field(discriminator="backend")]
-
-
 class Profile(Section):
+    """A run's profile. The backend sections are typed here by their common base; ``profile_model()``
+    narrows each to the union of the settings models registered for its role."""
+
     name: str
     description: str = ""
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
-    release_models_between_stages: bool = False
-    seed: int = 0
-    grounder: Grounder
-    segmenter: Segmenter
-    inpainter: Inpainter
-    editor: InstructPix2PixEditor | None = Field(None, description="None: direct-alteration categories are skipped")
-    llm: LLM
+    release_models_between_stages: bool = Field(False, description="free each stage's models when the stage ends")
+    seed: int = Field(0, description="the run's seed when the command line gives none")
+    grounder: BackendSettings
+    segmenter: BackendSettings
+    inpainter: BackendSettings
+    editor: BackendSettings | None = Field(None, description="None: direct-alteration categories are skipped")
+    llm: BackendSettings
     gates: Gates = Gates()
     runner: Runner = Runner()
 
@@ -153,11 +67,34 @@ class Profile(Section):
             "llm": self.llm.backend,
         }
 
+    def runtime(self) -> Runtime:
+        """The device every backend of this profile runs on (``auto`` resolved, CPU fallback warned once)."""
+        return Runtime(device=resolve_device(self.device), dtype=self.dtype)
+
+    def build(self, role: str, runtime: Runtime | None = None) -> Any:
+        """The backend serving ``role`` (None for an absent optional role), built but not loaded."""
+        settings = getattr(self, role)
+        return None if settings is None else registry.build(role, settings, runtime or self.runtime())
+
     def thread_workers(self) -> int:
         """Threads for the threads runner: enough for every endpoint's allowed requests in flight (each
         client enforces its own limit); model stages take the device's lock, so extra threads cost no memory."""
-        endpoints = [s.concurrency for s in (self.grounder, self.llm) if isinstance(s, Endpoint)]
+        endpoints = [s.concurrency for s in (self.grounder, self.llm) if isinstance(s, EndpointSettings)]
         return max([self.runner.max_workers, *endpoints])
+
+
+def _role_type(role: str) -> Any:
+    models = tuple(registry.settings_models(role))
+    if len(models) == 1:
+        return models[0]
+    return Annotated[Union[models], Field(discriminator="backend")]
+
+
+def profile_model() -> type[Profile]:
+    """``Profile`` with each backend section validated against the backends registered for its role."""
+    fields: dict[str, Any] = {role: (_role_type(role), ...) for role in registry.ROLES if role != "editor"}
+    fields["editor"] = (Optional[_role_type("editor")], Field(None, description="None: direct-alteration categories are skipped"))
+    return create_model("Profile", __base__=Profile, **fields)
 
 
 BUNDLED = ("local", "gpu")
@@ -184,6 +121,6 @@ def load_profile(name_or_path: str | os.PathLike) -> Profile:
     if not isinstance(raw, dict):
         raise InputError(str(path), "a profile is a YAML mapping of settings")
     try:
-        return Profile.model_validate(raw)
+        return profile_model().model_validate(raw)
     except ValidationError as exc:
         raise InputError(str(path), "; ".join(describe_validation_error(exc))) from None

@@ -11,7 +11,7 @@ import re
 from enum import Enum
 from typing import Annotated, Literal, Union
 
-from perceptforge.tasks import geometry
+from perceptforge.data import geometry
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SHA256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="lower-case hex SHA-256")]
@@ -35,6 +35,12 @@ class SourceImage(Record):
     height: int = Field(gt=0)
     licence: str = Field(min_length=1, description="licence name or statement, e.g. 'CC0-1.0'")
     attribution: str = ""
+
+
+class IngestedSource(SourceImage):
+    """A source image after ingest: decoded, upright RGB, stored content-addressed in the run."""
+
+    stored: str = Field(min_length=1, description="the run's copy, e.g. 'images/<sha256>.png'")
 
 
 class Box(Record):
@@ -83,33 +89,6 @@ class Box(Record):
 
     def within(self, width: float, height: float) -> bool:
         return self.x1 <= width and self.y1 <= height
-
-
-class Mask(Record):
-    """Binary mask as COCO uncompressed RLE (column-major runs, starting with 0s)."""
-
-    size: tuple[int, int] = Field(description="[height, width]")
-    counts: list[Annotated[int, Field(ge=0)]]
-
-    @model_validator(mode="after")
-    def _covers(self) -> "Mask":
-        h, w = self.size
-        if h <= 0 or w <= 0:
-            raise ValueError(f"mask size must be positive, got {h}x{w}")
-        if sum(self.counts) != h * w:
-            raise ValueError(f"counts sum to {sum(self.counts)}, expected {h}x{w}={h * w}")
-        return self
-
-    @classmethod
-    def from_array(cls, mask) -> "Mask":
-        from perceptforge.tasks.masks import rle_encode
-
-        return cls(**rle_encode(mask))
-
-    def to_array(self):
-        from perceptforge.tasks.masks import rle_decode
-
-        return rle_decode(self.model_dump())
 
 
 class Region(Record):
@@ -347,6 +326,53 @@ class FileEntry(Record):
     bytes: int = Field(ge=0)
 
 
+# --- records between the construction stages (one file per unit in the run directory) --------------
+
+
+class IdeaRecord(Record):
+    """The idea stage's output for one unit (source image × template): ``ideas/<unit>.json``."""
+
+    unit: str = Field(min_length=1, description="'<source id>-<template id>'")
+    idea: Idea
+    instruction: str | None = Field(None, description="the editor's instruction (direct alteration only)")
+
+
+class QuestionEntry(Record):
+    id: str = Field(min_length=1, description="the item id this question becomes")
+    question: Question
+
+
+class Candidate(Record):
+    """The questions stage's output: an idea with its questions and lineage, ``candidates/<unit>.json``."""
+
+    unit: str = Field(min_length=1)
+    category: Category
+    edit_kind: EditKind
+    target: str = Field(description="what the edit changes (the template's target)")
+    idea: Idea
+    questions: list[QuestionEntry] = Field(min_length=1)
+    lineage: Lineage
+    instruction: str | None = None
+
+
+class MaskRecord(Record):
+    """The mask stage's output, ``masks/<unit>.json``: the region to edit and the donor the edit uses."""
+
+    unit: str = Field(min_length=1)
+    mask: ImageRef | None = Field(description="None for whole-image instruction edits")
+    donor: str | None = Field(None, description="stored path of the donor photo (composite editing)")
+    segmenter: BackendRef
+
+
+class EditRecord(Record):
+    """The edit stage's output, ``edits/<unit>.json``: the image pair and how it was made."""
+
+    unit: str = Field(min_length=1)
+    pair: ImagePair
+    edit: Edit
+    backends: dict[str, BackendRef]
+
+
 class SplitManifest(Record):
     name: str
     version: str
@@ -361,9 +387,9 @@ class SplitManifest(Record):
 
 
 SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
-    SourceImage, Box, Mask, Region, Grounding, Idea, ImageRef, Edit, ImagePair,
+    SourceImage, IngestedSource, Box, Region, Grounding, Idea, ImageRef, Edit, ImagePair,
     YesNoPair, SingleImageMCQ, CrossImageMCQ, ContextPair, AbsentOptionMCQ,
-    Lineage, BenchmarkItem, SplitManifest,
+    Lineage, IdeaRecord, Candidate, MaskRecord, EditRecord, BenchmarkItem, SplitManifest,
 )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from perceptforge.errors import PerceptforgeError
 from perceptforge.prompts.library import load_prompt
 from perceptforge.settings import state_dir
-from perceptforge.tasks.chat import ChatClient, DiskCache
+from perceptforge.backends.chat import ChatClient, DiskCache
 
 
 class Judge:

@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 from perceptforge.errors import InputError, PerceptforgeError
 from perceptforge.prompts.library import load_prompt
 from perceptforge.scorer.predictions import iter_records
-from perceptforge.tasks.chat import ChatClient
+from perceptforge.backends.chat import ChatClient
 from PIL import Image
 
 

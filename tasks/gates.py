@@ -1,58 +1,49 @@
-"""Quality gates before annotators see a pair: real change inside the edit region, little outside it,
-matching sizes, and no two pairs whose manipulated images are near-duplicates (perceptual hash)."""
+"""Gates: checks a pair must pass before annotators see it (``logic/gates.py`` holds the measurements)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from PIL import Image
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from perceptforge.configs.profile import Gates
+from perceptforge.data.schema import EditRecord
+from perceptforge.logic.gates import check_pair, near_duplicates, phash
+from perceptforge.store.images import load_rgb
+from perceptforge.store.rundir import RunDir
+from perceptforge.tasks.runner import StageRunner, Unit
 
 
-def region_change(natural: np.ndarray, manipulated: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
-    """Mean absolute pixel change (0–255, averaged over channels) inside and outside the mask."""
-    diff = np.abs(natural.astype(np.float32) - manipulated.astype(np.float32)).mean(axis=2)
-    inside = float(diff[mask].mean()) if mask.any() else 0.0
-    outside = float(diff[~mask].mean()) if (~mask).any() else 0.0
-    return inside, outside
+class QualityGate(ValueError):
+    """The pair failed a quality gate; the message says which and by how much."""
 
 
-def phash(image: Image.Image, size: int = 8) -> int:
-    """64-bit perceptual hash: DCT of a 32x32 grayscale, low 8x8 frequencies against their median."""
-    import cv2
-
-    small = np.asarray(image.convert("L").resize((4 * size, 4 * size), Image.LANCZOS), dtype=np.float32)
-    low = cv2.dct(small)[:size, :size].flatten()
-    bits = low > np.median(low[1:])
-    return int("".join("1" if b else "0" for b in bits), 2)
+class NearDuplicate(ValueError):
+    """The pair's change nearly duplicates another unit's."""
 
 
-def hamming(a: int, b: int) -> int:
-    return bin(a ^ b).count("1")
+@task(name="gate", cache_policy=NO_CACHE)
+def gate(edit: EditRecord, gates: Gates, run_path: Path) -> int:
+    """The perceptual hash of what the edit changed, if the pair passes; else QualityGate with the reason."""
+    run = RunDir(run_path)
+    natural, manipulated = (load_rgb(run.sub(ref.path)) for ref in (edit.pair.natural, edit.pair.manipulated))
+    mask = np.asarray(load_rgb(run.sub(edit.pair.mask.path)))[..., 0] > 127 if edit.pair.mask else None
+    reason = check_pair(natural, manipulated, mask, gates)
+    if reason:
+        raise QualityGate(reason)
+    # Hash what the edit changed: whole-image hashes of small edits on one photo all look alike.
+    change = np.abs(np.asarray(manipulated, np.int16) - np.asarray(natural, np.int16)).astype(np.uint8)
+    return phash(Image.fromarray(change))
 
 
-def check_pair(natural: Image.Image, manipulated: Image.Image, mask: np.ndarray | None, gates) -> str | None:
-    if natural.size != manipulated.size:
-        return f"sizes differ: natural {natural.size}, manipulated {manipulated.size}"
-    a, b = np.asarray(natural), np.asarray(manipulated)
-    if mask is None:  # a whole-image edit: the whole image must change
-        mask = np.ones(a.shape[:2], bool)
-        inside, outside = region_change(a, b, mask)[0], 0.0
-    else:
-        inside, outside = region_change(a, b, mask)
-    if inside < gates.min_inside_change:
-        return f"too little change inside the edit region: {inside:.1f} < {gates.min_inside_change}"
-    if outside > gates.max_outside_change:
-        return f"too much change outside the edit region: {outside:.1f} > {gates.max_outside_change}"
-    return None
-
-
-def near_duplicates(hashes: list[tuple[str, int]], min_distance: int) -> dict[str, str]:
-    """unit → the earlier unit whose manipulated image it nearly duplicates (units in the order given)."""
-    kept: list[tuple[str, int]] = []
-    dupes = {}
-    for unit, h in hashes:
-        twin = next((u for u, k in kept if hamming(h, k) < min_distance), None)
-        if twin:
-            dupes[unit] = twin
-        else:
-            kept.append((unit, h))
-    return dupes
+def gates_stage(runner: StageRunner, edits: list[tuple[Unit, EditRecord]], gates: Gates) -> list[tuple[Unit, EditRecord]]:
+    """The edits that pass every gate, in unit order; the others are quarantined with the gate's reason."""
+    passed = runner.map("gates", gate, [Unit(u.name, u.file, e) for u, e in edits], gates)
+    dupes = near_duplicates([(u.name, h) for u, h in passed], gates.min_phash_distance)
+    for u, _ in passed:
+        if u.name in dupes:
+            runner.quarantine("gates", u, NearDuplicate(f"manipulated image nearly duplicates {dupes[u.name]}'s"))
+    return [(u, u.value) for u, _ in passed if u.name not in dupes]

@@ -1,20 +1,27 @@
-"""From a candidate (idea + questions) and its edit (image pair) to benchmark items with full lineage."""
+"""Items: one benchmark item per question of a unit that passed the gates, with full lineage."""
 
 from __future__ import annotations
 
-from perceptforge.data.schema import BenchmarkItem
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from perceptforge.data.schema import BenchmarkItem, Candidate, EditRecord
+from perceptforge.logic.items import build_items
+from perceptforge.store.rundir import RunDir
+from perceptforge.tasks.runner import StageRunner, Unit
 
 
-def build_items(candidate: dict, edit: dict) -> list[BenchmarkItem]:
-    lineage = dict(candidate["lineage"])
-    lineage["backends"] = {**lineage["backends"], **edit["backends"]}
-    lineage["artifacts"] = {**lineage["artifacts"], "candidate": f"candidates/{candidate['unit']}.json", "edit": f"edits/{candidate['unit']}.json"}
-    if edit["pair"].get("mask"):
-        lineage["artifacts"]["mask"] = edit["pair"]["mask"]["path"]
-    return [
-        BenchmarkItem.model_validate({
-            "id": q["id"], "category": candidate["category"], "question": q["question"], "pair": edit["pair"],
-            "idea": candidate["idea"], "edit": edit["edit"], "lineage": lineage,
-        })
-        for q in candidate["questions"]
-    ]
+@task(name="items", cache_policy=NO_CACHE)
+def write_items(unit: tuple[Candidate, EditRecord], run_path: Path) -> list[BenchmarkItem]:
+    run = RunDir(run_path)
+    items = build_items(*unit)
+    for item in items:
+        run.write_record(f"items/{item.id}.json", item.model_dump(mode="json"))
+    return items
+
+
+def items_stage(runner: StageRunner, passed: list[tuple[Unit, EditRecord]], candidates: dict[str, Candidate]) -> list[BenchmarkItem]:
+    units = [Unit(u.name, u.file, (candidates[u.name], e)) for u, e in passed]
+    return [item for _, items in runner.map("items", write_items, units) for item in items]

@@ -1,68 +1,74 @@
-"""Question assembly (MVP-Bench §4.1 step three), pure and seeded.
-
-Every builder returns a validated question record or raises ``ValueError`` with the reason, which the
-flow turns into a quarantine entry. The random generator is always passed in.
-"""
+"""Questions: from an idea, the unit's Yes/No pairs (low, high), single-image MCQ and cross-image MCQs
+(low, high), each with its item id, plus the lineage every item of the unit inherits."""
 
 from __future__ import annotations
 
-import numpy as np
-from perceptforge.data.schema import LETTERS, CrossImageMCQ, SingleImageMCQ, YesNoPair
-from perceptforge.errors import describe_validation_error
-from pydantic import ValidationError
+from pathlib import Path
 
-HIGH_LEVEL_OPTIONS = ("identity", "emotion", "scenario", "role", "behaviour")
+from prefect import task
+from prefect.cache_policies import NO_CACHE
 
-
-def _validated(model, **fields):
-    try:
-        return model(**fields)
-    except ValidationError as exc:
-        raise ValueError("; ".join(describe_validation_error(exc))) from None
-
-
-def yes_no_pair(question: str, level: str) -> YesNoPair:
-    """A question whose answer is yes on the manipulated image and no on the natural one."""
-    question = " ".join(question.split())
-    if not question.endswith("?"):
-        raise ValueError(f"question: a Yes/No question must end with '?': {question!r}")
-    return _validated(YesNoPair, question=question, level=level, answer_natural="no", answer_manipulated="yes")
+from perceptforge.backends.protocols import QuestionWriter
+from perceptforge.data.schema import Candidate, Grounding, IdeaRecord, IngestedSource, PromptRef
+from perceptforge.logic import context, questions
+from perceptforge.logic.ids import question_id, unit_rng
+from perceptforge.logic.templates import Template
+from perceptforge.prompts.library import load_prompt
+from perceptforge.store.rundir import RunDir, safe_name
+from perceptforge.tasks.runner import StageRunner, Unit, transient
 
 
-def place_answer(correct: str, others: list[str], rng: np.random.Generator) -> tuple[list[str], str]:
-    """Options with the correct one at a uniformly random position (balanced letters), the rest shuffled."""
-    others = list(others)
-    rng.shuffle(others)
-    position = int(rng.integers(0, len(others) + 1))
-    options = others[:position] + [correct] + others[position:]
-    return options, LETTERS[position]
+def _refs(prompt_ids: list[str]) -> list[PromptRef]:
+    return [PromptRef(**load_prompt(p).ref()) for p in sorted(set(prompt_ids))]
 
 
-def single_mcq(question: str, correct: str, natural_answer: str, distractors: list[str], rng: np.random.Generator) -> SingleImageMCQ:
-    """MCQ on the manipulated image: the correct answer, the natural image's answer and three distractors."""
-    if len(distractors) != 3:
-        raise ValueError(f"options: need exactly 3 distractors, got {len(distractors)}")
-    lowered = {correct.strip().lower(), natural_answer.strip().lower()}
-    clash = [d for d in distractors if d.strip().lower() in lowered]
-    if clash:
-        raise ValueError(f"options: distractor {clash[0]!r} repeats the correct or the natural answer")
-    options, answer = place_answer(correct, [natural_answer, *distractors], rng)
-    return _validated(SingleImageMCQ, question=question, options=options, answer=answer, level="high", image="manipulated")
+def make_candidate(template: Template, grounding: Grounding, source_sha256: str, idea: IdeaRecord, writer: QuestionWriter,
+                   cross_descriptions: list[str], seed: int) -> Candidate:
+    """Raises ValueError with a reason when a question cannot be made sound (e.g. too few distractors)."""
+    # Its own stream, apart from the idea's: rewriting questions never changes the idea or the edit.
+    rng = unit_rng(seed, idea.unit + ":questions")
+    ctx = context.build(template, grounding, idea.idea)
+    subject, new, old = ctx["main_subject"], idea.idea.new, idea.idea.old
+    built = [
+        questions.yes_no_pair(writer.yes_no(template, ctx, "low", idea.idea.high_level_value), "low"),
+        questions.yes_no_pair(writer.yes_no(template, ctx, "high", idea.idea.high_level_value), "high"),
+        questions.single_mcq(writer.mcq_question(template, ctx), new, old, writer.distractors(template, ctx, rng), rng),
+        questions.cross_mcq_low(load_prompt("questions/cross_low").render(), template.cross_description, cross_descriptions, rng),
+        questions.cross_mcq_high(load_prompt("questions/cross_high").render(main_subject=subject), template.high, rng),
+    ]
+    used_prompts = ["questions/cross_low", "questions/cross_high"]
+    if writer.name != "template":
+        used_prompts += [template.idea_prompt, template.yes_no_prompt, template.high_prompt, "questions/mcq_question",
+                         "questions/mcq_distractors"]
+    return Candidate.model_validate({
+        "unit": idea.unit,
+        "category": template.category(),
+        "edit_kind": template.edit_kind,
+        "target": template.target,
+        "idea": idea.idea,
+        "instruction": idea.instruction,
+        "questions": [{"id": question_id(source_sha256, template, seed, k), "question": q} for k, q in enumerate(built)],
+        "lineage": {
+            "source_id": grounding.source_id, "source_sha256": source_sha256, "template_id": template.id,
+            "template_version": template.version, "prompts": _refs(used_prompts), "seed": seed,
+            "backends": {"grounder": {"name": grounding.backend, "model_id": grounding.model_id},
+                         "llm": {"name": writer.name, "model_id": writer.model_id}},
+            "artifacts": {"grounding": f"groundings/{grounding.source_id}.json", "idea": f"ideas/{idea.unit}.json"},
+        },
+    })
 
 
-def cross_mcq_low(question: str, description: str, other_descriptions: list[str], rng: np.random.Generator) -> CrossImageMCQ:
-    """What changed in the pair: the category's description among four others (the release's wording)."""
-    pool = sorted({d for d in other_descriptions if d != description})
-    if len(pool) < 4:
-        raise ValueError(f"options: need 4 other manipulation descriptions, have {len(pool)}")
-    picked = [pool[i] for i in rng.choice(len(pool), size=4, replace=False)]
-    options, answer = place_answer(description, picked, rng)
-    return _validated(CrossImageMCQ, question=question, options=options, answer=answer, level="low")
+@task(name="questions", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
+def write_questions(unit: tuple[Template, Grounding, IngestedSource, IdeaRecord], writer: QuestionWriter,
+                    cross_descriptions: list[str], seed: int, run_path: Path) -> Candidate:
+    template, grounding, source, idea = unit
+    record = RunDir(run_path).once(f"candidates/{safe_name(idea.unit)}.json", lambda: make_candidate(
+        template, grounding, source.sha256, idea, writer, cross_descriptions, seed).model_dump(mode="json", exclude_none=True))
+    return Candidate.model_validate(record)
 
 
-def cross_mcq_high(question: str, high: str, rng: np.random.Generator) -> CrossImageMCQ:
-    """Which high-level aspect changed: the five high-level categories as options."""
-    if high not in HIGH_LEVEL_OPTIONS:
-        raise ValueError(f"high-level category {high!r} is not one of {HIGH_LEVEL_OPTIONS}")
-    options, answer = place_answer(high, [h for h in HIGH_LEVEL_OPTIONS if h != high], rng)
-    return _validated(CrossImageMCQ, question=question, options=options, answer=answer, level="high")
+def questions_stage(runner: StageRunner, ideas: list[tuple[Unit, IdeaRecord]], sources: dict[str, IngestedSource],
+                    writer: QuestionWriter, all_templates: dict[str, Template], seed: int) -> list[tuple[Unit, Candidate]]:
+    units = [Unit(u.name, u.file, (u.value[0], u.value[1], sources[u.value[1].source_id], rec)) for u, rec in ideas]
+    descriptions = [t.cross_description for t in all_templates.values()]
+    return runner.map("questions", write_questions, units, writer, descriptions, seed, models=[writer])

@@ -1,5 +1,5 @@
 import pytest
-from perceptforge.tasks.boxes import parse_boxes, parse_subject_reply
+from perceptforge.logic.boxes import parse_boxes, parse_subject_reply
 
 
 def xyxy(parsed):

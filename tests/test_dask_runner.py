@@ -8,7 +8,8 @@ pytest.importorskip("prefect_dask")
 
 
 def test_mvp_flow_on_local_dask_cluster(prefect_api, sample_dir, tmp_path):
-    from perceptforge.flows.mvp import mvp_flow, task_runner
+    from perceptforge.flows.common import task_runner
+    from perceptforge.flows.mvp import mvp_flow
 
     flow = mvp_flow.with_options(task_runner=task_runner("dask", max_workers=2))
     summary = flow(source=str(sample_dir), profile="local", out=str(tmp_path / "dask"), seed=1, limit=1, categories=["B1", "B3"])

@@ -4,16 +4,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from perceptforge.tasks.devices import pick_device, pick_dtype, run_batched  # noqa: E402
+from perceptforge.backends.devices import pick_dtype, resolve_device, run_batched  # noqa: E402
 
 
 def test_cuda_request_falls_back_to_cpu_with_a_warning(caplog):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     with caplog.at_level(logging.WARNING, logger="perceptforge"):
-        assert pick_device("cuda") == "cpu"
+        assert resolve_device("cuda") == "cpu"
     assert "no GPU is available" in caplog.text
-    assert pick_device("auto") == "cpu" and pick_device("cpu") == "cpu"
+    assert resolve_device("auto") == "cpu" and resolve_device("cpu") == "cpu"
     assert pick_dtype("float16", "cpu") == torch.float32
 
 

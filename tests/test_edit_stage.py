@@ -2,24 +2,25 @@ import dataclasses
 import random
 
 import pytest
+from helpers import candidate_for
+from perceptforge.backends.devices import device_lock
+from perceptforge.backends.writers import TemplateWriter
 from perceptforge.configs.profile import load_profile
-from perceptforge.flows.mvp import ingest_entry
-from perceptforge.tasks.candidates import make_candidate
-from perceptforge.tasks.devices import device_lock
-from perceptforge.tasks.edit_stage import EditUnit, edit_batch, edit_seed, plan_batches
-from perceptforge.tasks.editors import build_inpainter
-from perceptforge.tasks.llm import TemplateWriter
-from perceptforge.tasks.rundir import RunDir
-from perceptforge.tasks.segmenters import build_segmenter
-from perceptforge.tasks.sources import grounding_from_entry, read_source_dir
-from perceptforge.tasks.templates import templates
+from perceptforge.data.schema import Candidate
+from perceptforge.logic.ids import edit_seed
+from perceptforge.logic.templates import templates
+from perceptforge.store.rundir import RunDir
+from perceptforge.store.sources import grounding_from_entry, read_source_dir
+from perceptforge.tasks.edit import EditUnit, edit_batch, plan_batches
+from perceptforge.tasks.ingest import ingest_entry
+from perceptforge.tasks.mask import make_mask
 
 
 class CountingBackend:
     """The real composite inpainter, with a record of how many requests each call carried."""
 
     def __init__(self, fail_on: str | None = None):
-        self.inner, self.calls, self.fail_on = build_inpainter(load_profile("local").inpainter), [], fail_on
+        self.inner, self.calls, self.fail_on = load_profile("local").build("inpainter"), [], fail_on
         self.name, self.model_id = self.inner.name, self.inner.model_id
 
     def edit(self, requests):
@@ -35,20 +36,21 @@ def units_and_run(sample_dir, tmp_path_factory):
     entries = read_source_dir(sample_dir)
     sources = {e.source_id: ingest_entry(sample_dir, e, run) for e in entries}
     found = templates()
+    donors = [sources[e.source_id].stored for e in entries if not e.subject]
+    segmenter = load_profile("local").build("segmenter")
     units = []
     for e in entries:
         if not e.subject:
             continue
-        g = grounding_from_entry(e)
+        g, src = grounding_from_entry(e), sources[e.source_id]
         for tid in ("B1", "I1", "S1"):
-            units.append(EditUnit(found[tid], make_candidate(found[tid], g, sources[e.source_id]["sha256"], TemplateWriter(), found, 0),
-                                  sources[e.source_id], g.model_dump(mode="json")))
-    donors = [sources[e.source_id]["stored"] for e in entries if not e.subject]
+            cand = Candidate.model_validate(candidate_for(found[tid], g, src.sha256, TemplateWriter(), found, 0))
+            units.append(EditUnit(found[tid], cand, src, make_mask(found[tid], cand, src, g, run, segmenter, donors, 0)))
     return units, run, donors
 
 
 def models(backend):
-    return {"segmenter": build_segmenter(load_profile("local").segmenter), "inpainter": backend}
+    return {"inpainter": backend}
 
 
 def test_plan_is_fixed_by_the_units_and_respects_role_size_and_batch_size(units_and_run):
@@ -60,7 +62,7 @@ def test_plan_is_fixed_by_the_units_and_respects_role_size_and_batch_size(units_
     assert sorted(u.name for b in plan for u in b) == sorted(u.name for u in units)
     for batch in plan:
         assert len(batch) <= 2
-        assert len({(u.backend_role, u.source["width"], u.source["height"]) for u in batch}) == 1
+        assert len({(u.backend_role, u.source.width, u.source.height) for u in batch}) == 1
     # the three units of one photo share a size, so the 9 units make at least 3 full batches of 2
     assert sum(len(b) == 2 for b in plan) >= 3
 
@@ -68,26 +70,26 @@ def test_plan_is_fixed_by_the_units_and_respects_role_size_and_batch_size(units_
 def test_one_backend_call_per_batch_and_results_do_not_depend_on_batch_mates(units_and_run):
     units, run, donors = units_and_run
     backend = CountingBackend()
-    together = edit_batch(units[:3], run, models(backend), donors, seed=0)
+    together = edit_batch(units[:3], run, models(backend), seed=0)
     assert backend.calls == [3]
-    alone = [edit_batch([u], run, models(CountingBackend()), donors, seed=0)[0] for u in units[:3]]
+    alone = [edit_batch([u], run, models(CountingBackend()), seed=0)[0] for u in units[:3]]
     assert together == alone
-    assert [r["edit"]["seed"] for r in together] == [edit_seed(0, u.name) for u in units[:3]]
-    assert len({r["edit"]["seed"] for r in together}) == 3
+    assert [r.edit.seed for r in together] == [edit_seed(0, u.name) for u in units[:3]]
+    assert len({r.edit.seed for r in together}) == 3
 
 
 def test_a_failing_unit_is_returned_as_its_error_and_the_rest_of_the_batch_survives(units_and_run):
     units, run, donors = units_and_run
-    missing = dataclasses.replace(units[1], source={**units[1].source, "stored": "images/not-there.png"})
-    out = edit_batch([units[0], missing, units[2]], run, models(CountingBackend()), donors, seed=0)
+    missing = dataclasses.replace(units[1], source=units[1].source.model_copy(update={"stored": "images/not-there.png"}))
+    out = edit_batch([units[0], missing, units[2]], run, models(CountingBackend()), seed=0)
     assert isinstance(out[1], Exception) and "not-there.png" in str(out[1])
-    assert out[0]["unit"] == units[0].name and out[2]["unit"] == units[2].name
+    assert out[0].unit == units[0].name and out[2].unit == units[2].name
 
-    backend = CountingBackend(fail_on=units[1].candidate["idea"]["new_caption"])
-    out = edit_batch(units[:3], run, models(backend), donors, seed=0)
+    backend = CountingBackend(fail_on=units[1].candidate.idea.new_caption)
+    out = edit_batch(units[:3], run, models(backend), seed=0)
     assert backend.calls == [3, 1, 1, 1]  # the batch, then each unit alone
     assert isinstance(out[1], RuntimeError) and "cannot draw" in str(out[1])
-    assert [out[0]["unit"], out[2]["unit"]] == [units[0].name, units[2].name]
+    assert [out[0].unit, out[2].unit] == [units[0].name, units[2].name]
 
 
 def test_device_lock_is_shared_per_accelerator_and_absent_on_cpu():
@@ -125,5 +127,5 @@ def test_one_model_call_at_a_time_per_accelerator(units_and_run, device, expecte
     units, run, donors = units_and_run
     backend = SlowBackend()
     with ThreadPoolExecutor(2) as pool:
-        list(pool.map(lambda b: edit_batch(b, run, models(backend), donors, 0, device), [units[:2], units[2:4]]))
+        list(pool.map(lambda b: edit_batch(b, run, models(backend), 0, device), [units[:2], units[2:4]]))
     assert backend.most_inside == expected

@@ -2,12 +2,17 @@
 
 import numpy as np
 import pytest
-from perceptforge.tasks.editing import edit_mask, edit_request, target_box
-from perceptforge.tasks.editors import CompositeInpainter
-from perceptforge.tasks.images import load_rgb
-from perceptforge.tasks.segmenters import GrabCutSegmenter
-from perceptforge.tasks.sources import grounding_from_entry, read_source_dir
-from perceptforge.tasks.templates import templates
+from perceptforge.logic.edit_region import edit_mask, pastes_into_box, target_box
+from perceptforge.backends.inpainters import CompositeInpainter
+from perceptforge.backends.protocols import EditRequest
+from perceptforge.store.images import load_rgb
+from perceptforge.backends.segmenters import GrabCutSegmenter
+from perceptforge.store.sources import grounding_from_entry, read_source_dir
+from perceptforge.logic.templates import templates
+
+
+def edit_request(template, image, mask, prompt, seed, donor):
+    return EditRequest(image=image, mask=mask, prompt=prompt, seed=seed, donor=donor, partial=pastes_into_box(template))
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +65,7 @@ def test_targets_and_bad_inputs(astronaut):
         GrabCutSegmenter().box_mask(np.asarray(image), (600, 600, 700, 700))
     with pytest.raises(ValueError, match="empty box"):
         GrabCutSegmenter().box_mask(np.asarray(image), (10, 10, 10, 50))
-    masks = GrabCutSegmenter().box_masks([np.asarray(image)] * 2, [(20, 15, 370, 512), (275, 345, 505, 512)])
+    masks = [GrabCutSegmenter().box_mask(np.asarray(image), box) for box in [(20, 15, 370, 512), (275, 345, 505, 512)]]
     assert [m.shape for m in masks] == [(512, 512), (512, 512)] and masks[0].sum() > masks[1].sum()
-    with pytest.raises(ValueError, match="2 images but 1 boxes"):
-        GrabCutSegmenter().box_masks([np.asarray(image)] * 2, [(20, 15, 370, 512)])
     with pytest.raises(ValueError, match=r"\(H, W, 3\) uint8"):
         GrabCutSegmenter().box_mask(np.asarray(image.convert("L")), (10, 10, 50, 50))

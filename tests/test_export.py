@@ -7,8 +7,8 @@ import pytest
 from perceptforge.data.schema import BenchmarkItem
 from perceptforge.errors import InputError
 from perceptforge.scorer.benchmarks import perceptforge as pf_scorer
-from perceptforge.tasks.export import export_split
-from perceptforge.tasks.rundir import RunDir
+from perceptforge.outputs.export import export_split
+from perceptforge.store.rundir import RunDir
 from PIL import Image
 
 SHA = "b" * 64
@@ -101,7 +101,7 @@ def test_tsv_and_jsonl_round_trip_through_scorer(tmp_path):
 def test_predict_over_exported_split_scores_back(tmp_path):
     from chat_server import ChatServer
     from perceptforge.scorer.predict import predict
-    from perceptforge.tasks.chat import ChatClient
+    from perceptforge.backends.chat import ChatClient
 
     out = tmp_path / "s"
     export_split(make_run(tmp_path), out, formats=("jsonl",))

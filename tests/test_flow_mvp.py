@@ -17,8 +17,8 @@ def test_mvp_flow_ingests_and_grounds_sample(prefect_api, sample_dir, tmp_path):
     assert set(summary["skipped_categories"]) == {"E2", "S2"}
     assert "needs an instruction editor" in summary["skipped_categories"]["E2"]
     q = [json.loads(line) for line in (out / "quarantine.jsonl").read_text().splitlines()]
-    assert [(r["unit"], r["stage"]) for r in q if r["stage"] == "candidate"] == [("2-B4", "candidate"), ("3-B3", "candidate")]
-    assert all(r["stage"] == "gates" for r in q if r["stage"] != "candidate")
+    assert [(r["unit"], r["stage"]) for r in q if r["stage"] == "idea"] == [("2-B4", "idea"), ("3-B3", "idea")]
+    assert all(r["stage"] == "gates" for r in q if r["stage"] != "idea")
     item = json.loads(next((out / "items").iterdir()).read_text())
     for ref in ("natural", "manipulated"):
         assert (out / item["pair"][ref]["path"]).exists()

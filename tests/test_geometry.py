@@ -1,5 +1,5 @@
 import pytest
-from perceptforge.tasks import geometry as g
+from perceptforge.data import geometry as g
 
 
 def test_norm_round_trip_exact_for_decimal_boxes():

@@ -4,10 +4,10 @@ import json
 
 import pytest
 from chat_server import ChatServer
-from perceptforge.tasks.chat import ChatClient
-from perceptforge.tasks.grounders import OpenAIVLMGrounder
-from perceptforge.tasks.sources import read_source_dir
-from perceptforge.tasks.templates import templates
+from perceptforge.backends.chat import ChatClient
+from perceptforge.backends.grounders import OpenAIVLMGrounder
+from perceptforge.store.sources import read_source_dir
+from perceptforge.logic.templates import templates
 from PIL import Image
 
 SHIKRA = {

@@ -9,7 +9,7 @@ from perceptforge.annotation.labeling import KINDS, choice, config_text, text
 from perceptforge.annotation.sync import pull, push
 from perceptforge.errors import PerceptforgeError
 from perceptforge.flows.mvp import mvp_flow
-from perceptforge.tasks.export import export_split, load_items
+from perceptforge.outputs.export import export_split, load_items
 
 A, R = "Accept", "Reject"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from perceptforge.prompts.library import load_prompt
-from perceptforge.tasks.chat import ChatClient, DiskCache
-from perceptforge.tasks.llm import DistractorsReply, OpenAIWriter
+from perceptforge.backends.chat import ChatClient, DiskCache
+from perceptforge.backends.writers import DistractorsReply, OpenAIWriter
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER_PYTHON = Path(os.environ.get("PERCEPTFORGE_LLAMA_PYTHON", REPO / ".venv-llama" / "bin" / "python"))

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from chat_server import ChatServer
 from perceptforge.errors import PerceptforgeError
-from perceptforge.tasks import context
-from perceptforge.tasks.chat import ChatClient, DiskCache
-from perceptforge.tasks.llm import DistractorsReply, IdeaReply, LLMReplyError, OpenAIWriter, QuestionReply, parse_reply
-from perceptforge.tasks.sources import grounding_from_entry, read_source_dir
-from perceptforge.tasks.templates import templates
+from perceptforge.logic import context
+from perceptforge.backends.chat import ChatClient, DiskCache
+from perceptforge.backends.writers import DistractorsReply, IdeaReply, LLMReplyError, OpenAIWriter, QuestionReply, parse_reply
+from perceptforge.store.sources import grounding_from_entry, read_source_dir
+from perceptforge.logic.templates import templates
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from perceptforge.tasks.mask_select import (
+from perceptforge.logic.mask_select import (
     JitterParams,
     jitter_box,
     mask_box_overlap,

@@ -8,8 +8,10 @@ pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
 from perceptforge.errors import PerceptforgeError  # noqa: E402
-from perceptforge.tasks.editors import EditRequest, InstructPix2PixEditor, SDInpainter  # noqa: E402
-from perceptforge.tasks.segmenters import SamSegmenter  # noqa: E402
+from perceptforge.backends.editors import InstructPix2PixEditor
+from perceptforge.backends.inpainters import SDInpainter
+from perceptforge.backends.protocols import EditRequest  # noqa: E402
+from perceptforge.backends.segmenters import SamSegmenter  # noqa: E402
 from PIL import Image  # noqa: E402
 from tiny_models import save_tiny_sam, save_tiny_sd  # noqa: E402
 

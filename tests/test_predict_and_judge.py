@@ -9,7 +9,7 @@ from perceptforge.errors import PerceptforgeError
 from perceptforge.scorer.benchmarks import codis, mvp_bench
 from perceptforge.scorer.judge import Judge
 from perceptforge.scorer.predict import predict
-from perceptforge.tasks.chat import ChatClient
+from perceptforge.backends.chat import ChatClient
 from PIL import Image
 
 

@@ -2,7 +2,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from perceptforge.tasks import questions as q
+from perceptforge.logic import questions as q
 
 DESCRIPTIONS = ["Substitute the background.", "Alter the main subject's movement.", "Replace the object held by the main subject.",
                 "Change the main subject's clothes.", "Introduce a group of people.", "Change the main subject's gesture."]

@@ -1,7 +1,6 @@
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 from perceptforge.data import schema as s
 from perceptforge.errors import describe_validation_error
@@ -27,15 +26,6 @@ def test_box_converters():
 def test_bad_box_names_field():
     assert errors_of(s.Box, x0=-1, y0=0, x1=5, y1=5) == ["x0: Input should be greater than or equal to 0"]
     assert errors_of(s.Box, x0=5, y0=0, x1=5, y1=5)[0].startswith("(top level): empty box")
-
-
-def test_mask_round_trip_and_bad_counts():
-    arr = np.zeros((4, 4), bool)
-    arr[1:3, 1:3] = True
-    mask = s.Mask.from_array(arr)
-    assert mask.counts == [5, 2, 2, 2, 5]
-    assert (mask.to_array() == arr).all()
-    assert "expected 4x4=16" in errors_of(s.Mask, size=(4, 4), counts=[5, 2])[0]
 
 
 def test_source_image_sha_and_size():

@@ -4,8 +4,8 @@ import shutil
 import numpy as np
 import pytest
 from perceptforge.errors import InputError
-from perceptforge.tasks.images import load_rgb
-from perceptforge.tasks.sources import grounding_from_entry, read_source_dir, resolve_inside
+from perceptforge.store.images import load_rgb
+from perceptforge.store.sources import grounding_from_entry, read_source_dir, resolve_inside
 from PIL import Image
 
 

@@ -3,12 +3,11 @@ import subprocess
 
 import numpy as np
 import pytest
-from helpers import perceptforge_cmd
+from helpers import perceptforge_cmd, candidate_for
 from perceptforge.errors import InputError
-from perceptforge.tasks.candidates import make_candidate
-from perceptforge.tasks.llm import TemplateWriter
-from perceptforge.tasks.sources import grounding_from_entry, read_source_dir
-from perceptforge.tasks.templates import check, discover, scaffold, templates
+from perceptforge.backends.writers import TemplateWriter
+from perceptforge.store.sources import grounding_from_entry, read_source_dir
+from perceptforge.logic.templates import check, discover, scaffold, templates
 
 PAPER_EDIT_KINDS = {"background_substitution": {"B1", "R1", "S1"}, "direct_alteration": {"E2", "S2"}}
 
@@ -41,7 +40,7 @@ def test_new_category_from_scaffold_needs_no_code(tmp_path, monkeypatch, sample_
     found = templates()
     assert "B5" in found and found["B5"].name == "Behaviour-Tool Use" and check(found["B5"]) == []
     entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("cameraman.png"))
-    record = make_candidate(found["B5"], grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed=0)
+    record = candidate_for(found["B5"], grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed=0)
     assert record["category"]["low"] == "B5" and len(record["questions"]) == 5
     assert record["questions"][0]["question"]["question"].startswith("Is the man holding ")
     env = dict(cli_env, PERCEPTFORGE_TEMPLATES=str(folder))
@@ -63,7 +62,7 @@ def test_bad_and_duplicate_templates_are_named(tmp_path, monkeypatch):
 def test_template_writer_gives_every_kind_for_every_category(template_id, sample_dir):
     found = templates()
     entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("astronaut.jpg"))
-    record = make_candidate(found[template_id], grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed=3)
+    record = candidate_for(found[template_id], grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed=3)
     kinds = [(q["question"]["kind"], q["question"].get("level")) for q in record["questions"]]
     assert kinds == [("yes_no_pair", "low"), ("yes_no_pair", "high"), ("single_mcq", "high"), ("cross_mcq", "low"), ("cross_mcq", "high")]
     idea = record["idea"]
@@ -72,14 +71,14 @@ def test_template_writer_gives_every_kind_for_every_category(template_id, sample
     assert mcq["options"]["ABCDE".index(mcq["answer"])] == idea["new"] and idea["old"] in mcq["options"]
     assert len({q["id"] for q in record["questions"]}) == 5
     assert record["lineage"]["template_id"] == template_id and record["lineage"]["backends"]["llm"]["name"] == "template"
-    again = make_candidate(found[template_id], grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed=3)
+    again = candidate_for(found[template_id], grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed=3)
     assert json.dumps(again, sort_keys=True) == json.dumps(record, sort_keys=True)
     if found[template_id].edit_kind.value == "direct_alteration":
         assert record["instruction"] == f"Change the woman's {idea['old']} into {idea['new']}."
 
 
 def test_unit_rng_is_independent_of_order():
-    from perceptforge.tasks.candidates import unit_rng
+    from perceptforge.logic.ids import unit_rng
 
     assert unit_rng(0, "1-B1").integers(0, 1000) == unit_rng(0, "1-B1").integers(0, 1000)
     assert np.array_equal(unit_rng(0, "1-B1").random(3), unit_rng(0, "1-B1").random(3))

@@ -6,9 +6,9 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from perceptforge.errors import PerceptforgeError  # noqa: E402
-from perceptforge.tasks.grounders import TransformersGrounder  # noqa: E402
-from perceptforge.tasks.sources import read_source_dir  # noqa: E402
-from perceptforge.tasks.templates import templates  # noqa: E402
+from perceptforge.backends.grounders import TransformersGrounder  # noqa: E402
+from perceptforge.store.sources import read_source_dir  # noqa: E402
+from perceptforge.logic.templates import templates  # noqa: E402
 from PIL import Image  # noqa: E402
 from tiny_models import ForceText, save_tiny_llava  # noqa: E402
 

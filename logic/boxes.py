@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from perceptforge.data.schema import Box
-from perceptforge.tasks import geometry
+from perceptforge.data import geometry
 
 BoxFormat = Literal["auto", "norm", "grid1000", "pixel"]
 

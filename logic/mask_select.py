@@ -17,7 +17,7 @@ from typing import Sequence
 
 import cv2
 import numpy as np
-from perceptforge.tasks import geometry
+from perceptforge.data import geometry
 
 
 def mask_box_overlap(mask: np.ndarray, box: Sequence[float]) -> int:

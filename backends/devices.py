@@ -14,16 +14,21 @@ _DEVICE_LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
 
 
-def pick_device(requested: str) -> str:
-    """``cuda`` / ``auto`` / ``cpu`` → the device to use; a missing GPU falls back to CPU with a warning."""
-    import torch
+def resolve_device(requested: str) -> str:
+    """``cpu`` / ``cuda`` / ``cuda:N`` / ``auto`` → the device every backend of the run uses.
 
+    ``auto`` and ``cuda`` without a usable GPU (or without torch) fall back to the CPU with a warning, so a
+    gpu profile still runs, slowly, on a laptop."""
     if requested == "cpu":
         return "cpu"
+    try:
+        import torch
+    except ImportError:
+        log.warning("device %s requested but torch is not installed: running on the CPU", requested)
+        return "cpu"
     if torch.cuda.is_available():
-        return "cuda"
-    if requested == "cuda":
-        log.warning("profile asks for cuda but no GPU is available: running on the CPU")
+        return "cuda" if requested == "auto" else requested
+    log.warning("device %s requested but no GPU is available: running on the CPU", requested)
     return "cpu"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from perceptforge.data.schema import Grounding, Idea
 from perceptforge.prompts.library import Prompt
-from perceptforge.tasks.templates import Template
+from perceptforge.logic.templates import Template
 
 # Grounding attribute keys under the names the paper's prompts use.
 _ORIGINAL = {"behaviour": "original_behaviour", "background": "original_background", "held_object": "original_object",

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Protocol
+from typing import Annotated, Literal
 
 import numpy as np
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from perceptforge.backends.chat import ChatClient, DiskCache, EndpointSettings
+from perceptforge.backends.registry import BackendSettings, Runtime, register
 from perceptforge.data.schema import Grounding, Idea
-from perceptforge.errors import PerceptforgeError
+from perceptforge.logic import context
+from perceptforge.logic.templates import Template
 from perceptforge.prompts.library import Prompt, load_prompt
 from perceptforge.settings import state_dir
-from perceptforge.tasks import context
-from perceptforge.tasks.chat import ChatClient, DiskCache
-from perceptforge.tasks.templates import Template
-from pydantic import BaseModel, Field, ValidationError, field_validator
 
 
 class LLMReplyError(ValueError):
@@ -33,21 +34,32 @@ class LLMReplyError(ValueError):
         self.raw = raw
 
 
-class QuestionWriter(Protocol):
-    name: str
-    model_id: str
-
-    def idea(self, template: Template, grounding: Grounding, rng: np.random.Generator) -> Idea: ...
-    def yes_no(self, template: Template, ctx: dict, level: str, high: str) -> str: ...
-    def mcq_question(self, template: Template, ctx: dict) -> str: ...
-    def distractors(self, template: Template, ctx: dict, rng: np.random.Generator) -> list[str]: ...
-
-
 # --- embedded default ----------------------------------------------------------------------------------
 
 
+class TemplateSettings(BackendSettings):
+    backend: Literal["template"]
+
+
+class OpenAIWriterSettings(EndpointSettings, BackendSettings):
+    backend: Literal["openai"]
+    temperature: float = Field(0.0, ge=0, le=2)
+    seed: int | None = 0
+    max_validation_retries: int = Field(2, ge=0)
+    response_format: Literal["json_schema", "json_object"] = Field(
+        "json_schema", description="json_schema (OpenAI, vLLM) or json_object with a schema (llama.cpp's server)")
+
+
+@register("llm", "template", TemplateSettings)
 class TemplateWriter:
     name, model_id = "template", ""
+
+    @classmethod
+    def from_settings(cls, settings: TemplateSettings, runtime: Runtime) -> "TemplateWriter":
+        return cls()
+
+    def load(self) -> "TemplateWriter":
+        return self
 
     def idea(self, template: Template, grounding: Grounding, rng: np.random.Generator) -> Idea:
         old = context.original_value(template, grounding)
@@ -121,8 +133,18 @@ def parse_reply(raw: str, model: type[BaseModel]) -> BaseModel:
     return model.model_validate(fields)
 
 
+@register("llm", "openai", OpenAIWriterSettings)
 class OpenAIWriter:
     name = "openai"
+
+    @classmethod
+    def from_settings(cls, settings: OpenAIWriterSettings, runtime: Runtime) -> "OpenAIWriter":
+        client = ChatClient.from_endpoint(settings, temperature=settings.temperature, seed=settings.seed)
+        return cls(client, settings.max_validation_retries, response_format=settings.response_format)
+
+    def load(self) -> "OpenAIWriter":
+        self.client.load()
+        return self
 
     def __init__(self, client: ChatClient, max_validation_retries: int = 2, cache: DiskCache | None = None,
                  response_format: str = "json_schema"):
@@ -178,15 +200,3 @@ class OpenAIWriter:
         question = self.mcq_question(template, ctx)
         text = context.render(prompt, ctx, question=question, correct_answer=ctx["new_value"])
         return self.ask(prompt, text, DistractorsReply).distractors
-
-
-def build_writer(settings) -> QuestionWriter:
-    """The profile's ``llm`` section → a writer."""
-    if settings.backend == "template":
-        return TemplateWriter()
-    if settings.backend == "openai":
-        client = ChatClient(base_url=settings.base_url, model=settings.model, api_key_env=settings.api_key_env,
-                            timeout_s=settings.timeout_s, max_retries=settings.max_retries,
-                            temperature=settings.temperature, seed=settings.seed, concurrency=settings.concurrency)
-        return OpenAIWriter(client, settings.max_validation_retries, response_format=settings.response_format)
-    raise PerceptforgeError(f"unknown llm backend {settings.backend!r}")

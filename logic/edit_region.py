@@ -1,18 +1,25 @@
-"""Step two for one candidate: which region to edit (from the template's target), its mask, and the edit.
+"""Which region a unit's edit changes (from the template's target), and its mask.
 
 Background substitution follows Eq. 1: segment around a seeded jitter of the subject box, keep the mask
 that overlaps the subject box most, resize it by a seeded few pixels, and regenerate everything else.
-Partial substitution edits the target's mask; direct alteration sends the instruction to the editor.
+Partial substitution edits the target's mask; direct alteration has no mask (the editor changes the image).
 """
 
 from __future__ import annotations
 
+from typing import Protocol, Sequence
+
 import numpy as np
+
 from perceptforge.data.schema import Grounding
-from perceptforge.tasks.editors import EditRequest
-from perceptforge.tasks.mask_select import jitter_box, random_resize, select_mask
-from perceptforge.tasks.templates import Template
-from PIL import Image
+from perceptforge.logic.mask_select import jitter_box, random_resize, select_mask
+from perceptforge.logic.templates import Template
+
+
+class _Segmenter(Protocol):  # backends.protocols.Segmenter's mask calls (logic imports no backends)
+    def box_mask(self, image: np.ndarray, box: Sequence[float]) -> np.ndarray: ...
+
+    def candidates(self, image: np.ndarray, box: Sequence[float]) -> list[np.ndarray]: ...
 
 
 def target_box(template: Template, grounding: Grounding, old_value: str) -> tuple[float, float, float, float]:
@@ -31,7 +38,8 @@ def target_box(template: Template, grounding: Grounding, old_value: str) -> tupl
     return max(objects, key=lambda r: len(r.label)).box.xyxy
 
 
-def edit_mask(template: Template, grounding: Grounding, image: np.ndarray, old_value: str, segmenter, rng: np.random.Generator) -> np.ndarray | None:
+def edit_mask(template: Template, grounding: Grounding, image: np.ndarray, old_value: str, segmenter: _Segmenter,
+              rng: np.random.Generator) -> np.ndarray | None:
     """(H, W) bool, True = region to change; None for whole-image instruction edits."""
     if template.edit_kind.value == "direct_alteration":
         return None
@@ -48,7 +56,7 @@ def edit_mask(template: Template, grounding: Grounding, image: np.ndarray, old_v
     return mask
 
 
-def edit_request(template: Template, image: Image.Image, mask: np.ndarray | None, prompt: str, seed: int,
-                 donor: Image.Image | None) -> EditRequest:
-    partial = template.edit_kind.value == "partial_substitution" and template.target != "background"
-    return EditRequest(image=image, mask=mask, prompt=prompt, seed=seed, donor=donor, partial=partial)
+def pastes_into_box(template: Template) -> bool:
+    """True when the edit fills the target's box (an object, a face), False when it replaces what lies
+    around the subject (background substitution)."""
+    return template.edit_kind.value == "partial_substitution" and template.target != "background"

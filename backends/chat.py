@@ -15,8 +15,30 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from perceptforge.errors import PerceptforgeError
 from perceptforge.fileio import atomic_write_text, sha256_bytes
+
+
+class EndpointSettings(BaseModel):
+    """The part of a backend's settings that names an OpenAI-compatible endpoint (grounder and LLM)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    base_url: str = Field(description="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+    model: str
+    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the key")
+    timeout_s: float = Field(60, gt=0)
+    max_retries: int = Field(4, ge=0)
+    concurrency: int = Field(4, ge=1, description="requests in flight at once to this endpoint (per process)")
+
+    def api_key(self) -> str:
+        # Local servers accept any key; the client library refuses an empty one.
+        return os.environ.get(self.api_key_env, "") or "not-needed"
+
+
+class EndpointUnavailable(PerceptforgeError):
+    """The endpoint kept failing in ways that may pass (rate limits, timeouts, 5xx): worth a later retry."""
 
 
 def data_url(image_bytes: bytes) -> str:
@@ -73,6 +95,12 @@ class ChatClient:
         self.__dict__.update(state, _client=None)
         self.__post_init__()
 
+    @classmethod
+    def from_endpoint(cls, settings: EndpointSettings, temperature: float = 0.0, seed: int | None = 0) -> "ChatClient":
+        return cls(base_url=settings.base_url, model=settings.model, api_key_env=settings.api_key_env,
+                   timeout_s=settings.timeout_s, max_retries=settings.max_retries, temperature=temperature, seed=seed,
+                   concurrency=settings.concurrency)
+
     def load(self) -> "ChatClient":
         if self._client is None:
             from openai import OpenAI
@@ -108,7 +136,7 @@ class ChatClient:
                 return reply.choices[0].message.content or ""
             except retryable as exc:
                 if attempt == self.max_retries:
-                    raise PerceptforgeError(f"{self.base_url}: gave up after {attempt + 1} tries: {type(exc).__name__}: {exc}") from None
+                    raise EndpointUnavailable(f"{self.base_url}: gave up after {attempt + 1} tries: {type(exc).__name__}: {exc}") from None
                 time.sleep(self.backoff_s * 2**attempt)
             except openai.APIStatusError as exc:
                 raise PerceptforgeError(f"{self.base_url}: HTTP {exc.status_code}: {exc.message}") from None

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from perceptforge.data.schema import ImageRef
 from perceptforge.fileio import atomic_write_bytes, dumps_canonical, sha256_bytes, write_json, write_jsonl
-from perceptforge.tasks.images import png_bytes
+from perceptforge.store.images import png_bytes
 from PIL import Image
 
 

@@ -5,7 +5,7 @@
   locally, a hosted model), asked with the paper's prompts (``prompts/grounding``, ``prompts/idea/extract_subject``).
 - ``transformers``: a local vision-language model folder (``AutoProcessor`` + ``AutoModelForImageTextToText``),
   loaded lazily, never downloaded.
-Boxes in replies are parsed once here (``tasks.boxes``) into pixel xyxy.
+Boxes in replies are parsed once here (``logic.boxes``) into pixel xyxy.
 """
 
 from __future__ import annotations
@@ -14,13 +14,20 @@ import io
 import re
 from pathlib import Path
 
+from typing import Literal
+
+from PIL import Image
+from pydantic import Field
+
+from perceptforge.backends.chat import ChatClient, EndpointSettings
+from perceptforge.backends.devices import release
+from perceptforge.backends.registry import BackendSettings, Runtime, register
 from perceptforge.data.schema import Grounding, Region
 from perceptforge.errors import PerceptforgeError
+from perceptforge.logic.boxes import BoxFormat, parse_boxes, parse_subject_reply
+from perceptforge.logic.templates import Template
 from perceptforge.prompts.library import load_prompt
-from perceptforge.tasks.boxes import BoxFormat, parse_boxes, parse_subject_reply
-from perceptforge.tasks.sources import SourceEntry, grounding_from_entry
-from perceptforge.tasks.templates import Template
-from PIL import Image
+from perceptforge.store.sources import SourceEntry, grounding_from_entry
 
 # Attribute answers that carry boxes become regions with these roles.
 _REGION_ROLE = {"held_object": "object", "content": "object", "facial_expression": "face"}
@@ -29,8 +36,29 @@ _OWN_PROMPT = {"behaviour": "grounding/behaviour", "background": "grounding/back
                "emotion": "grounding/emotion", "facial_expression": "grounding/facial_expression"}
 
 
+class AnnotationsSettings(BackendSettings):
+    backend: Literal["annotations"]
+    file: str = Field("annotations.json", description="COCO-style annotation file inside the source directory")
+
+
+class OpenAIVLMSettings(EndpointSettings, BackendSettings):
+    backend: Literal["openai-vlm"]
+    box_format: Literal["auto", "norm", "grid1000", "pixel"] = "auto"
+
+
+class TransformersSettings(BackendSettings):
+    backend: Literal["transformers"]
+    model_path: str
+    max_new_tokens: int = Field(256, gt=0)
+
+
+@register("grounder", "annotations", AnnotationsSettings)
 class AnnotationsGrounder:
     name, model_id = "annotations", ""
+
+    @classmethod
+    def from_settings(cls, settings: AnnotationsSettings, runtime: Runtime) -> "AnnotationsGrounder":
+        return cls()
 
     def load(self) -> "AnnotationsGrounder":
         return self
@@ -77,8 +105,13 @@ def _strip_boxes(text: str) -> str:
     return re.sub(r"\s+([.,;:!?])", r"\1", text)
 
 
+@register("grounder", "openai-vlm", OpenAIVLMSettings)
 class OpenAIVLMGrounder(PromptingGrounder):
     name = "openai-vlm"
+
+    @classmethod
+    def from_settings(cls, settings: OpenAIVLMSettings, runtime: Runtime) -> "OpenAIVLMGrounder":
+        return cls(ChatClient.from_endpoint(settings, temperature=0.1, seed=0), settings.box_format)
 
     def __init__(self, client, box_format: BoxFormat = "auto"):
         self.client, self.box_format, self.model_id = client, box_format, client.model
@@ -93,8 +126,13 @@ class OpenAIVLMGrounder(PromptingGrounder):
         return self.client.complete(text, [buf.getvalue()])
 
 
+@register("grounder", "transformers", TransformersSettings)
 class TransformersGrounder(PromptingGrounder):
     name = "transformers"
+
+    @classmethod
+    def from_settings(cls, settings: TransformersSettings, runtime: Runtime) -> "TransformersGrounder":
+        return cls(settings.model_path, settings.max_new_tokens, runtime.device)
 
     def __init__(self, model_path: str, max_new_tokens: int = 256, device: str = "cpu", box_format: BoxFormat = "auto"):
         self.model_path, self.max_new_tokens, self.device, self.box_format = model_path, max_new_tokens, device, box_format
@@ -113,6 +151,10 @@ class TransformersGrounder(PromptingGrounder):
             self.model = AutoModelForImageTextToText.from_pretrained(path, local_files_only=True).to(self.device).eval()
         return self
 
+    def unload(self) -> None:
+        model, self.model, self.processor = self.model, None, None
+        release(model)
+
     def ask(self, image: Image.Image, text: str) -> str:
         import torch
 
@@ -123,17 +165,3 @@ class TransformersGrounder(PromptingGrounder):
         with torch.inference_mode():
             out = self.model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False, **self.generate_kwargs)
         return self.processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
-
-
-def build_grounder(settings, device: str = "cpu"):
-    if settings.backend == "annotations":
-        return AnnotationsGrounder()
-    if settings.backend == "openai-vlm":
-        from perceptforge.tasks.chat import ChatClient
-
-        client = ChatClient(base_url=settings.base_url, model=settings.model, api_key_env=settings.api_key_env,
-                            timeout_s=settings.timeout_s, max_retries=settings.max_retries, temperature=0.1, seed=0, concurrency=settings.concurrency)
-        return OpenAIVLMGrounder(client, settings.box_format)
-    if settings.backend == "transformers":
-        return TransformersGrounder(settings.model_path, settings.max_new_tokens, device)
-    raise PerceptforgeError(f"unknown grounder backend {settings.backend!r}")

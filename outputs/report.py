@@ -10,8 +10,8 @@ from collections import Counter, defaultdict
 
 import numpy as np
 from perceptforge.fileio import atomic_write_text
-from perceptforge.tasks.images import load_rgb
-from perceptforge.tasks.rundir import RunDir
+from perceptforge.store.images import load_rgb
+from perceptforge.store.rundir import RunDir
 from PIL import Image
 
 CSS = """

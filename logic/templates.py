@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 HIGH_LEVELS = ("identity", "emotion", "scenario", "role", "behaviour")
 
-# Values a template's prompts may name; the question and idea stages fill them (tasks/context.py).
+# Values a template's prompts may name; the question and idea stages fill them (logic/context.py).
 CONTEXT_KEYS = frozenset({
     "main_subject", "original_caption", "attribute_name", "high_level", "original_value", "new_value", "new_caption",
     "original_behaviour", "original_background", "original_object", "original_emotion", "original_facial",

@@ -11,21 +11,32 @@ Images are ``(H, W, 3)`` uint8 RGB arrays; masks are ``(H, W)`` bool arrays of t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Literal, Sequence
 
 import cv2
 import numpy as np
+from pydantic import Field
+
+from perceptforge.backends.devices import release
+from perceptforge.backends.registry import BackendSettings, Runtime, register
+from perceptforge.data import geometry
 from perceptforge.errors import PerceptforgeError
-from perceptforge.tasks import geometry
 
 
-class BatchBoxMasks:
-    """The batch call every segmenter offers: one mask per (image, box)."""
+class GrabCutSettings(BackendSettings):
+    backend: Literal["grabcut"]
+    iterations: int = Field(5, ge=1, le=50)
+    max_side: int = Field(512, ge=32, description="images are downscaled to this side for GrabCut")
 
-    def box_masks(self, images: Sequence[np.ndarray], boxes: Sequence[Sequence[float]]) -> list[np.ndarray]:
-        if len(images) != len(boxes):
-            raise ValueError(f"{len(images)} images but {len(boxes)} boxes")
-        return [self.box_mask(image, box) for image, box in zip(images, boxes)]
+
+class SamSettings(BackendSettings):
+    backend: Literal["sam"]
+    checkpoint: str
+    model_type: str = Field("vit_h", description="a key of segment_anything.sam_model_registry")
+    mode: Literal["box", "automatic"] = "box"
+    pred_iou_thresh: float = Field(0.88, ge=0, le=1)
+    stability_score_thresh: float = Field(0.95, ge=0, le=1)
+    points_per_side: int = Field(32, ge=1)
 
 
 def check_image(image: np.ndarray) -> np.ndarray:
@@ -34,8 +45,13 @@ def check_image(image: np.ndarray) -> np.ndarray:
     return image
 
 
-class GrabCutSegmenter(BatchBoxMasks):
+@register("segmenter", "grabcut", GrabCutSettings)
+class GrabCutSegmenter:
     name, model_id = "grabcut", "opencv-grabcut"
+
+    @classmethod
+    def from_settings(cls, settings: GrabCutSettings, runtime: Runtime) -> "GrabCutSegmenter":
+        return cls(settings.iterations, settings.max_side)
 
     def __init__(self, iterations: int = 5, max_side: int = 512):
         self.iterations, self.max_side = iterations, max_side
@@ -70,8 +86,14 @@ class GrabCutSegmenter(BatchBoxMasks):
         return [self.box_mask(image, box)]
 
 
-class SamSegmenter(BatchBoxMasks):
+@register("segmenter", "sam", SamSettings)
+class SamSegmenter:
     name = "sam"
+
+    @classmethod
+    def from_settings(cls, settings: SamSettings, runtime: Runtime) -> "SamSegmenter":
+        return cls(settings.checkpoint, settings.model_type, settings.mode, runtime.device,
+                   settings.pred_iou_thresh, settings.stability_score_thresh, settings.points_per_side)
 
     def __init__(self, checkpoint: str, model_type: str = "vit_h", mode: str = "box", device: str = "cpu",
                  pred_iou_thresh: float = 0.88, stability_score_thresh: float = 0.95, points_per_side: int = 32):
@@ -92,6 +114,10 @@ class SamSegmenter(BatchBoxMasks):
                 raise PerceptforgeError(f"unknown SAM model type {self.model_type!r}: choose from {', '.join(sam_model_registry)}")
             self.sam = sam_model_registry[self.model_type](checkpoint=str(path)).to(self.device).eval()
         return self
+
+    def unload(self) -> None:
+        sam, self.sam = self.sam, None
+        release(sam)
 
     def box_mask(self, image: np.ndarray, box: Sequence[float]) -> np.ndarray:
         from segment_anything import SamPredictor
@@ -117,12 +143,3 @@ class SamSegmenter(BatchBoxMasks):
             if masks:
                 return masks
         return [self.box_mask(image, box)]
-
-
-def build_segmenter(settings, device: str = "cpu"):
-    if settings.backend == "grabcut":
-        return GrabCutSegmenter(settings.iterations, settings.max_side)
-    if settings.backend == "sam":
-        return SamSegmenter(settings.checkpoint, settings.model_type, settings.mode, device,
-                            settings.pred_iou_thresh, settings.stability_score_thresh, settings.points_per_side)
-    raise PerceptforgeError(f"unknown segmenter backend {settings.backend!r}")

@@ -1,0 +1,48 @@
+"""Instruction editors: the whole image changed by a text instruction (MVP-Bench's direct alteration).
+
+- ``instruct-pix2pix``: diffusers ``StableDiffusionInstructPix2PixPipeline`` with the paper's instruction
+  ("Change the {subject}'s {old} into {new}.", ``prompts/editing/instruction``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from PIL import Image
+from pydantic import Field
+
+from perceptforge.backends.diffusion import DiffusersEditor, to_multiple
+from perceptforge.backends.protocols import EditRequest
+from perceptforge.backends.registry import BackendSettings, Runtime, register
+
+
+class InstructPix2PixSettings(BackendSettings):
+    backend: Literal["instruct-pix2pix"]
+    model: str
+    steps: int = Field(50, ge=1)
+    image_guidance_scale: float = Field(1.5, ge=0)
+    guidance_scale: float = Field(7.5, ge=0)
+    batch_size: int = Field(4, ge=1)
+
+
+@register("editor", "instruct-pix2pix", InstructPix2PixSettings)
+class InstructPix2PixEditor(DiffusersEditor):
+    name, pipeline_class = "instruct-pix2pix", "StableDiffusionInstructPix2PixPipeline"
+
+    @classmethod
+    def from_settings(cls, settings: InstructPix2PixSettings, runtime: Runtime) -> "InstructPix2PixEditor":
+        return cls(settings.model, settings.image_guidance_scale, device=runtime.device, dtype=runtime.dtype,
+                   steps=settings.steps, guidance_scale=settings.guidance_scale, batch_size=settings.batch_size)
+
+    def __init__(self, model: str, image_guidance_scale: float = 1.5, **kw):
+        super().__init__(model, **kw)
+        self.image_guidance_scale = image_guidance_scale
+
+    def _run(self, batch: list[EditRequest]) -> list[Image.Image]:
+        if len({r.image.size for r in batch}) > 1:
+            return [self._run([r])[0] for r in batch]
+        images = [to_multiple(r.image, max_side=self.max_side) for r in batch]
+        out = self.pipe(prompt=[r.prompt for r in batch], image=images, num_inference_steps=self.steps,
+                        guidance_scale=self.guidance_scale, image_guidance_scale=self.image_guidance_scale,
+                        generator=self._generators([r.seed for r in batch])).images
+        return [o.resize(r.image.size, Image.LANCZOS) for o, r in zip(out, batch)]

@@ -1,0 +1,44 @@
+"""Idea: for one unit (a source image × a category template), the manipulation to make — old value, new
+value, new caption, what it means at the high level — from the writer (LLM or embedded template writer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from perceptforge.backends.protocols import QuestionWriter
+from perceptforge.data.schema import Grounding, IdeaRecord
+from perceptforge.data.schema import EditKind
+from perceptforge.logic.ids import unit_id, unit_rng
+from perceptforge.logic.templates import Template
+from perceptforge.prompts.library import load_prompt
+from perceptforge.store.rundir import RunDir, safe_name
+from perceptforge.store.sources import SourceEntry
+from perceptforge.tasks.runner import StageRunner, Unit, transient
+
+
+def make_idea(template: Template, grounding: Grounding, writer: QuestionWriter, seed: int) -> IdeaRecord:
+    """The idea, and for direct alteration the editor's instruction (MVP-Bench Appendix D). Raises ValueError
+    with a reason when the grounding lacks what the template changes."""
+    unit = unit_id(grounding.source_id, template)
+    idea = writer.idea(template, grounding, unit_rng(seed, unit))
+    instruction = None
+    if template.edit_kind == EditKind.DIRECT:
+        instruction = load_prompt("editing/instruction").render(main_subject=idea.subject, old=idea.old, new=idea.new)
+    return IdeaRecord(unit=unit, idea=idea, instruction=instruction)
+
+
+@task(name="idea", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
+def idea(unit: tuple[Template, Grounding], writer: QuestionWriter, seed: int, run_path: Path) -> IdeaRecord:
+    template, grounding = unit
+    rel = f"ideas/{safe_name(unit_id(grounding.source_id, template))}.json"
+    record = RunDir(run_path).once(rel, lambda: make_idea(template, grounding, writer, seed).model_dump(mode="json", exclude_none=True))
+    return IdeaRecord.model_validate(record)
+
+
+def idea_stage(runner: StageRunner, entries: dict[str, SourceEntry], groundings: dict[str, Grounding],
+               templates: list[Template], writer: QuestionWriter, seed: int) -> list[tuple[Unit, IdeaRecord]]:
+    units = [Unit(unit_id(sid, t), entries[sid].file_name, (t, g)) for sid, g in groundings.items() for t in templates]
+    return runner.map("idea", idea, units, writer, seed)
