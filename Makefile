@@ -13,7 +13,7 @@ LS_PORT ?= 8080
 LS_DOCUMENT_ROOT ?= $(CURDIR)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test install install-dev llama-server label-studio label-studio-venv chromium clean-venv
+.PHONY: demo test lint install install-dev llama-server label-studio label-studio-venv chromium clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,7 +54,15 @@ label-studio: $(VENV)/.installed-core $(LSVENV)/.installed
 demo: $(VENV)/.installed-core
 	$(BIN)/perceptforge demo
 
-test: $(VENV)/.installed-dev $(LLAMA)/.installed $(LSVENV)/.installed chromium
+# ruff (lint + format) and mypy. mypy sees the repository as the package `perceptforge` through a link,
+# because the repository root *is* the package (pyproject.toml: package-dir).
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	mkdir -p build/mypy && ln -sfn $(CURDIR) build/mypy/perceptforge
+	MYPYPATH=build/mypy $(BIN)/mypy -p perceptforge
+
+test: lint $(VENV)/.installed-dev $(LLAMA)/.installed $(LSVENV)/.installed chromium
 	$(BIN)/python -m pytest
 
 clean-venv:

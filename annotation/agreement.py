@@ -33,6 +33,9 @@ def agreement_table(pairs_by_kind: dict[str, list[tuple[str, str]]]) -> dict[str
     table = {}
     for name, pairs in [*sorted(pairs_by_kind.items()), ("overall", everything)]:
         po, kappa = percent_agreement(pairs), cohens_kappa(pairs)
-        table[name] = {"items": len(pairs), "percent_agreement": None if po is None else round(100 * po, 2),
-                       "cohens_kappa": None if kappa is None else round(kappa, 4)}
+        table[name] = {
+            "items": len(pairs),
+            "percent_agreement": None if po is None else round(100 * po, 2),
+            "cohens_kappa": None if kappa is None else round(kappa, 4),
+        }
     return table

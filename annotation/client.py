@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
 from perceptforge.errors import PerceptforgeError
 
 
@@ -34,8 +35,9 @@ class LabelStudio:
 
     def http(self) -> httpx.Client:
         if self._http is None:
-            self._http = httpx.Client(base_url=self.url.rstrip("/"), timeout=self.timeout_s,
-                                      headers={"Authorization": f"Token {self.token}"})
+            self._http = httpx.Client(
+                base_url=self.url.rstrip("/"), timeout=self.timeout_s, headers={"Authorization": f"Token {self.token}"}
+            )
         return self._http
 
     def close(self) -> None:
@@ -49,8 +51,11 @@ class LabelStudio:
         except httpx.TransportError as exc:
             raise ServerGone(f"Label Studio at {self.url} did not answer while {doing}: {type(exc).__name__}") from None
         if response.status_code == 401:
-            raise ServerRefused(f"Label Studio at {self.url} refused the API token while {doing} (HTTP 401): "
-                                "check LABEL_STUDIO_API_KEY", 401)
+            raise ServerRefused(
+                f"Label Studio at {self.url} refused the API token while {doing} (HTTP 401): "
+                "check LABEL_STUDIO_API_KEY",
+                401,
+            )
         if response.status_code >= 400:
             detail = response.text[:500]
             try:
@@ -58,7 +63,9 @@ class LabelStudio:
                 detail = str(body.get("validation_errors") or body.get("detail") or body)[:500]
             except ValueError:
                 pass
-            raise ServerRefused(f"Label Studio at {self.url}: HTTP {response.status_code} while {doing}: {detail}", response.status_code)
+            raise ServerRefused(
+                f"Label Studio at {self.url}: HTTP {response.status_code} while {doing}: {detail}", response.status_code
+            )
         return response.json() if response.content else None
 
     # --- projects ------------------------------------------------------------------------------------
@@ -86,28 +93,50 @@ class LabelStudio:
         return self.request("PATCH", f"/api/projects/{project_id}/", f"updating project {project_id}", json=settings)
 
     def validate_config(self, label_config: str) -> None:
-        self.request("POST", "/api/projects/validate/", "validating a labeling config", json={"label_config": label_config})
+        self.request(
+            "POST", "/api/projects/validate/", "validating a labeling config", json={"label_config": label_config}
+        )
 
     # --- storage, tasks, annotations -------------------------------------------------------------------
     def local_storages(self, project_id: int) -> list[dict]:
-        return self.request("GET", "/api/storages/localfiles/", f"listing storages of project {project_id}", params={"project": project_id})
+        return self.request(
+            "GET",
+            "/api/storages/localfiles/",
+            f"listing storages of project {project_id}",
+            params={"project": project_id},
+        )
 
     def add_local_storage(self, project_id: int, path: Path, title: str) -> dict:
-        return self.request("POST", "/api/storages/localfiles/", f"registering {path} as local storage",
-                            json={"project": project_id, "path": str(path), "use_blob_urls": False, "title": title})
+        return self.request(
+            "POST",
+            "/api/storages/localfiles/",
+            f"registering {path} as local storage",
+            json={"project": project_id, "path": str(path), "use_blob_urls": False, "title": title},
+        )
 
     def import_tasks(self, project_id: int, tasks: list[dict]) -> list[int]:
-        body = self.request("POST", f"/api/projects/{project_id}/import", f"importing {len(tasks)} tasks into project {project_id}",
-                            params={"return_task_ids": "true"}, json=tasks)
+        body = self.request(
+            "POST",
+            f"/api/projects/{project_id}/import",
+            f"importing {len(tasks)} tasks into project {project_id}",
+            params={"return_task_ids": "true"},
+            json=tasks,
+        )
         return body.get("task_ids", [])
 
     def export(self, project_id: int) -> list[dict]:
         """Every task of the project with its data and annotations (Label Studio's JSON export)."""
-        return self.request("GET", f"/api/projects/{project_id}/export", f"exporting project {project_id}",
-                            params={"exportType": "JSON", "download_all_tasks": "true"})
+        return self.request(
+            "GET",
+            f"/api/projects/{project_id}/export",
+            f"exporting project {project_id}",
+            params={"exportType": "JSON", "download_all_tasks": "true"},
+        )
 
     def annotate(self, task_id: int, result: list[dict]) -> dict:
-        return self.request("POST", f"/api/tasks/{task_id}/annotations/", f"annotating task {task_id}", json={"result": result})
+        return self.request(
+            "POST", f"/api/tasks/{task_id}/annotations/", f"annotating task {task_id}", json={"result": result}
+        )
 
     def whoami(self) -> dict:
         return self.request("GET", "/api/current-user/whoami", "checking the API token")
@@ -120,6 +149,8 @@ def connect(url: str | None = None, token: str | None = None) -> LabelStudio:
     url = local_setting(url, "LABEL_STUDIO_URL", "url")
     token = local_setting(token, "LABEL_STUDIO_API_KEY", "token")
     if not url or not token:
-        raise PerceptforgeError("no Label Studio server: start one with `make label-studio`, or set LABEL_STUDIO_URL and "
-                                "LABEL_STUDIO_API_KEY")
+        raise PerceptforgeError(
+            "no Label Studio server: start one with `make label-studio`, or set LABEL_STUDIO_URL and "
+            "LABEL_STUDIO_API_KEY"
+        )
     return LabelStudio(url, token)

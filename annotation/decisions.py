@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
+
 from perceptforge.annotation.labeling import Control, answers, result_errors
 from perceptforge.data.schema import LETTERS, BenchmarkItem
-from pydantic import ValidationError
 
 
 @dataclass
@@ -31,10 +32,18 @@ class Decision:
     item: BenchmarkItem | None = None  # the kept item, verified (a new version when corrected)
 
     def record(self) -> dict:
-        return {"item_id": self.item_id, "kind": self.kind, "status": self.status,
-                "annotators": [a for a, _ in self.verdicts], "verdicts": [v for _, v in self.verdicts],
-                "reject_reasons": self.reject_reasons, "invalid_annotations": self.invalid, "corrections": self.corrections,
-                "detail": self.detail, "version": self.item.version if self.item else None}
+        return {
+            "item_id": self.item_id,
+            "kind": self.kind,
+            "status": self.status,
+            "annotators": [a for a, _ in self.verdicts],
+            "verdicts": [v for _, v in self.verdicts],
+            "reject_reasons": self.reject_reasons,
+            "invalid_annotations": self.invalid,
+            "corrections": self.corrections,
+            "detail": self.detail,
+            "version": self.item.version if self.item else None,
+        }
 
 
 def counted_annotations(annotations: list[dict]) -> list[dict]:

@@ -8,6 +8,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 KINDS = ("yes_no_pair", "single_mcq", "cross_mcq", "context_pair", "absent_mcq")
 CONTROL_TYPES = {"Choices": "choices", "TextArea": "textarea"}
@@ -45,7 +46,9 @@ def controls(text: str) -> dict[str, Control]:
             continue
         name = el.attrib["name"]
         choices = tuple(c.attrib["value"] for c in el.iter("Choice"))
-        found[name] = Control(name, CONTROL_TYPES[el.tag], el.attrib.get("toName", ""), choices, el.attrib.get("required") == "true")
+        found[name] = Control(
+            name, CONTROL_TYPES[el.tag], el.attrib.get("toName", ""), choices, el.attrib.get("required") == "true"
+        )
     return found
 
 
@@ -54,7 +57,7 @@ def result_errors(result: list[dict], known: dict[str, Control]) -> list[str]:
     errors: list[str] = []
     seen: set[str] = set()
     for r in result:
-        name = r.get("from_name")
+        name: Any = r.get("from_name")
         control = known.get(name)
         if control is None:
             errors.append(f"unknown control {name!r}")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
 from perceptforge.errors import PerceptforgeError
 from perceptforge.fileio import atomic_write_text
 
@@ -33,7 +34,7 @@ class Account:
     token: str  # legacy API token, > 5 characters
 
     @staticmethod
-    def generate(email: str) -> "Account":
+    def generate(email: str) -> Account:
         return Account(email, secrets.token_urlsafe(12), secrets.token_hex(20))
 
 
@@ -56,8 +57,13 @@ def local_setting(given: str | None, env_var: str, key: str) -> str | None:
 def write_local_credentials(url: str, account: Account, document_root: Path) -> Path:
     path = state_folder() / "credentials.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"url": url, "email": account.email, "password": account.password, "token": account.token,
-              "document_root": str(document_root)}
+    record = {
+        "url": url,
+        "email": account.email,
+        "password": account.password,
+        "token": account.token,
+        "document_root": str(document_root),
+    }
     atomic_write_text(path, json.dumps(record, indent=1))
     path.chmod(0o600)
     return path
@@ -65,24 +71,36 @@ def write_local_credentials(url: str, account: Account, document_root: Path) -> 
 
 def server_env(data_dir: Path, document_root: Path, account: Account | None = None) -> dict[str, str]:
     env = {k: os.environ[k] for k in KEEP_ENV if k in os.environ}
-    env.update({
-        "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir),
-        "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true",
-        "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(document_root),
-        "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
-        "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
-        "SENTRY_DSN": "", "FRONTEND_SENTRY_DSN": "", "LATEST_VERSION_CHECK": "false", "COLLECT_ANALYTICS": "false",
-    })
+    env.update(
+        {
+            "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir),
+            "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true",
+            "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(document_root),
+            "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
+            "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
+            "SENTRY_DSN": "",
+            "FRONTEND_SENTRY_DSN": "",
+            "LATEST_VERSION_CHECK": "false",
+            "COLLECT_ANALYTICS": "false",
+        }
+    )
     if account:
-        env.update({"LABEL_STUDIO_USERNAME": account.email, "LABEL_STUDIO_PASSWORD": account.password,
-                    "LABEL_STUDIO_USER_TOKEN": account.token})
+        env.update(
+            {
+                "LABEL_STUDIO_USERNAME": account.email,
+                "LABEL_STUDIO_PASSWORD": account.password,
+                "LABEL_STUDIO_USER_TOKEN": account.token,
+            }
+        )
     return env
 
 
 def executable(venv: Path) -> Path:
     exe = Path(venv).resolve() / "bin" / "label-studio"  # absolute: the server runs with its data folder as cwd
     if not exe.exists():
-        raise PerceptforgeError(f"{exe}: no Label Studio server here; create its environment with `make label-studio-venv`")
+        raise PerceptforgeError(
+            f"{exe}: no Label Studio server here; create its environment with `make label-studio-venv`"
+        )
     return exe
 
 
@@ -90,10 +108,18 @@ def add_account(venv: Path, data_dir: Path, document_root: Path, account: Accoun
     """Initialise the data directory if needed and create the account (``label-studio init`` does both;
     the first account made owns the organisation, later ones join it)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([str(executable(venv)), "init", "-q", "--no-browser"], env=server_env(data_dir, document_root, account),
-                          cwd=data_dir, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(executable(venv)), "init", "-q", "--no-browser"],
+        env=server_env(data_dir, document_root, account),
+        cwd=data_dir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if done.returncode != 0 or "successfully initialized" not in done.stdout:
-        raise PerceptforgeError(f"label-studio init failed in {data_dir} (exit {done.returncode}): {done.stderr[-500:]}")
+        raise PerceptforgeError(
+            f"label-studio init failed in {data_dir} (exit {done.returncode}): {done.stderr[-500:]}"
+        )
 
 
 def free_port() -> int:
@@ -124,9 +150,14 @@ def start(venv: Path, data_dir: Path, document_root: Path, port: int | None = No
     port = port or free_port()
     log = data_dir.parent / f"server-{port}.log"
     with open(log, "ab") as out:
-        process = subprocess.Popen([str(executable(venv)), "start", "--no-browser", "--internal-host", "127.0.0.1", "--port", str(port)],
-                                   env=server_env(data_dir, document_root), cwd=data_dir, stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            [str(executable(venv)), "start", "--no-browser", "--internal-host", "127.0.0.1", "--port", str(port)],
+            env=server_env(data_dir, document_root),
+            cwd=data_dir,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     server = Server(f"http://127.0.0.1:{port}", process, log)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -16,8 +16,9 @@ import hashlib
 import json
 import shutil
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 from perceptforge.annotation.agreement import agreement_table
 from perceptforge.annotation.client import LabelStudio, ServerGone
@@ -26,9 +27,9 @@ from perceptforge.annotation.labeling import config_text, controls
 from perceptforge.annotation.task_data import local_files_url, task_for
 from perceptforge.errors import PerceptforgeError
 from perceptforge.fileio import dumps_canonical, read_json, sha256_bytes, write_json, write_jsonl
-from perceptforge.prompts.library import load_prompt
 from perceptforge.outputs.export import load_items
 from perceptforge.outputs.report import write_report
+from perceptforge.prompts.library import load_prompt
 from perceptforge.store.rundir import RunDir
 
 REQUIRED_ANNOTATORS = 2  # MVP-Bench §4.1: two annotators check every question
@@ -59,8 +60,10 @@ def ensure_project(ls: LabelStudio, settings: dict, recorded: dict) -> dict:
     else a new one. Returns the record to keep. When the settings changed since the recorded push, the
     project is updated; the labeling config is re-sent only when it changed (the server re-checks it
     against every stored annotation, and it stores it reformatted, so our hashes, not its text, tell)."""
-    hashes = {"settings_sha256": sha256_bytes(dumps_canonical(settings).encode()),
-              "config_sha256": sha256_bytes(settings["label_config"].encode())}
+    hashes = {
+        "settings_sha256": sha256_bytes(dumps_canonical(settings).encode()),
+        "config_sha256": sha256_bytes(settings["label_config"].encode()),
+    }
     project = ls.project(recorded["id"]) if recorded else None
     if project is None:
         project = next((p for p in ls.projects() if p["title"] == settings["title"]), None)
@@ -68,7 +71,9 @@ def ensure_project(ls: LabelStudio, settings: dict, recorded: dict) -> dict:
         project = ls.create_project(settings)
     elif recorded.get("settings_sha256") != hashes["settings_sha256"]:
         same_config = recorded.get("config_sha256") == hashes["config_sha256"]
-        ls.update_project(project["id"], {k: v for k, v in settings.items() if not (same_config and k == "label_config")})
+        ls.update_project(
+            project["id"], {k: v for k, v in settings.items() if not (same_config and k == "label_config")}
+        )
     return {"id": project["id"], "title": settings["title"], **hashes}
 
 
@@ -78,8 +83,13 @@ def ensure_storage(ls: LabelStudio, project_id: int, images: Path) -> None:
         ls.add_local_storage(project_id, images, "perceptforge run images")
 
 
-def push(run_dir: Path, ls: LabelStudio, document_root: Path, chunk_size: int = 100,
-         on_chunk: Callable[[int], None] | None = None) -> dict:
+def push(
+    run_dir: Path,
+    ls: LabelStudio,
+    document_root: Path,
+    chunk_size: int = 100,
+    on_chunk: Callable[[int], None] | None = None,
+) -> dict:
     """Create or update one project per item kind and import the items it does not have yet."""
     run = RunDir(Path(run_dir).resolve())
     try:
@@ -92,22 +102,28 @@ def push(run_dir: Path, ls: LabelStudio, document_root: Path, chunk_size: int = 
         by_kind[item.question.kind].append(item)
     state_path = run.sub("annotation", "projects.json")
     known = read_json(state_path) if state_path.exists() else {}
-    report = {"server": ls.url, "projects": {}, "imported": 0, "already_there": 0}
+    report: dict[str, Any] = {"server": ls.url, "projects": {}, "imported": 0, "already_there": 0}
     for kind in sorted(by_kind):
         known[kind] = ensure_project(ls, project_settings(run, kind), known.get(kind, {}))
         project_id = known[kind]["id"]
         write_json(state_path, known)  # recorded at once, so a crash later cannot make a second project
         ensure_storage(ls, project_id, run.sub("images"))
         present = {t["data"].get("item_id") for t in ls.export(project_id)}
-        new = [task_for(item, run, document_root) for item in sorted(by_kind[kind], key=lambda i: i.id) if item.id not in present]
+        new = [
+            task_for(item, run, document_root)
+            for item in sorted(by_kind[kind], key=lambda i: i.id)
+            if item.id not in present
+        ]
         done = 0
         for start in range(0, len(new), chunk_size):
             chunk = new[start : start + chunk_size]
             try:
                 ls.import_tasks(project_id, chunk)
             except ServerGone as exc:
-                raise PerceptforgeError(f"{exc}. Pushed {report['imported'] + done} new tasks before that; run "
-                                        "`perceptforge annotate push` again when the server is back: it adds only what is missing") from None
+                raise PerceptforgeError(
+                    f"{exc}. Pushed {report['imported'] + done} new tasks before that; run "
+                    "`perceptforge annotate push` again when the server is back: it adds only what is missing"
+                ) from None
             done += len(chunk)
             if on_chunk:
                 on_chunk(done)
@@ -122,7 +138,9 @@ def pull(run_dir: Path, ls: LabelStudio) -> dict:
     run = RunDir(Path(run_dir).resolve())
     state_path = run.sub("annotation", "projects.json")
     if not state_path.exists():
-        raise PerceptforgeError(f"{run.path}: nothing pushed yet (no annotation/projects.json); run `perceptforge annotate push` first")
+        raise PerceptforgeError(
+            f"{run.path}: nothing pushed yet (no annotation/projects.json); run `perceptforge annotate push` first"
+        )
     known = read_json(state_path)
     items = {i.id: i for i in load_items(run.path)}
     decisions, pairs = [], defaultdict(list)
@@ -131,7 +149,9 @@ def pull(run_dir: Path, ls: LabelStudio) -> dict:
         for task in sorted(ls.export(known[kind]["id"]), key=lambda t: str(t["data"].get("item_id"))):
             item_id = task["data"].get("item_id")
             if item_id not in items:
-                raise PerceptforgeError(f"project {known[kind]['id']} task {task['id']}: item {item_id!r} is not in {run.path}/items")
+                raise PerceptforgeError(
+                    f"project {known[kind]['id']} task {task['id']}: item {item_id!r} is not in {run.path}/items"
+                )
             d = decide(items[item_id], task.get("annotations", []), config, REQUIRED_ANNOTATORS)
             decisions.append(d)
             if len(d.verdicts) >= 2:

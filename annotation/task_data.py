@@ -19,8 +19,10 @@ def local_files_url(path: Path, document_root: Path) -> str:
     try:
         rel = path.resolve().relative_to(document_root.resolve())
     except ValueError:
-        raise ValueError(f"{path} is outside the Label Studio document root {document_root}: start the server with "
-                         "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT set to a folder that holds the run directory") from None
+        raise ValueError(
+            f"{path} is outside the Label Studio document root {document_root}: start the server with "
+            "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT set to a folder that holds the run directory"
+        ) from None
     return "/data/local-files/?d=" + quote(rel.as_posix())
 
 
@@ -33,8 +35,10 @@ def proposed_result(item: BenchmarkItem) -> list[dict]:
     q = item.question
     to = {name: c.to_name for name, c in controls(config_text(q.kind)).items()}  # the image each control belongs to
     if q.kind == "yes_no_pair":
-        return [choice("answer_natural", to["answer_natural"], q.answer_natural),
-                choice("answer_manipulated", to["answer_manipulated"], q.answer_manipulated)]
+        return [
+            choice("answer_natural", to["answer_natural"], q.answer_natural),
+            choice("answer_manipulated", to["answer_manipulated"], q.answer_manipulated),
+        ]
     if q.kind == "context_pair":
         return [text("answer_1", to["answer_1"], q.answers[0]), text("answer_2", to["answer_2"], q.answers[1])]
     return [choice("answer", to["answer"], q.answer)]

@@ -12,8 +12,10 @@ import json
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -80,7 +82,7 @@ class ChatClient:
     max_tokens: int | None = None
     concurrency: int = 4
     usage: Usage = field(default_factory=Usage)
-    _client: object = field(default=None, repr=False)
+    _client: Any = field(default=None, repr=False)
     _slots: threading.BoundedSemaphore = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -96,12 +98,19 @@ class ChatClient:
         self.__post_init__()
 
     @classmethod
-    def from_endpoint(cls, settings: EndpointSettings, temperature: float = 0.0, seed: int | None = 0) -> "ChatClient":
-        return cls(base_url=settings.base_url, model=settings.model, api_key_env=settings.api_key_env,
-                   timeout_s=settings.timeout_s, max_retries=settings.max_retries, temperature=temperature, seed=seed,
-                   concurrency=settings.concurrency)
+    def from_endpoint(cls, settings: EndpointSettings, temperature: float = 0.0, seed: int | None = 0) -> ChatClient:
+        return cls(
+            base_url=settings.base_url,
+            model=settings.model,
+            api_key_env=settings.api_key_env,
+            timeout_s=settings.timeout_s,
+            max_retries=settings.max_retries,
+            temperature=temperature,
+            seed=seed,
+            concurrency=settings.concurrency,
+        )
 
-    def load(self) -> "ChatClient":
+    def load(self) -> ChatClient:
         if self._client is None:
             from openai import OpenAI
 
@@ -109,10 +118,13 @@ class ChatClient:
             self._client = OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=0)
         return self
 
-    def complete(self, text: str, images: list[bytes] = (), response_format: dict | None = None) -> str:
+    def complete(self, text: str, images: Sequence[bytes] = (), response_format: dict | None = None) -> str:
         content: list[dict] | str = text
         if images:
-            content = [*({"type": "image_url", "image_url": {"url": data_url(img)}} for img in images), {"type": "text", "text": text}]
+            content = [
+                *({"type": "image_url", "image_url": {"url": data_url(img)}} for img in images),
+                {"type": "text", "text": text},
+            ]
         return self.chat([{"role": "user", "content": content}], response_format)
 
     def chat(self, messages: list[dict], response_format: dict | None = None) -> str:
@@ -127,7 +139,12 @@ class ChatClient:
             kwargs["max_tokens"] = self.max_tokens
         if response_format:
             kwargs["response_format"] = response_format
-        retryable = (openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError)
+        retryable = (
+            openai.RateLimitError,
+            openai.APITimeoutError,
+            openai.APIConnectionError,
+            openai.InternalServerError,
+        )
         for attempt in range(self.max_retries + 1):
             try:
                 with self._slots:
@@ -136,7 +153,9 @@ class ChatClient:
                 return reply.choices[0].message.content or ""
             except retryable as exc:
                 if attempt == self.max_retries:
-                    raise EndpointUnavailable(f"{self.base_url}: gave up after {attempt + 1} tries: {type(exc).__name__}: {exc}") from None
+                    raise EndpointUnavailable(
+                        f"{self.base_url}: gave up after {attempt + 1} tries: {type(exc).__name__}: {exc}"
+                    ) from None
                 time.sleep(self.backoff_s * 2**attempt)
             except openai.APIStatusError as exc:
                 raise PerceptforgeError(f"{self.base_url}: HTTP {exc.status_code}: {exc.message}") from None

@@ -4,6 +4,7 @@ per request, resizing to the model's multiple of 8 and back, halving the batch o
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from PIL import Image
 
@@ -16,18 +17,26 @@ def to_multiple(image: Image.Image, multiple: int = 8, max_side: int = 512) -> I
     scale = min(1.0, max_side / max(image.size))
     w = max(multiple, int(image.width * scale) // multiple * multiple)
     h = max(multiple, int(image.height * scale) // multiple * multiple)
-    return image.resize((w, h), Image.LANCZOS)
+    return image.resize((w, h), Image.Resampling.LANCZOS)
 
 
 class DiffusersEditor:
     pipeline_class = ""
 
-    def __init__(self, model: str, device: str = "cpu", dtype: str = "float32", steps: int = 50, guidance_scale: float = 7.5,
-                 batch_size: int = 4, max_side: int = 512):
+    def __init__(
+        self,
+        model: str,
+        device: str = "cpu",
+        dtype: str = "float32",
+        steps: int = 50,
+        guidance_scale: float = 7.5,
+        batch_size: int = 4,
+        max_side: int = 512,
+    ):
         self.model, self.device, self.dtype_name = model, device, dtype
         self.steps, self.guidance_scale, self.batch_size, self.max_side = steps, guidance_scale, batch_size, max_side
         self.model_id = model
-        self.pipe = None
+        self.pipe: Any = None
 
     def load(self):
         if self.pipe is None:
@@ -40,8 +49,13 @@ class DiffusersEditor:
             cls = getattr(diffusers, self.pipeline_class)
             try:
                 # local_files_only: a model id must already be in the local cache; nothing is downloaded.
-                self.pipe = cls.from_pretrained(source, dtype=pick_dtype(self.dtype_name, self.device), local_files_only=True,
-                                                safety_checker=None, requires_safety_checker=False)
+                self.pipe = cls.from_pretrained(
+                    source,
+                    dtype=pick_dtype(self.dtype_name, self.device),
+                    local_files_only=True,
+                    safety_checker=None,
+                    requires_safety_checker=False,
+                )
             except (OSError, ValueError) as exc:
                 raise PerceptforgeError(f"{self.model}: cannot load {self.pipeline_class}: {exc}") from None
             self.pipe = self.pipe.to(self.device)
@@ -56,6 +70,9 @@ class DiffusersEditor:
         import torch
 
         return [torch.Generator(device="cpu").manual_seed(s) for s in seeds]
+
+    def _run(self, batch: list[EditRequest]) -> list[Image.Image]:
+        raise NotImplementedError
 
     def edit(self, requests: list[EditRequest]) -> list[Image.Image]:
         self.load()

@@ -30,9 +30,16 @@ class InstructPix2PixEditor(DiffusersEditor):
     name, pipeline_class = "instruct-pix2pix", "StableDiffusionInstructPix2PixPipeline"
 
     @classmethod
-    def from_settings(cls, settings: InstructPix2PixSettings, runtime: Runtime) -> "InstructPix2PixEditor":
-        return cls(settings.model, settings.image_guidance_scale, device=runtime.device, dtype=runtime.dtype,
-                   steps=settings.steps, guidance_scale=settings.guidance_scale, batch_size=settings.batch_size)
+    def from_settings(cls, settings: InstructPix2PixSettings, runtime: Runtime) -> InstructPix2PixEditor:
+        return cls(
+            settings.model,
+            settings.image_guidance_scale,
+            device=runtime.device,
+            dtype=runtime.dtype,
+            steps=settings.steps,
+            guidance_scale=settings.guidance_scale,
+            batch_size=settings.batch_size,
+        )
 
     def __init__(self, model: str, image_guidance_scale: float = 1.5, **kw):
         super().__init__(model, **kw)
@@ -42,7 +49,12 @@ class InstructPix2PixEditor(DiffusersEditor):
         if len({r.image.size for r in batch}) > 1:
             return [self._run([r])[0] for r in batch]
         images = [to_multiple(r.image, max_side=self.max_side) for r in batch]
-        out = self.pipe(prompt=[r.prompt for r in batch], image=images, num_inference_steps=self.steps,
-                        guidance_scale=self.guidance_scale, image_guidance_scale=self.image_guidance_scale,
-                        generator=self._generators([r.seed for r in batch])).images
-        return [o.resize(r.image.size, Image.LANCZOS) for o, r in zip(out, batch)]
+        out = self.pipe(
+            prompt=[r.prompt for r in batch],
+            image=images,
+            num_inference_steps=self.steps,
+            guidance_scale=self.guidance_scale,
+            image_guidance_scale=self.image_guidance_scale,
+            generator=self._generators([r.seed for r in batch]),
+        ).images
+        return [o.resize(r.image.size, Image.Resampling.LANCZOS) for o, r in zip(out, batch)]

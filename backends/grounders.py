@@ -13,8 +13,7 @@ from __future__ import annotations
 import io
 import re
 from pathlib import Path
-
-from typing import Literal
+from typing import Any, Literal
 
 from PIL import Image
 from pydantic import Field
@@ -32,8 +31,13 @@ from perceptforge.store.sources import SourceEntry, grounding_from_entry
 # Attribute answers that carry boxes become regions with these roles.
 _REGION_ROLE = {"held_object": "object", "content": "object", "facial_expression": "face"}
 # Attributes with a prompt of their own; others go through grounding/attribute.
-_OWN_PROMPT = {"behaviour": "grounding/behaviour", "background": "grounding/background", "held_object": "grounding/held_object",
-               "emotion": "grounding/emotion", "facial_expression": "grounding/facial_expression"}
+_OWN_PROMPT = {
+    "behaviour": "grounding/behaviour",
+    "background": "grounding/background",
+    "held_object": "grounding/held_object",
+    "emotion": "grounding/emotion",
+    "facial_expression": "grounding/facial_expression",
+}
 
 
 class AnnotationsSettings(BackendSettings):
@@ -57,10 +61,10 @@ class AnnotationsGrounder:
     name, model_id = "annotations", ""
 
     @classmethod
-    def from_settings(cls, settings: AnnotationsSettings, runtime: Runtime) -> "AnnotationsGrounder":
+    def from_settings(cls, settings: AnnotationsSettings, runtime: Runtime) -> AnnotationsGrounder:
         return cls()
 
-    def load(self) -> "AnnotationsGrounder":
+    def load(self) -> AnnotationsGrounder:
         return self
 
     def ground(self, image: Image.Image, entry: SourceEntry, templates: list[Template]) -> Grounding:
@@ -71,6 +75,7 @@ class PromptingGrounder:
     """The paper's grounding dialogue over any ``ask(image, text) -> reply`` model."""
 
     name = "prompting"
+    model_id = ""
     box_format: BoxFormat = "auto"
 
     def ask(self, image: Image.Image, text: str) -> str:
@@ -79,14 +84,19 @@ class PromptingGrounder:
     def ground(self, image: Image.Image, entry: SourceEntry, templates: list[Template]) -> Grounding:
         w, h = image.size
         caption = self.ask(image, load_prompt("grounding/caption").render())
-        regions = [Region(label=p.phrase or "object", box=p.box, role="other") for p in parse_boxes(caption, w, h, self.box_format)[0]]
+        regions = [
+            Region(label=p.phrase or "object", box=p.box, role="other")
+            for p in parse_boxes(caption, w, h, self.box_format)[0]
+        ]
         subject_text = self.ask(image, load_prompt("idea/extract_subject").render(original_caption=caption))
         try:
             subject, box = parse_subject_reply(subject_text, w, h, self.box_format)
         except ValueError as exc:
             raise PerceptforgeError(f"source {entry.source_id}: {exc}") from None
         attributes: dict[str, str] = {}
-        for attr, attr_name in sorted({(t.attribute, t.attribute_name) for t in templates} | {("behaviour", "behaviour"), ("emotion", "emotion")}):
+        for attr, attr_name in sorted(
+            {(t.attribute, t.attribute_name) for t in templates} | {("behaviour", "behaviour"), ("emotion", "emotion")}
+        ):
             prompt = load_prompt(_OWN_PROMPT.get(attr, "grounding/attribute"))
             values = {"main_subject": subject, "attribute_name": attr_name}
             reply = self.ask(image, prompt.render(**{k: values[k] for k in prompt.placeholders}))
@@ -94,8 +104,15 @@ class PromptingGrounder:
             attributes[attr] = _strip_boxes(reply)
             if attr in _REGION_ROLE and boxes:
                 regions.append(Region(label=boxes[0].phrase or attr, box=boxes[0].box, role=_REGION_ROLE[attr]))
-        return Grounding(source_id=entry.source_id, caption=_strip_boxes(caption), subject=Region(label=subject, box=box, role="subject"),
-                         regions=regions, attributes=attributes, backend=self.name, model_id=self.model_id)
+        return Grounding(
+            source_id=entry.source_id,
+            caption=_strip_boxes(caption),
+            subject=Region(label=subject, box=box, role="subject"),
+            regions=regions,
+            attributes=attributes,
+            backend=self.name,
+            model_id=self.model_id,
+        )
 
 
 def _strip_boxes(text: str) -> str:
@@ -110,13 +127,13 @@ class OpenAIVLMGrounder(PromptingGrounder):
     name = "openai-vlm"
 
     @classmethod
-    def from_settings(cls, settings: OpenAIVLMSettings, runtime: Runtime) -> "OpenAIVLMGrounder":
+    def from_settings(cls, settings: OpenAIVLMSettings, runtime: Runtime) -> OpenAIVLMGrounder:
         return cls(ChatClient.from_endpoint(settings, temperature=0.1, seed=0), settings.box_format)
 
     def __init__(self, client, box_format: BoxFormat = "auto"):
         self.client, self.box_format, self.model_id = client, box_format, client.model
 
-    def load(self) -> "OpenAIVLMGrounder":
+    def load(self) -> OpenAIVLMGrounder:
         self.client.load()
         return self
 
@@ -131,16 +148,22 @@ class TransformersGrounder(PromptingGrounder):
     name = "transformers"
 
     @classmethod
-    def from_settings(cls, settings: TransformersSettings, runtime: Runtime) -> "TransformersGrounder":
+    def from_settings(cls, settings: TransformersSettings, runtime: Runtime) -> TransformersGrounder:
         return cls(settings.model_path, settings.max_new_tokens, runtime.device)
 
     def __init__(self, model_path: str, max_new_tokens: int = 256, device: str = "cpu", box_format: BoxFormat = "auto"):
-        self.model_path, self.max_new_tokens, self.device, self.box_format = model_path, max_new_tokens, device, box_format
+        self.model_path, self.max_new_tokens, self.device, self.box_format = (
+            model_path,
+            max_new_tokens,
+            device,
+            box_format,
+        )
         self.model_id = model_path
-        self.processor = self.model = None
+        self.processor: Any = None
+        self.model: Any = None
         self.generate_kwargs: dict = {}  # extra generate() arguments (e.g. logits processors)
 
-    def load(self) -> "TransformersGrounder":
+    def load(self) -> TransformersGrounder:
         if self.model is None:
             if not Path(self.model_path).expanduser().is_dir():
                 raise PerceptforgeError(f"{self.model_path}: transformers grounder needs a local model folder")
@@ -148,7 +171,8 @@ class TransformersGrounder(PromptingGrounder):
 
             path = str(Path(self.model_path).expanduser())
             self.processor = AutoProcessor.from_pretrained(path, local_files_only=True)
-            self.model = AutoModelForImageTextToText.from_pretrained(path, local_files_only=True).to(self.device).eval()
+            model = AutoModelForImageTextToText.from_pretrained(path, local_files_only=True)
+            self.model = model.to(self.device).eval()  # type: ignore[arg-type]
         return self
 
     def unload(self) -> None:
@@ -163,5 +187,7 @@ class TransformersGrounder(PromptingGrounder):
         prompt = self.processor.apply_chat_template(messages, add_generation_prompt=True)
         inputs = self.processor(images=image, text=prompt, return_tensors="pt").to(self.device)
         with torch.inference_mode():
-            out = self.model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False, **self.generate_kwargs)
-        return self.processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+            out = self.model.generate(
+                **inputs, max_new_tokens=self.max_new_tokens, do_sample=False, **self.generate_kwargs
+            )
+        return self.processor.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)

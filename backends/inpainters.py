@@ -26,7 +26,9 @@ class CompositeSettings(BackendSettings):
     backend: Literal["composite"]
     feather_px: int = Field(7, ge=0, le=64)
     colour_match: bool = True
-    batch_size: int = Field(8, ge=1, description="units per edit task: no model to fill, but fewer tasks to orchestrate")
+    batch_size: int = Field(
+        8, ge=1, description="units per edit task: no model to fill, but fewer tasks to orchestrate"
+    )
 
 
 class SDInpaintSettings(BackendSettings):
@@ -41,7 +43,7 @@ class SDInpaintSettings(BackendSettings):
 
 def feather(mask: np.ndarray, radius: int) -> np.ndarray:
     """Soft alpha in [0, 1] from a bool mask, blurred across ``radius`` pixels."""
-    alpha = mask.astype(np.float32)
+    alpha: np.ndarray = mask.astype(np.float32)
     if radius > 0:
         k = 2 * radius + 1
         alpha = cv2.GaussianBlur(alpha, (k, k), radius / 2)
@@ -62,7 +64,7 @@ class CompositeInpainter:
     batch_size = 1
 
     @classmethod
-    def from_settings(cls, settings: CompositeSettings, runtime: Runtime) -> "CompositeInpainter":
+    def from_settings(cls, settings: CompositeSettings, runtime: Runtime) -> CompositeInpainter:
         backend = cls(settings.feather_px, settings.colour_match)
         backend.batch_size = settings.batch_size
         return backend
@@ -70,31 +72,34 @@ class CompositeInpainter:
     def __init__(self, feather_px: int = 7, colour_match: bool = True):
         self.feather_px, self.colour_match = feather_px, colour_match
 
-    def load(self) -> "CompositeInpainter":
+    def load(self) -> CompositeInpainter:
         return self
 
     def edit_one(self, req: EditRequest) -> Image.Image:
         req.check()
         if req.donor is None:
             raise ValueError("composite editing needs a donor image from the source set")
+        if req.mask is None:
+            raise ValueError("composite editing needs a mask")
+        mask: np.ndarray = req.mask
         base = np.asarray(req.image, dtype=np.uint8)
         h, w = base.shape[:2]
         donor = np.asarray(req.donor.convert("RGB"), dtype=np.uint8)
         if req.partial:
-            ys, xs = np.nonzero(req.mask)
+            ys, xs = np.nonzero(mask)
             y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
-            fill = base.copy()
+            fill: np.ndarray = base.copy()
             patch = cv2.resize(donor, (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA)
             if self.colour_match:
-                ring = cv2.dilate(req.mask.astype(np.uint8), np.ones((15, 15), np.uint8)).astype(bool) & ~req.mask
+                ring = cv2.dilate(mask.astype(np.uint8), np.ones((15, 15), np.uint8)).astype(bool) & ~mask
                 if ring.any():
                     patch = match_colour(patch, base[ring])
             fill[y0:y1, x0:x1] = patch
         else:
             fill = cv2.resize(donor, (w, h), interpolation=cv2.INTER_AREA)
-        alpha = feather(req.mask, self.feather_px)[..., None]
+        alpha = feather(mask, self.feather_px)[..., None]
         # Feather inwards only: pixels outside the mask stay exactly as they were.
-        alpha = np.where(req.mask[..., None], np.maximum(alpha, 0.5), 0.0)
+        alpha = np.where(mask[..., None], np.maximum(alpha, 0.5), 0.0)
         out = base.astype(np.float32) * (1 - alpha) + fill.astype(np.float32) * alpha
         return Image.fromarray(np.clip(out + 0.5, 0, 255).astype(np.uint8))
 
@@ -107,9 +112,17 @@ class SDInpainter(DiffusersEditor):
     name, pipeline_class = "sd-inpaint", "StableDiffusionInpaintPipeline"
 
     @classmethod
-    def from_settings(cls, settings: SDInpaintSettings, runtime: Runtime) -> "SDInpainter":
-        return cls(settings.model, settings.negative_prompt, settings.strength, device=runtime.device, dtype=runtime.dtype,
-                   steps=settings.steps, guidance_scale=settings.guidance_scale, batch_size=settings.batch_size)
+    def from_settings(cls, settings: SDInpaintSettings, runtime: Runtime) -> SDInpainter:
+        return cls(
+            settings.model,
+            settings.negative_prompt,
+            settings.strength,
+            device=runtime.device,
+            dtype=runtime.dtype,
+            steps=settings.steps,
+            guidance_scale=settings.guidance_scale,
+            batch_size=settings.batch_size,
+        )
 
     def __init__(self, model: str, negative_prompt: str = "", strength: float = 1.0, **kw):
         super().__init__(model, **kw)
@@ -119,10 +132,21 @@ class SDInpainter(DiffusersEditor):
         if len({r.image.size for r in batch}) > 1:  # one pipeline call needs one size
             return [self._run([r])[0] for r in batch]
         images = [to_multiple(r.image, max_side=self.max_side) for r in batch]
-        masks = [Image.fromarray(r.mask.astype(np.uint8) * 255).resize(im.size, Image.NEAREST) for r, im in zip(batch, images)]
+        masks = [
+            Image.fromarray(np.asarray(r.mask, np.uint8) * 255).resize(im.size, Image.Resampling.NEAREST)
+            for r, im in zip(batch, images)
+        ]
         w, h = images[0].size
-        out = self.pipe(prompt=[r.prompt for r in batch], image=images, mask_image=masks, height=h, width=w,
-                        negative_prompt=[self.negative_prompt] * len(batch) if self.negative_prompt else None,
-                        num_inference_steps=self.steps, guidance_scale=self.guidance_scale, strength=self.strength,
-                        generator=self._generators([r.seed for r in batch])).images
-        return [o.resize(r.image.size, Image.LANCZOS) for o, r in zip(out, batch)]
+        out = self.pipe(
+            prompt=[r.prompt for r in batch],
+            image=images,
+            mask_image=masks,
+            height=h,
+            width=w,
+            negative_prompt=[self.negative_prompt] * len(batch) if self.negative_prompt else None,
+            num_inference_steps=self.steps,
+            guidance_scale=self.guidance_scale,
+            strength=self.strength,
+            generator=self._generators([r.seed for r in batch]),
+        ).images
+        return [o.resize(r.image.size, Image.Resampling.LANCZOS) for o, r in zip(out, batch)]

@@ -9,8 +9,9 @@ backend that holds accelerator memory frees it there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 from PIL import Image

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import threading
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import entry_points
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 

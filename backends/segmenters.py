@@ -10,8 +10,9 @@ Images are ``(H, W, 3)`` uint8 RGB arrays; masks are ``(H, W)`` bool arrays of t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 import cv2
 import numpy as np
@@ -50,13 +51,13 @@ class GrabCutSegmenter:
     name, model_id = "grabcut", "opencv-grabcut"
 
     @classmethod
-    def from_settings(cls, settings: GrabCutSettings, runtime: Runtime) -> "GrabCutSegmenter":
+    def from_settings(cls, settings: GrabCutSettings, runtime: Runtime) -> GrabCutSegmenter:
         return cls(settings.iterations, settings.max_side)
 
     def __init__(self, iterations: int = 5, max_side: int = 512):
         self.iterations, self.max_side = iterations, max_side
 
-    def load(self) -> "GrabCutSegmenter":
+    def load(self) -> GrabCutSegmenter:
         return self
 
     def box_mask(self, image: np.ndarray, box: Sequence[float]) -> np.ndarray:
@@ -64,7 +65,11 @@ class GrabCutSegmenter:
         h, w = image.shape[:2]
         x0, y0, x1, y1 = geometry.clip_xyxy(box, w, h)
         scale = min(1.0, self.max_side / max(h, w))
-        small = cv2.resize(image, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA) if scale < 1 else image
+        small = (
+            cv2.resize(image, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
+            if scale < 1
+            else image
+        )
         sh, sw = small.shape[:2]
         rect = (int(x0 * scale), int(y0 * scale), max(1, int((x1 - x0) * scale)), max(1, int((y1 - y0) * scale)))
         rect = (min(rect[0], sw - 1), min(rect[1], sh - 1), min(rect[2], sw - rect[0]), min(rect[3], sh - rect[1]))
@@ -75,7 +80,9 @@ class GrabCutSegmenter:
             # GrabCut needs some background outside the rectangle; a whole-image box keeps everything.
             fg = np.ones((sh, sw), bool)
         else:
-            cv2.grabCut(cv2.cvtColor(small, cv2.COLOR_RGB2BGR), mask, rect, bgd, fgd, self.iterations, cv2.GC_INIT_WITH_RECT)
+            cv2.grabCut(
+                cv2.cvtColor(small, cv2.COLOR_RGB2BGR), mask, rect, bgd, fgd, self.iterations, cv2.GC_INIT_WITH_RECT
+            )
             fg = (mask == cv2.GC_FGD) | (mask == cv2.GC_PR_FGD)
         if not fg.any():  # GrabCut found nothing: fall back to the box itself
             fg = np.zeros((sh, sw), bool)
@@ -91,19 +98,37 @@ class SamSegmenter:
     name = "sam"
 
     @classmethod
-    def from_settings(cls, settings: SamSettings, runtime: Runtime) -> "SamSegmenter":
-        return cls(settings.checkpoint, settings.model_type, settings.mode, runtime.device,
-                   settings.pred_iou_thresh, settings.stability_score_thresh, settings.points_per_side)
+    def from_settings(cls, settings: SamSettings, runtime: Runtime) -> SamSegmenter:
+        return cls(
+            settings.checkpoint,
+            settings.model_type,
+            settings.mode,
+            runtime.device,
+            settings.pred_iou_thresh,
+            settings.stability_score_thresh,
+            settings.points_per_side,
+        )
 
-    def __init__(self, checkpoint: str, model_type: str = "vit_h", mode: str = "box", device: str = "cpu",
-                 pred_iou_thresh: float = 0.88, stability_score_thresh: float = 0.95, points_per_side: int = 32):
+    def __init__(
+        self,
+        checkpoint: str,
+        model_type: str = "vit_h",
+        mode: str = "box",
+        device: str = "cpu",
+        pred_iou_thresh: float = 0.88,
+        stability_score_thresh: float = 0.95,
+        points_per_side: int = 32,
+    ):
         self.checkpoint, self.model_type, self.mode, self.device = checkpoint, model_type, mode, device
-        self.generator_kwargs = {"pred_iou_thresh": pred_iou_thresh, "stability_score_thresh": stability_score_thresh,
-                                 "points_per_side": points_per_side}
+        self.generator_kwargs = {
+            "pred_iou_thresh": pred_iou_thresh,
+            "stability_score_thresh": stability_score_thresh,
+            "points_per_side": points_per_side,
+        }
         self.model_id = f"{model_type}:{Path(checkpoint).name}"
         self.sam = None
 
-    def load(self) -> "SamSegmenter":
+    def load(self) -> SamSegmenter:
         if self.sam is None:
             path = Path(self.checkpoint).expanduser()
             if not path.is_file():
@@ -111,7 +136,9 @@ class SamSegmenter:
             from segment_anything import sam_model_registry
 
             if self.model_type not in sam_model_registry:
-                raise PerceptforgeError(f"unknown SAM model type {self.model_type!r}: choose from {', '.join(sam_model_registry)}")
+                raise PerceptforgeError(
+                    f"unknown SAM model type {self.model_type!r}: choose from {', '.join(sam_model_registry)}"
+                )
             self.sam = sam_model_registry[self.model_type](checkpoint=str(path)).to(self.device).eval()
         return self
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -47,7 +47,8 @@ class OpenAIWriterSettings(EndpointSettings, BackendSettings):
     seed: int | None = 0
     max_validation_retries: int = Field(2, ge=0)
     response_format: Literal["json_schema", "json_object"] = Field(
-        "json_schema", description="json_schema (OpenAI, vLLM) or json_object with a schema (llama.cpp's server)")
+        "json_schema", description="json_schema (OpenAI, vLLM) or json_object with a schema (llama.cpp's server)"
+    )
 
 
 @register("llm", "template", TemplateSettings)
@@ -55,10 +56,10 @@ class TemplateWriter:
     name, model_id = "template", ""
 
     @classmethod
-    def from_settings(cls, settings: TemplateSettings, runtime: Runtime) -> "TemplateWriter":
+    def from_settings(cls, settings: TemplateSettings, runtime: Runtime) -> TemplateWriter:
         return cls()
 
-    def load(self) -> "TemplateWriter":
+    def load(self) -> TemplateWriter:
         return self
 
     def idea(self, template: Template, grounding: Grounding, rng: np.random.Generator) -> Idea:
@@ -67,8 +68,15 @@ class TemplateWriter:
         pick = choices[int(rng.integers(0, len(choices)))]
         subject = grounding.subject.label
         caption = f"{grounding.caption.rstrip('.')}; the {subject}'s {template.attribute_name} is now {pick.value}."
-        return Idea(category=template.id, subject=subject, attribute=template.attribute, old=old, new=pick.value,
-                    new_caption=caption, high_level_value=pick.high)
+        return Idea(
+            category=template.id,
+            subject=subject,
+            attribute=template.attribute,
+            old=old,
+            new=pick.value,
+            new_caption=caption,
+            high_level_value=pick.high,
+        )
 
     def yes_no(self, template: Template, ctx: dict, level: str, high: str) -> str:
         wording = template.writer.yes_no_low if level == "low" else template.writer.yes_no_high
@@ -86,6 +94,9 @@ class TemplateWriter:
 
 
 # --- OpenAI-compatible endpoint ------------------------------------------------------------------------
+
+
+R = TypeVar("R", bound=BaseModel)
 
 
 class IdeaReply(BaseModel):
@@ -110,11 +121,16 @@ class DistractorsReply(BaseModel):
 
 
 # The paper's prompts ask for labelled lines; these are their labels (the attribute's, then the high-level one's).
-_LABELS = {"new_value": r"New (?:Object|Background|Facial Expression|Value)", "new_high": r"New (?:Behaviour|Behavior|Emotion)",
-           "new_caption": r"New Caption", "question": r"Question", "distractors": r"Distractors"}
+_LABELS = {
+    "new_value": r"New (?:Object|Background|Facial Expression|Value)",
+    "new_high": r"New (?:Behaviour|Behavior|Emotion)",
+    "new_caption": r"New Caption",
+    "question": r"Question",
+    "distractors": r"Distractors",
+}
 
 
-def parse_reply(raw: str, model: type[BaseModel]) -> BaseModel:
+def parse_reply(raw: str, model: type[R]) -> R:
     """JSON first; else the paper's labelled lines ("New Background: …", "Question: …")."""
     text = raw.strip()
     fenced = re.search(r"\{.*\}", text, re.S)
@@ -126,10 +142,16 @@ def parse_reply(raw: str, model: type[BaseModel]) -> BaseModel:
     fields: dict[str, object] = {}
     for name in model.model_fields:
         label = _LABELS.get(name)
-        m = re.search(rf"(?:^|\n)\W*(?:{label})\W*[:：]\s*(.+?)(?=\n\W*[A-Z][A-Za-z ]+[:：]|\Z)", text, re.S) if label else None
+        m = (
+            re.search(rf"(?:^|\n)\W*(?:{label})\W*[:：]\s*(.+?)(?=\n\W*[A-Z][A-Za-z ]+[:：]|\Z)", text, re.S)
+            if label
+            else None
+        )
         if m:
             value = m.group(1).strip().strip("\"'")
-            fields[name] = [v.strip(" -*•\t") for v in value.splitlines() if v.strip(" -*•\t")] if name == "distractors" else value
+            fields[name] = (
+                [v.strip(" -*•\t") for v in value.splitlines() if v.strip(" -*•\t")] if name == "distractors" else value
+            )
     return model.model_validate(fields)
 
 
@@ -138,23 +160,28 @@ class OpenAIWriter:
     name = "openai"
 
     @classmethod
-    def from_settings(cls, settings: OpenAIWriterSettings, runtime: Runtime) -> "OpenAIWriter":
+    def from_settings(cls, settings: OpenAIWriterSettings, runtime: Runtime) -> OpenAIWriter:
         client = ChatClient.from_endpoint(settings, temperature=settings.temperature, seed=settings.seed)
         return cls(client, settings.max_validation_retries, response_format=settings.response_format)
 
-    def load(self) -> "OpenAIWriter":
+    def load(self) -> OpenAIWriter:
         self.client.load()
         return self
 
-    def __init__(self, client: ChatClient, max_validation_retries: int = 2, cache: DiskCache | None = None,
-                 response_format: str = "json_schema"):
+    def __init__(
+        self,
+        client: ChatClient,
+        max_validation_retries: int = 2,
+        cache: DiskCache | None = None,
+        response_format: str = "json_schema",
+    ):
         self.client = client
         self.response_format = response_format
         self.model_id = client.model
         self.max_validation_retries = max_validation_retries
         self.cache = cache or DiskCache(state_dir() / "llm-cache")
 
-    def ask(self, prompt: Prompt, text: str, reply_model: type[BaseModel]) -> BaseModel:
+    def ask(self, prompt: Prompt, text: str, reply_model: type[R]) -> R:
         key = DiskCache.key(self.client.model, prompt.sha256, text, self.client.seed, reply_model.__name__)
         cached = self.cache.get(key)
         if cached is not None:
@@ -164,7 +191,12 @@ class OpenAIWriter:
             schema = {"type": "json_object", "schema": json_schema}
         else:
             schema = {"type": "json_schema", "json_schema": {"name": reply_model.__name__, "schema": json_schema}}
-        messages = [{"role": "user", "content": text + "\n\nAnswer in JSON with the keys: " + ", ".join(reply_model.model_fields) + "."}]
+        messages = [
+            {
+                "role": "user",
+                "content": text + "\n\nAnswer in JSON with the keys: " + ", ".join(reply_model.model_fields) + ".",
+            }
+        ]
         for attempt in range(self.max_validation_retries + 1):
             raw = self.client.chat(messages, response_format=schema)
             try:
@@ -172,9 +204,17 @@ class OpenAIWriter:
             except ValidationError as exc:
                 reason = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in exc.errors())
                 if attempt == self.max_validation_retries:
-                    raise LLMReplyError(f"{prompt.id}: reply failed validation after {attempt + 1} tries: {reason}", raw) from None
-                messages += [{"role": "assistant", "content": raw},
-                             {"role": "user", "content": f"Your answer did not validate: {reason}. Answer again in JSON with the keys: {', '.join(reply_model.model_fields)}."}]
+                    raise LLMReplyError(
+                        f"{prompt.id}: reply failed validation after {attempt + 1} tries: {reason}", raw
+                    ) from None
+                messages += [
+                    {"role": "assistant", "content": raw},
+                    {
+                        "role": "user",
+                        "content": f"Your answer did not validate: {reason}. "
+                        f"Answer again in JSON with the keys: {', '.join(reply_model.model_fields)}.",
+                    },
+                ]
                 continue
             self.cache.put(key, {"model": self.client.model, "prompt": prompt.ref(), "reply": reply.model_dump()})
             return reply
@@ -184,8 +224,15 @@ class OpenAIWriter:
         ctx = context.build(template, grounding)
         prompt = load_prompt(template.idea_prompt)
         reply = self.ask(prompt, context.render(prompt, ctx), IdeaReply)
-        return Idea(category=template.id, subject=grounding.subject.label, attribute=template.attribute, old=ctx["original_value"],
-                    new=reply.new_value, new_caption=reply.new_caption, high_level_value=reply.new_high or template.high)
+        return Idea(
+            category=template.id,
+            subject=grounding.subject.label,
+            attribute=template.attribute,
+            old=ctx["original_value"],
+            new=reply.new_value,
+            new_caption=reply.new_caption,
+            high_level_value=reply.new_high or template.high,
+        )
 
     def yes_no(self, template: Template, ctx: dict, level: str, high: str) -> str:
         prompt = load_prompt(template.yes_no_prompt if level == "low" else template.high_prompt)

@@ -31,14 +31,46 @@ def save_real_size_sd(folder: Path, kind: str) -> Path:
     torch.manual_seed(0)
     write_byte_clip_tokenizer(folder / "_tok")
     tokenizer = CLIPTokenizer.from_pretrained(folder / "_tok", model_max_length=77)
-    text = CLIPTextModel(CLIPTextConfig(vocab_size=len(tokenizer), hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
-                                        num_attention_heads=12, max_position_embeddings=77, bos_token_id=0, eos_token_id=1, pad_token_id=1))
-    unet = UNet2DConditionModel(sample_size=64, in_channels=9, out_channels=4, cross_attention_dim=768,
-                                block_out_channels=(320, 640, 1280, 1280), layers_per_block=2, attention_head_dim=8)
-    vae = AutoencoderKL(block_out_channels=[128, 256, 512, 512], down_block_types=["DownEncoderBlock2D"] * 4,
-                        up_block_types=["UpDecoderBlock2D"] * 4, latent_channels=4, layers_per_block=2, sample_size=512)
-    pipe = StableDiffusionInpaintPipeline(vae=vae, text_encoder=text, tokenizer=tokenizer, unet=unet, scheduler=DDIMScheduler(steps_offset=1),
-                                          safety_checker=None, feature_extractor=None, requires_safety_checker=False)
+    text = CLIPTextModel(
+        CLIPTextConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=768,
+            intermediate_size=3072,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            max_position_embeddings=77,
+            bos_token_id=0,
+            eos_token_id=1,
+            pad_token_id=1,
+        )
+    )
+    unet = UNet2DConditionModel(
+        sample_size=64,
+        in_channels=9,
+        out_channels=4,
+        cross_attention_dim=768,
+        block_out_channels=(320, 640, 1280, 1280),
+        layers_per_block=2,
+        attention_head_dim=8,
+    )
+    vae = AutoencoderKL(
+        block_out_channels=[128, 256, 512, 512],
+        down_block_types=["DownEncoderBlock2D"] * 4,
+        up_block_types=["UpDecoderBlock2D"] * 4,
+        latent_channels=4,
+        layers_per_block=2,
+        sample_size=512,
+    )
+    pipe = StableDiffusionInpaintPipeline(
+        vae=vae,
+        text_encoder=text,
+        tokenizer=tokenizer,
+        unet=unet,
+        scheduler=DDIMScheduler(steps_offset=1),
+        safety_checker=None,
+        feature_extractor=None,
+        requires_safety_checker=False,
+    )
     pipe.save_pretrained(folder / kind)
     return folder / kind
 
@@ -50,8 +82,17 @@ def requests(n: int, size: int):
     mask = np.zeros((size, size), bool)
     mask[size // 4 : 3 * size // 4, size // 4 : 3 * size // 4] = True
     donor = Image.fromarray(rng.integers(0, 255, (size, size, 3), dtype=np.uint8))
-    return [EditRequest(Image.fromarray(rng.integers(0, 255, (size, size, 3), dtype=np.uint8)), mask, "a red car", seed=k, donor=donor, partial=True)
-            for k in range(n)]
+    return [
+        EditRequest(
+            Image.fromarray(rng.integers(0, 255, (size, size, 3), dtype=np.uint8)),
+            mask,
+            "a red car",
+            seed=k,
+            donor=donor,
+            partial=True,
+        )
+        for k in range(n)
+    ]
 
 
 def timed(fn) -> float:
@@ -84,8 +125,9 @@ def main() -> None:
         s = timed(lambda: [seg.box_mask(np.asarray(r.image), (64, 64, args.size - 64, args.size - 64)) for r in reqs])
         print(f"grabcut {args.size}px: {args.n / s:.1f} images/s")
     else:
-        from perceptforge.backends.editors import SDInpainter
         from tiny_models import save_tiny_sd
+
+        from perceptforge.backends.editors import SDInpainter
 
         with tempfile.TemporaryDirectory() as tmp:
             folder = save_real_size_sd(Path(tmp), "inpaint") if args.real_size else save_tiny_sd(Path(tmp), "inpaint")
@@ -96,8 +138,10 @@ def main() -> None:
             single = SDInpainter(str(folder), batch_size=1, **kw).load()
             ss = timed(lambda: [single.edit([r]) for r in reqs])
         arch = "SD-1.5-size" if args.real_size else "tiny"
-        print(f"sd-inpaint ({arch}, {args.size}px, {args.steps} steps, {args.dtype}, {args.device}): "
-              f"batched x{args.batch} {args.n / sb:.2f} images/s, one at a time {args.n / ss:.2f} images/s, speed-up {ss / sb:.2f}x")
+        print(
+            f"sd-inpaint ({arch}, {args.size}px, {args.steps} steps, {args.dtype}, {args.device}): "
+            f"batched x{args.batch} {args.n / sb:.2f} images/s, one at a time {args.n / ss:.2f} images/s, speed-up {ss / sb:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -29,27 +29,34 @@ def replicate(sample: Path, out: Path, copies: int) -> None:
     shutil.copytree(sample / "images", out / "images")
     people = [i for i in doc["images"] if i.get("subject")]
     donors = [i for i in doc["images"] if not i.get("subject")]
-    images, anns, next_id = list(donors), [a for a in doc["annotations"] if a["image_id"] in {d["id"] for d in donors}], 1000
+    images, anns, next_id = (
+        list(donors),
+        [a for a in doc["annotations"] if a["image_id"] in {d["id"] for d in donors}],
+        1000,
+    )
     for k in range(copies):
         src = people[k % len(people)]
         images.append({**src, "id": next_id})
-        anns += [{**a, "id": 10 * next_id + j, "image_id": next_id} for j, a in enumerate(a for a in doc["annotations"] if a["image_id"] == src["id"])]
+        anns += [
+            {**a, "id": 10 * next_id + j, "image_id": next_id}
+            for j, a in enumerate(a for a in doc["annotations"] if a["image_id"] == src["id"])
+        ]
         next_id += 1
     (out / "annotations.json").write_text(json.dumps({**doc, "images": images, "annotations": anns}))
 
 
 def pure_time(source: Path, run: Path, seed: int, categories: list[str]) -> float:
     """The same work without Prefect: the flow's pure functions, one unit after another."""
+    from perceptforge.backends.editors import build_inpainter
+    from perceptforge.backends.segmenters import build_segmenter
+    from perceptforge.backends.writers import TemplateWriter
     from perceptforge.configs.profile import load_profile
     from perceptforge.flows.mvp import ingest_entry
-    from perceptforge.tasks.idea import make_candidate
-    from perceptforge.tasks.edit import EditUnit, edit_batch
-    from perceptforge.backends.editors import build_inpainter
-    from perceptforge.backends.writers import TemplateWriter
-    from perceptforge.store.rundir import RunDir
-    from perceptforge.backends.segmenters import build_segmenter
-    from perceptforge.store.sources import grounding_from_entry, read_source_dir
     from perceptforge.logic.templates import templates
+    from perceptforge.store.rundir import RunDir
+    from perceptforge.store.sources import grounding_from_entry, read_source_dir
+    from perceptforge.tasks.edit import EditUnit, edit_batch
+    from perceptforge.tasks.idea import make_candidate
 
     prof = load_profile("local")
     found = templates()
@@ -96,12 +103,24 @@ def measure(n_items: int, workers: int) -> dict:
         (Path(tmp) / "bench.yaml").write_text(yaml.safe_dump(profile))
         flow = mvp_flow.with_options(task_runner=task_runner("threads", workers))
         t0 = time.perf_counter()
-        summary = flow(source=str(src), profile=str(Path(tmp) / "bench.yaml"), out=str(Path(tmp) / "run"), seed=0, categories=categories)
+        summary = flow(
+            source=str(src),
+            profile=str(Path(tmp) / "bench.yaml"),
+            out=str(Path(tmp) / "run"),
+            seed=0,
+            categories=categories,
+        )
         wall = time.perf_counter() - t0
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         pure = pure_time(src, Path(tmp) / "pure", 0, categories)
-    return {"items": summary["counts"]["items"], "photos": copies, "wall_s": wall, "pure_s": pure, "peak_rss_mib": rss,
-            "stages_s": summary["wall_time_s"]}
+    return {
+        "items": summary["counts"]["items"],
+        "photos": copies,
+        "wall_s": wall,
+        "pure_s": pure,
+        "peak_rss_mib": rss,
+        "stages_s": summary["wall_time_s"],
+    }
 
 
 def main() -> None:
@@ -115,13 +134,20 @@ def main() -> None:
         return
     for n_items in args.items:
         # A fresh process per size: peak RSS then shows whether memory grows with the number of items.
-        out = subprocess.run([sys.executable, __file__, "--one", str(n_items), "--workers", str(args.workers)],
-                             check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", str(n_items), "--workers", str(args.workers)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         r = json.loads(out.strip().splitlines()[-1])
         overhead = max(0.0, 1 - (r["pure_s"] / args.workers) / r["wall_s"])
-        print(f"{r['items']:5d} items ({r['photos']} photos): flow {r['wall_s']:6.1f} s = {r['items'] / r['wall_s']:5.1f} items/s; "
-              f"pure functions {r['pure_s']:6.1f} s; orchestration share ~{100 * overhead:.0f}%; peak RSS {r['peak_rss_mib']:.0f} MiB; "
-              f"stages {r['stages_s']}", flush=True)
+        print(
+            f"{r['items']:5d} items ({r['photos']} photos): flow {r['wall_s']:6.1f} s = {r['items'] / r['wall_s']:5.1f} items/s; "
+            f"pure functions {r['pure_s']:6.1f} s; orchestration share ~{100 * overhead:.0f}%; peak RSS {r['peak_rss_mib']:.0f} MiB; "
+            f"stages {r['stages_s']}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

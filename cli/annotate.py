@@ -8,12 +8,15 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+
 from perceptforge.cli.app import console, new_app
 from perceptforge.errors import PerceptforgeError
 
 app = new_app("Human verification in Label Studio: run a local server, push candidates, pull verdicts.")
 
-URL = typer.Option(None, "--url", help="Label Studio URL (default: LABEL_STUDIO_URL, else the local server from `annotate serve`)")
+URL = typer.Option(
+    None, "--url", help="Label Studio URL (default: LABEL_STUDIO_URL, else the local server from `annotate serve`)"
+)
 
 
 def _document_root(given: Optional[Path]) -> Path:
@@ -21,8 +24,10 @@ def _document_root(given: Optional[Path]) -> Path:
 
     root = local_setting(str(given) if given else None, "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT", "document_root")
     if not root:
-        raise PerceptforgeError("which folder does Label Studio serve files from? pass --document-root (the server's "
-                                "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT)")
+        raise PerceptforgeError(
+            "which folder does Label Studio serve files from? pass --document-root (the server's "
+            "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT)"
+        )
     return Path(root).resolve()
 
 
@@ -30,14 +35,27 @@ def _document_root(given: Optional[Path]) -> Path:
 def serve(
     port: int = typer.Option(8080, "--port"),
     venv: Path = typer.Option(Path(".venv-label-studio"), "--venv", help="the server's own virtual environment"),
-    document_root: Path = typer.Option(Path("."), "--document-root", help="folder the server may serve images from (holds your run directories)"),
+    document_root: Path = typer.Option(
+        Path("."), "--document-root", help="folder the server may serve images from (holds your run directories)"
+    ),
 ) -> None:
     """Start Label Studio on 127.0.0.1 (first time: create its data folder and an admin account) until Ctrl-C."""
-    from perceptforge.annotation.server import Account, add_account, read_local_credentials, start, state_folder, write_local_credentials
+    from perceptforge.annotation.server import (
+        Account,
+        add_account,
+        read_local_credentials,
+        start,
+        state_folder,
+        write_local_credentials,
+    )
 
     data_dir = state_folder() / "data"
     local = read_local_credentials()
-    account = Account(local["email"], local["password"], local["token"]) if local else Account.generate("admin@perceptforge.local")
+    account = (
+        Account(local["email"], local["password"], local["token"])
+        if local
+        else Account.generate("admin@perceptforge.local")
+    )
     if not (data_dir / "label_studio.sqlite3").exists():
         with console.status("initialising Label Studio's data folder (about a minute, once)"):
             add_account(venv, data_dir, document_root.resolve(), account)
@@ -61,7 +79,9 @@ def serve(
 def push_cmd(
     run_dir: Path = typer.Argument(..., help="run directory"),
     url: Optional[str] = URL,
-    document_root: Optional[Path] = typer.Option(None, "--document-root", help="the server's local-files document root"),
+    document_root: Optional[Path] = typer.Option(
+        None, "--document-root", help="the server's local-files document root"
+    ),
 ) -> None:
     """Create or update one project per item kind and import the items it lacks (never touches existing tasks)."""
     from perceptforge.annotation.client import connect
@@ -78,13 +98,20 @@ def push_cmd(
 def _print_verification(summary: dict) -> None:
     from rich.table import Table
 
-    console.print(f"{summary['items']} items: " + ", ".join(f"{n} {s}" for s, n in summary["status"].items())
-                  + f"; {summary['corrected']} kept with corrections; {summary['invalid_annotations']} invalid annotations")
+    console.print(
+        f"{summary['items']} items: "
+        + ", ".join(f"{n} {s}" for s, n in summary["status"].items())
+        + f"; {summary['corrected']} kept with corrections; {summary['invalid_annotations']} invalid annotations"
+    )
     table = Table(title="agreement on accept / reject (two annotators)")
     for col in ("kind", "items", "% agreement", "Cohen's kappa"):
         table.add_column(col)
     for kind, row in summary["agreement"].items():
-        table.add_row(kind, str(row["items"]), *("—" if row[k] is None else str(row[k]) for k in ("percent_agreement", "cohens_kappa")))
+        table.add_row(
+            kind,
+            str(row["items"]),
+            *("—" if row[k] is None else str(row[k]) for k in ("percent_agreement", "cohens_kappa")),
+        )
     console.print(table)
 
 
@@ -116,8 +143,14 @@ def verify_cmd(
     configure_prefect()
     from perceptforge.flows.verify import verify_flow
 
-    summary = verify_flow(run_dir=str(run_dir.resolve()), document_root=str(_document_root(document_root)), url=url, now=now,
-                          timeout_s=timeout_s, poll_s=poll_s)
+    summary = verify_flow(
+        run_dir=str(run_dir.resolve()),
+        document_root=str(_document_root(document_root)),
+        url=url,
+        now=now,
+        timeout_s=timeout_s,
+        poll_s=poll_s,
+    )
     if summary["still_waiting"]:
         console.print(f"[yellow]timed out:[/] {summary['still_waiting']} items still lack annotations")
     _print_verification(summary)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 
 import typer
-from perceptforge.errors import PerceptforgeError
 from rich.console import Console
+
+from perceptforge.errors import PerceptforgeError
 
 console = Console()
 err_console = Console(stderr=True)

@@ -5,13 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+
 from perceptforge.cli.app import console
 
 
 def export(
     run_dir: Path = typer.Argument(..., help="run directory with items/ and images/"),
     out: Path = typer.Option(..., "--out", help="split directory to write"),
-    formats: str = typer.Option("jsonl,parquet,vlmevalkit", "--formats", help="comma-separated: jsonl, parquet, vlmevalkit"),
+    formats: str = typer.Option(
+        "jsonl,parquet,vlmevalkit", "--formats", help="comma-separated: jsonl, parquet, vlmevalkit"
+    ),
     only_verified: bool = typer.Option(False, "--only-verified", help="only items both annotators accepted"),
     seed: int = typer.Option(0, "--seed", help="seed of the val/test assignment"),
     val_fraction: float = typer.Option(0.5, "--val-fraction", min=0.0, max=1.0, help="share of each category in val"),
@@ -19,5 +22,10 @@ def export(
     """Export a run as a split stratified by category: JSONL + images, Parquet, VLMEvalKit TSV, manifest, data card."""
     from perceptforge.outputs.export import export_split
 
-    manifest = export_split(run_dir, out, tuple(f.strip() for f in formats.split(",") if f.strip()), seed, val_fraction, only_verified)
-    console.print(f"val {manifest.counts.get('val', 0)} · test {manifest.counts.get('test', 0)} items → [bold]{out}[/] ({len(manifest.files)} files)")
+    manifest = export_split(
+        run_dir, out, tuple(f.strip() for f in formats.split(",") if f.strip()), seed, val_fraction, only_verified
+    )
+    console.print(
+        f"val {manifest.counts.get('val', 0)} · test {manifest.counts.get('test', 0)} items → [bold]{out}[/] "
+        f"({len(manifest.files)} files)"
+    )

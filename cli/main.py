@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+
 from perceptforge.cli.app import console, new_app
 from perceptforge.cli.templates import app as templates_app
 from perceptforge.settings import configure_prefect
@@ -26,8 +27,16 @@ def bundled_sample() -> Path:
     return Path(str(resources.files("perceptforge.data").joinpath("sample")))
 
 
-def _run_mvp(source: Path, profile: str, out: Path, seed: int, limit: Optional[int], categories: Optional[str] = None,
-             runner: Optional[str] = None, dask_address: Optional[str] = None) -> dict:
+def _run_mvp(
+    source: Path,
+    profile: str,
+    out: Path,
+    seed: int | None,
+    limit: Optional[int],
+    categories: Optional[str] = None,
+    runner: Optional[str] = None,
+    dask_address: Optional[str] = None,
+) -> dict:
     configure_prefect()
     from perceptforge.configs.profile import load_profile
     from perceptforge.flows.common import task_runner
@@ -62,11 +71,24 @@ def run_mvp(
     source: Path = typer.Option(..., "--source", help="source directory with images and a COCO-style annotations.json"),
     profile: str = typer.Option("local", "--profile", help="bundled profile name (local, gpu) or a YAML path"),
     out: Path = typer.Option(..., "--out", help="run directory (created; an existing one is resumed)"),
-    seed: Optional[int] = typer.Option(None, "--seed", help="seed for every random choice of the run (default: the profile's seed)"),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="only the first N source images with a main subject (by id); donor scenes are always used"),
-    categories: Optional[str] = typer.Option(None, "--categories", help="comma-separated template ids, e.g. B1,B3,E2 (default: all)"),
-    runner: Optional[str] = typer.Option(None, "--runner", help="threads (default) or dask; overrides the profile's runner.kind"),
-    dask_address: Optional[str] = typer.Option(None, "--dask-address", help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786"),
+    seed: Optional[int] = typer.Option(
+        None, "--seed", help="seed for every random choice of the run (default: the profile's seed)"
+    ),
+    limit: Optional[int] = typer.Option(
+        None,
+        "--limit",
+        min=1,
+        help="only the first N source images with a main subject (by id); donor scenes are always used",
+    ),
+    categories: Optional[str] = typer.Option(
+        None, "--categories", help="comma-separated template ids, e.g. B1,B3,E2 (default: all)"
+    ),
+    runner: Optional[str] = typer.Option(
+        None, "--runner", help="threads (default) or dask; overrides the profile's runner.kind"
+    ),
+    dask_address: Optional[str] = typer.Option(
+        None, "--dask-address", help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786"
+    ),
 ) -> None:
     """Build MVP-Bench-style items (MVP-Bench §4.1) from SOURCE into the run directory OUT."""
     summary = _run_mvp(source, profile, out, seed, limit, categories, runner, dask_address)
@@ -101,13 +123,16 @@ def profile_check(profiles: list[str] = typer.Argument(..., help="profile names 
 def profile_show(profile: str = typer.Argument("local")) -> None:
     """Print a profile with every default filled in."""
     import yaml
+
     from perceptforge.configs.profile import load_profile
 
     console.print(yaml.safe_dump(load_profile(profile).model_dump(mode="json"), sort_keys=False), highlight=False)
 
 
 @app.command()
-def schema(out: Optional[Path] = typer.Option(None, "--out", help="write the JSON Schema here instead of printing it")) -> None:
+def schema(
+    out: Optional[Path] = typer.Option(None, "--out", help="write the JSON Schema here instead of printing it"),
+) -> None:
     """Export the JSON Schema of every record (data/schema.json)."""
     import json
 

@@ -6,14 +6,20 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from perceptforge.cli.app import console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+from perceptforge.cli.app import console
+from perceptforge.scorer import benchmarks
 
 
 def predict(
-    benchmark: str = typer.Argument(..., help="perceptforge | mvp-bench | blink | codis | mme-realworld"),
-    data: Path = typer.Option(..., "--data", help="our split's val.jsonl/test.jsonl, or a release's question file (BLINK: the HF parquet)"),
-    images: Optional[Path] = typer.Option(None, "--images", help="folder the records' image paths are relative to (default: beside --data)"),
+    benchmark: str = typer.Argument(..., help=benchmarks.choices()),
+    data: Path = typer.Option(
+        ..., "--data", help="our split's val.jsonl/test.jsonl, or a release's question file (BLINK: the HF parquet)"
+    ),
+    images: Optional[Path] = typer.Option(
+        None, "--images", help="folder the records' image paths are relative to (default: beside --data)"
+    ),
     endpoint: str = typer.Option(..., "--endpoint", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1"),
     model: str = typer.Option(..., "--model", help="model name the server knows"),
     out: Path = typer.Option(..., "--out", help="predictions JSONL (appended; existing ids are skipped)"),
@@ -23,13 +29,29 @@ def predict(
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens"),
 ) -> None:
     """Run a model over a release with the paper's prompt; images go as base64 data URLs."""
-    from perceptforge.scorer.predict import predict as run_predict
     from perceptforge.backends.chat import ChatClient
+    from perceptforge.scorer.predict import predict as run_predict
 
     client = ChatClient(base_url=endpoint, model=model, api_key_env=api_key_env, max_tokens=max_tokens, seed=0)
-    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as bar:
         task = bar.add_task(f"{benchmark} → {model}", total=None)
-        summary = run_predict(benchmark, data, images or data.parent, client, out, concurrency, concat_images,
-                              progress=lambda done, total: bar.update(task, completed=done, total=total))
-    console.print(f"{summary['answered']} answered, {summary['skipped']} already in {out}; tokens in/out "
-                  f"{summary['prompt_tokens']}/{summary['completion_tokens']}")
+        summary = run_predict(
+            benchmark,
+            data,
+            images or data.parent,
+            client,
+            out,
+            concurrency,
+            concat_images,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    console.print(
+        f"{summary['answered']} answered, {summary['skipped']} already in {out}; tokens in/out "
+        f"{summary['prompt_tokens']}/{summary['completion_tokens']}"
+    )

@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+
 from perceptforge.cli.app import console
 from perceptforge.errors import PerceptforgeError
+from perceptforge.scorer import benchmarks
 
 
 def expand_paths(paths: list[Path]) -> list[Path]:
@@ -27,11 +29,17 @@ def expand_paths(paths: list[Path]) -> list[Path]:
 
 
 def score(
-    benchmark: str = typer.Argument(..., help="mvp-bench | blink | codis | mme-realworld"),
+    benchmark: str = typer.Argument(..., help=benchmarks.choices()),
     data: list[Path] = typer.Option(..., "--data", help="the benchmark's data / answer file(s); repeat for several"),
-    predictions: list[Path] = typer.Option([], "--predictions", help="prediction file(s) or a directory of them (BLINK saved_outputs/); repeat for several"),
-    protocol: str = typer.Option("strict", "--protocol", help="strict (our extraction) or official (the official script's rules)"),
-    judge: Optional[str] = typer.Option(None, "--judge", help="LLM judge for what rules cannot decide: openai:MODEL@BASE_URL"),
+    predictions: list[Path] = typer.Option(
+        [], "--predictions", help="prediction file(s) or a directory of them (BLINK saved_outputs/); repeat for several"
+    ),
+    protocol: str = typer.Option(
+        "strict", "--protocol", help="strict (our extraction) or official (the official script's rules)"
+    ),
+    judge: Optional[str] = typer.Option(
+        None, "--judge", help="LLM judge for what rules cannot decide: openai:MODEL@BASE_URL"
+    ),
     json_out: Optional[Path] = typer.Option(None, "--json", help="write the metrics as JSON"),
     csv_out: Optional[Path] = typer.Option(None, "--csv", help="write the tables as CSV"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="write per-category bars as PNG"),
@@ -40,7 +48,7 @@ def score(
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap"),
 ) -> None:
     """Score model predictions with the papers' metrics, per category, with a random-choice row."""
-    from perceptforge.scorer import benchmarks, report
+    from perceptforge.scorer import report
     from perceptforge.scorer.metrics import bootstrap_groups
 
     if protocol not in ("strict", "official"):

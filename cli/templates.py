@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.table import Table
+
 from perceptforge.cli.app import console, new_app
 from perceptforge.errors import PerceptforgeError
-from rich.table import Table
 
 app = new_app("List, show and check the category templates (one declarative file each).")
 
@@ -29,6 +30,7 @@ def list_templates() -> None:
 def show(template_id: str = typer.Argument(..., help="template id, e.g. B3")) -> None:
     """Print one template as loaded, with its file."""
     import yaml
+
     from perceptforge.logic.templates import discover
 
     found = discover()
@@ -36,7 +38,9 @@ def show(template_id: str = typer.Argument(..., help="template id, e.g. B3")) ->
         raise PerceptforgeError(f"no template {template_id!r}; known: {', '.join(found)}")
     template, path = found[template_id]
     console.print(f"# {path}")
-    console.print(yaml.safe_dump(template.model_dump(mode="json"), sort_keys=False, allow_unicode=True), highlight=False)
+    console.print(
+        yaml.safe_dump(template.model_dump(mode="json"), sort_keys=False, allow_unicode=True), highlight=False
+    )
 
 
 @app.command("check")

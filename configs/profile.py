@@ -29,7 +29,9 @@ class Section(BaseModel):
 class Gates(Section):
     """Quality gates applied before annotators see a pair."""
 
-    min_inside_change: float = Field(12.0, ge=0, description="mean absolute pixel change (0-255) inside the edit region")
+    min_inside_change: float = Field(
+        12.0, ge=0, description="mean absolute pixel change (0-255) inside the edit region"
+    )
     max_outside_change: float = Field(6.0, ge=0, description="mean absolute pixel change outside the edit region")
     min_phash_distance: int = Field(4, ge=0, le=64, description="pairs closer than this (Hamming) are near-duplicates")
 
@@ -79,7 +81,7 @@ class Profile(Section):
     def thread_workers(self) -> int:
         """Threads for the threads runner: enough for every endpoint's allowed requests in flight (each
         client enforces its own limit); model stages take the device's lock, so extra threads cost no memory."""
-        endpoints = [s.concurrency for s in (self.grounder, self.llm) if isinstance(s, EndpointSettings)]
+        endpoints = [s.concurrency for s in (self.grounder, self.llm) if isinstance(s, EndpointSettings)]  # type: ignore[attr-defined]
         return max([self.runner.max_workers, *endpoints])
 
 
@@ -93,7 +95,10 @@ def _role_type(role: str) -> Any:
 def profile_model() -> type[Profile]:
     """``Profile`` with each backend section validated against the backends registered for its role."""
     fields: dict[str, Any] = {role: (_role_type(role), ...) for role in registry.ROLES if role != "editor"}
-    fields["editor"] = (Optional[_role_type("editor")], Field(None, description="None: direct-alteration categories are skipped"))
+    fields["editor"] = (
+        Optional[_role_type("editor")],
+        Field(None, description="None: direct-alteration categories are skipped"),
+    )
     return create_model("Profile", __base__=Profile, **fields)
 
 

@@ -13,8 +13,8 @@ converts to the exact float, and the float returned is the one nearest to the ex
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Sequence
 
 XYXY = tuple[float, float, float, float]
 

@@ -11,8 +11,9 @@ import re
 from enum import Enum
 from typing import Annotated, Literal, Union
 
-from perceptforge.data import geometry
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from perceptforge.data import geometry
 
 SHA256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="lower-case hex SHA-256")]
 LETTERS = "ABCDE"
@@ -52,7 +53,7 @@ class Box(Record):
     y1: float
 
     @model_validator(mode="after")
-    def _non_empty(self) -> "Box":
+    def _non_empty(self) -> Box:
         if self.x1 <= self.x0 or self.y1 <= self.y0:
             raise ValueError(f"empty box: need x1 > x0 and y1 > y0, got ({self.x0}, {self.y0}, {self.x1}, {self.y1})")
         return self
@@ -62,20 +63,20 @@ class Box(Record):
         return (self.x0, self.y0, self.x1, self.y1)
 
     @classmethod
-    def from_xyxy(cls, box) -> "Box":
+    def from_xyxy(cls, box) -> Box:
         x0, y0, x1, y1 = geometry.check_xyxy(box)
         return cls(x0=x0, y0=y0, x1=x1, y1=y1)
 
     @classmethod
-    def from_xywh(cls, box) -> "Box":
+    def from_xywh(cls, box) -> Box:
         return cls.from_xyxy(geometry.xywh_to_xyxy(box))
 
     @classmethod
-    def from_norm(cls, box, width: float, height: float) -> "Box":
+    def from_norm(cls, box, width: float, height: float) -> Box:
         return cls.from_xyxy(geometry.norm_to_xyxy(box, width, height))
 
     @classmethod
-    def from_ls_percent(cls, value: dict, width: float, height: float) -> "Box":
+    def from_ls_percent(cls, value: dict, width: float, height: float) -> Box:
         return cls.from_xyxy(geometry.ls_percent_to_xyxy(value, width, height))
 
     def to_xywh(self) -> geometry.XYXY:
@@ -135,7 +136,7 @@ class Idea(Record):
     target: Box | None = Field(None, description="region to edit (partial substitution); None for whole-subject edits")
 
     @model_validator(mode="after")
-    def _changes(self) -> "Idea":
+    def _changes(self) -> Idea:
         if self.old.strip().lower() == self.new.strip().lower():
             raise ValueError(f"idea changes nothing: old and new are both {self.old!r}")
         return self
@@ -168,10 +169,12 @@ class ImagePair(Record):
     mask: ImageRef | None = None
 
     @model_validator(mode="after")
-    def _same_size(self) -> "ImagePair":
+    def _same_size(self) -> ImagePair:
         n, m = self.natural, self.manipulated
         if (n.width, n.height) != (m.width, m.height):
-            raise ValueError(f"pair images differ in size: natural {n.width}x{n.height}, manipulated {m.width}x{m.height}")
+            raise ValueError(
+                f"pair images differ in size: natural {n.width}x{n.height}, manipulated {m.width}x{m.height}"
+            )
         return self
 
 
@@ -199,7 +202,7 @@ class YesNoPair(Record):
     answer_manipulated: Literal["yes", "no"]
 
     @model_validator(mode="after")
-    def _opposite(self) -> "YesNoPair":
+    def _opposite(self) -> YesNoPair:
         if self.answer_natural == self.answer_manipulated:
             raise ValueError(f"answer_manipulated: must be opposite to answer_natural ({self.answer_natural!r})")
         return self
@@ -244,7 +247,7 @@ class ContextPair(Record):
     answers: tuple[str, str]
 
     @model_validator(mode="after")
-    def _differ(self) -> "ContextPair":
+    def _differ(self) -> ContextPair:
         if any(not c.strip() for c in self.contexts):
             raise ValueError("contexts: a context is empty")
         if any(not a.strip() for a in self.answers):
@@ -264,7 +267,9 @@ class AbsentOptionMCQ(_MCQ):
     @classmethod
     def _e_is_absent(cls, options: list[str]) -> list[str]:
         if not re.search(r"\b(not|no|none|absent)\b", options[4], re.I):
-            raise ValueError(f"options: option E must state absence (e.g. 'The image does not feature it'), got {options[4]!r}")
+            raise ValueError(
+                f"options: option E must state absence (e.g. 'The image does not feature it'), got {options[4]!r}"
+            )
         return options
 
 
@@ -298,7 +303,9 @@ class Lineage(Record):
     prompts: list[PromptRef] = []
     backends: dict[str, BackendRef] = Field(default_factory=dict, description="stage → backend")
     seed: int
-    artifacts: dict[str, str] = Field(default_factory=dict, description="name → relative path (grounding, idea, mask …)")
+    artifacts: dict[str, str] = Field(
+        default_factory=dict, description="name → relative path (grounding, idea, mask …)"
+    )
     parent_id: str | None = Field(None, description="the item this one corrects, if any")
 
 
@@ -387,9 +394,27 @@ class SplitManifest(Record):
 
 
 SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
-    SourceImage, IngestedSource, Box, Region, Grounding, Idea, ImageRef, Edit, ImagePair,
-    YesNoPair, SingleImageMCQ, CrossImageMCQ, ContextPair, AbsentOptionMCQ,
-    Lineage, IdeaRecord, Candidate, MaskRecord, EditRecord, BenchmarkItem, SplitManifest,
+    SourceImage,
+    IngestedSource,
+    Box,
+    Region,
+    Grounding,
+    Idea,
+    ImageRef,
+    Edit,
+    ImagePair,
+    YesNoPair,
+    SingleImageMCQ,
+    CrossImageMCQ,
+    ContextPair,
+    AbsentOptionMCQ,
+    Lineage,
+    IdeaRecord,
+    Candidate,
+    MaskRecord,
+    EditRecord,
+    BenchmarkItem,
+    SplitManifest,
 )
 
 

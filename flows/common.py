@@ -33,8 +33,14 @@ def task_runner(kind: str = "threads", max_workers: int = 2, dask_address: str |
             raise PerceptforgeError("--runner dask needs prefect-dask: pip install 'perceptforge[scale]'") from None
         if dask_address:
             return DaskTaskRunner(address=dask_address)
-        return DaskTaskRunner(cluster_kwargs={"n_workers": max_workers, "threads_per_worker": 1, "processes": True,
-                                              "dashboard_address": None})
+        return DaskTaskRunner(
+            cluster_kwargs={
+                "n_workers": max_workers,
+                "threads_per_worker": 1,
+                "processes": True,
+                "dashboard_address": None,
+            }
+        )
     raise PerceptforgeError(f"unknown runner {kind!r}: threads or dask")
 
 
@@ -51,8 +57,11 @@ def select_templates(categories: list[str] | None) -> tuple[dict[str, Template],
 
 def skipped_templates(used: dict[str, Template], prof: Profile) -> dict[str, str]:
     """template id → why this profile cannot render it."""
-    return {t.id: f"edit kind {t.edit_kind.value} needs an instruction editor; profile '{prof.name}' has none"
-            for t in used.values() if t.edit_kind == EditKind.DIRECT and prof.editor is None}
+    return {
+        t.id: f"edit kind {t.edit_kind.value} needs an instruction editor; profile '{prof.name}' has none"
+        for t in used.values()
+        if t.edit_kind == EditKind.DIRECT and prof.editor is None
+    }
 
 
 def select_entries(entries: list[SourceEntry], limit: int | None) -> list[SourceEntry]:
@@ -68,17 +77,31 @@ def record_run_settings(run: RunDir, prof: Profile, used: dict[str, Template]) -
     """``profile.yaml`` (resolved, no secrets) and ``templates.json`` (template and prompt versions)."""
     run.path.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run.sub("profile.yaml"), yaml.safe_dump(prof.model_dump(mode="json"), sort_keys=True))
-    write_json(run.sub("templates.json"), {tid: {"version": t.version, "prompts": [load_prompt(p).ref() for p in t.prompt_ids()]}
-                                           for tid, t in used.items()})
+    write_json(
+        run.sub("templates.json"),
+        {
+            tid: {"version": t.version, "prompts": [load_prompt(p).ref() for p in t.prompt_ids()]}
+            for tid, t in used.items()
+        },
+    )
 
 
-def summarise(flow: str, prof: Profile, seed: int, runner: StageRunner, skipped: dict[str, str], counts: dict[str, int],
-              items: list[BenchmarkItem], candidates: list[tuple[Unit, Candidate]], clients: dict[str, Any]) -> dict:
+def summarise(
+    flow: str,
+    prof: Profile,
+    seed: int,
+    runner: StageRunner,
+    skipped: dict[str, str],
+    counts: dict[str, int],
+    items: list[BenchmarkItem],
+    candidates: list[tuple[Unit, Candidate]],
+    clients: dict[str, Any],
+) -> dict:
     """The run's ``summary.json`` (also published as Prefect artifacts)."""
     quarantine = runner.run.gather_quarantine()
     per_level = Counter(f"{i.category.low}/{getattr(i.question, 'level', '')}" for i in items)
     usage = {name: getattr(getattr(c, "client", None), "usage", None) for name, c in clients.items()}
-    summary = {
+    summary: dict[str, Any] = {
         "flow": flow,
         "profile": prof.name,
         "backends": prof.backend_names(),
@@ -88,8 +111,11 @@ def summarise(flow: str, prof: Profile, seed: int, runner: StageRunner, skipped:
         "candidates_per_category": dict(sorted(Counter(c.category.low for _, c in candidates).items())),
         "skipped_categories": skipped,
         "failures": dict(sorted(runner.failures.items())),
-        "token_use": {name: {"requests": u.requests, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
-                      for name, u in usage.items() if u is not None},
+        "token_use": {
+            name: {"requests": u.requests, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
+            for name, u in usage.items()
+            if u is not None
+        },
         "wall_time_s": {k: round(v, 3) for k, v in runner.timings.items()},
     }
     runner.run.write_summary(summary)

@@ -13,7 +13,13 @@ from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from perceptforge.configs.profile import load_profile
-from perceptforge.flows.common import record_run_settings, select_entries, select_templates, skipped_templates, summarise
+from perceptforge.flows.common import (
+    record_run_settings,
+    select_entries,
+    select_templates,
+    skipped_templates,
+    summarise,
+)
 from perceptforge.outputs.report import write_report
 from perceptforge.store.rundir import RunDir
 from perceptforge.store.sources import read_source_dir
@@ -21,9 +27,15 @@ from perceptforge.tasks import edit, gates, ground, idea, ingest, items, mask, q
 from perceptforge.tasks.runner import StageRunner
 
 
-@flow(name="mvp", task_runner=ThreadPoolTaskRunner(max_workers=2))
-def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: int | None = None, limit: int | None = None,
-             categories: list[str] | None = None) -> dict:
+@flow(name="mvp", task_runner=ThreadPoolTaskRunner(max_workers=2))  # type: ignore[arg-type]
+def mvp_flow(
+    source: str,
+    profile: str = "local",
+    out: str = "runs/mvp",
+    seed: int | None = None,
+    limit: int | None = None,
+    categories: list[str] | None = None,
+) -> dict:
     """Build MVP-Bench-style items from a source directory into the run directory ``out``."""
     prof = load_profile(profile)
     seed = prof.seed if seed is None else seed
@@ -46,16 +58,42 @@ def mvp_flow(source: str, profile: str = "local", out: str = "runs/mvp", seed: i
     candidates = questions.questions_stage(runner, ideas, ingested, writer, all_templates, seed)
     by_unit = {u.name: c for u, c in candidates}
     donors = [record.stored for e, record in sources.values() if not e.subject]
-    masks = mask.mask_stage(runner, candidates, all_templates, ingested, groundings, prof.build("segmenter", runtime).load(),
-                            donors, seed, runtime.device)
+    masks = mask.mask_stage(
+        runner,
+        candidates,
+        all_templates,
+        ingested,
+        groundings,
+        prof.build("segmenter", runtime).load(),
+        donors,
+        seed,
+        runtime.device,
+    )
     backends = {"inpainter": prof.build("inpainter", runtime).load(), "editor": prof.build("editor", runtime)}
     edits = edit.edit_stage(runner, masks, by_unit, all_templates, ingested, backends, seed, runtime.device)
     passed = gates.gates_stage(runner, edits, prof.gates)
     made = items.items_stage(runner, passed, by_unit)
 
-    summary = summarise("mvp", prof, seed, runner, skipped, {
-        "sources": len(entries), "ingested": len(sources), "grounded": len(groundings), "ideas": len(ideas),
-        "candidates": len(candidates), "masked": len(masks), "edited": len(edits), "pairs": len(passed), "items": len(made),
-    }, made, candidates, {"grounder": grounder, "llm": writer})
+    summary = summarise(
+        "mvp",
+        prof,
+        seed,
+        runner,
+        skipped,
+        {
+            "sources": len(entries),
+            "ingested": len(sources),
+            "grounded": len(groundings),
+            "ideas": len(ideas),
+            "candidates": len(candidates),
+            "masked": len(masks),
+            "edited": len(edits),
+            "pairs": len(passed),
+            "items": len(made),
+        },
+        made,
+        candidates,
+        {"grounder": grounder, "llm": writer},
+    )
     summary["report"] = write_report(run)
     return summary

@@ -7,12 +7,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
 from perceptforge.annotation.client import connect
 from perceptforge.annotation.decisions import counted_annotations
 from perceptforge.annotation.sync import REQUIRED_ANNOTATORS, pull, push
 from perceptforge.fileio import read_json
-from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 
 
 @task(name="push", cache_policy=NO_CACHE)
@@ -23,8 +24,11 @@ def push_task(run_dir: str, url: str | None, document_root: str) -> dict:
 def waiting_for(run_dir: Path, ls) -> int:
     """Items that still lack their required annotations."""
     projects = read_json(run_dir / "annotation" / "projects.json")
-    return sum(len(counted_annotations(t.get("annotations", []))) < REQUIRED_ANNOTATORS
-               for p in projects.values() for t in ls.export(p["id"]))
+    return sum(
+        len(counted_annotations(t.get("annotations", []))) < REQUIRED_ANNOTATORS
+        for p in projects.values()
+        for t in ls.export(p["id"])
+    )
 
 
 @task(name="wait", cache_policy=NO_CACHE)
@@ -45,8 +49,14 @@ def pull_task(run_dir: str, url: str | None) -> dict:
 
 
 @flow(name="verify")
-def verify_flow(run_dir: str, document_root: str, url: str | None = None, now: bool = False, timeout_s: float = 3600,
-                poll_s: float = 30) -> dict:
+def verify_flow(
+    run_dir: str,
+    document_root: str,
+    url: str | None = None,
+    now: bool = False,
+    timeout_s: float = 3600,
+    poll_s: float = 30,
+) -> dict:
     """Push, wait (unless ``now``), pull; returns the verification summary."""
     pushed = push_task(run_dir, url, document_root)
     left = 0 if now else wait_task(run_dir, url, timeout_s, poll_s)

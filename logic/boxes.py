@@ -15,13 +15,23 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from perceptforge.data.schema import Box
 from perceptforge.data import geometry
+from perceptforge.data.schema import Box
 
 BoxFormat = Literal["auto", "norm", "grid1000", "pixel"]
 
 _NUM = r"\s*(-?\d+(?:\.\d+)?)\s*"
-_QWEN = re.compile(r"(?:<\|object_ref_start\|>(.*?)<\|object_ref_end\|>\s*)?<\|box_start\|>\(" + _NUM + "," + _NUM + r"\),\(" + _NUM + "," + _NUM + r"\)<\|box_end\|>")
+_QWEN = re.compile(
+    r"(?:<\|object_ref_start\|>(.*?)<\|object_ref_end\|>\s*)?<\|box_start\|>\("
+    + _NUM
+    + ","
+    + _NUM
+    + r"\),\("
+    + _NUM
+    + ","
+    + _NUM
+    + r"\)<\|box_end\|>"
+)
 _BRACKET = re.compile(r"\[((?:" + _NUM + r",){3}" + _NUM + r"(?:;(?:" + _NUM + r",){3}" + _NUM + r")*)\]")
 
 
@@ -49,7 +59,9 @@ def _to_pixels(values: list[float], fmt: BoxFormat, width: int, height: int) -> 
     return box
 
 
-def parse_boxes(text: str | None, width: int, height: int, fmt: BoxFormat = "auto") -> tuple[list[ParsedBox], list[str]]:
+def parse_boxes(
+    text: str | None, width: int, height: int, fmt: BoxFormat = "auto"
+) -> tuple[list[ParsedBox], list[str]]:
     """(boxes found, problems) in the order they appear in ``text``."""
     if not text:
         return [], []
@@ -80,5 +92,7 @@ def parse_subject_reply(text: str, width: int, height: int, fmt: BoxFormat = "au
         raise ValueError(f"expected '### main subject ### [coordinates] ###', got {text!r:.120}")
     boxes, problems = parse_boxes(m.group(2), width, height, fmt)
     if not boxes:
-        raise ValueError(f"no usable box for the main subject in {m.group(2)!r}" + (f" ({problems[0]})" if problems else ""))
+        raise ValueError(
+            f"no usable box for the main subject in {m.group(2)!r}" + (f" ({problems[0]})" if problems else "")
+        )
     return m.group(1).strip(), boxes[0].box

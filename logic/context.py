@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 from perceptforge.data.schema import Grounding, Idea
-from perceptforge.prompts.library import Prompt
 from perceptforge.logic.templates import Template
+from perceptforge.prompts.library import Prompt
 
 # Grounding attribute keys under the names the paper's prompts use.
-_ORIGINAL = {"behaviour": "original_behaviour", "background": "original_background", "held_object": "original_object",
-             "emotion": "original_emotion", "facial_expression": "original_facial"}
+_ORIGINAL = {
+    "behaviour": "original_behaviour",
+    "background": "original_background",
+    "held_object": "original_object",
+    "emotion": "original_emotion",
+    "facial_expression": "original_facial",
+}
 _NEW = {"background": "new_background", "held_object": "new_object", "facial_expression": "new_facial"}
 
 
 def original_value(template: Template, grounding: Grounding) -> str:
     value = grounding.attributes.get(template.attribute, "").strip()
     if not value or value.lower() in ("nothing", "none"):
-        raise ValueError(f"grounding of source {grounding.source_id} has no '{template.attribute}' for the {grounding.subject.label}")
+        raise ValueError(
+            f"grounding of source {grounding.source_id} has no '{template.attribute}' for the {grounding.subject.label}"
+        )
     return value
 
 

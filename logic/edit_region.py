@@ -7,7 +7,8 @@ Partial substitution edits the target's mask; direct alteration has no mask (the
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -29,17 +30,27 @@ def target_box(template: Template, grounding: Grounding, old_value: str) -> tupl
     if template.target == "face":
         faces = [r for r in grounding.regions if r.role == "face"]
         if not faces:
-            raise ValueError(f"source {grounding.source_id}: template {template.id} edits the face, but no face region is annotated")
+            raise ValueError(
+                f"source {grounding.source_id}: template {template.id} edits the face, but no face region is annotated"
+            )
         return faces[0].box.xyxy
     wanted = old_value.lower()
     objects = [r for r in grounding.regions if r.role == "object" and r.label.lower() in wanted]
     if not objects:
-        raise ValueError(f"source {grounding.source_id}: no object region matches {old_value!r} for template {template.id}")
+        raise ValueError(
+            f"source {grounding.source_id}: no object region matches {old_value!r} for template {template.id}"
+        )
     return max(objects, key=lambda r: len(r.label)).box.xyxy
 
 
-def edit_mask(template: Template, grounding: Grounding, image: np.ndarray, old_value: str, segmenter: _Segmenter,
-              rng: np.random.Generator) -> np.ndarray | None:
+def edit_mask(
+    template: Template,
+    grounding: Grounding,
+    image: np.ndarray,
+    old_value: str,
+    segmenter: _Segmenter,
+    rng: np.random.Generator,
+) -> np.ndarray | None:
     """(H, W) bool, True = region to change; None for whole-image instruction edits."""
     if template.edit_kind.value == "direct_alteration":
         return None

@@ -19,8 +19,8 @@ def phash(image: Image.Image, size: int = 8) -> int:
     """64-bit perceptual hash: DCT of a 32x32 grayscale, low 8x8 frequencies against their median."""
     import cv2
 
-    small = np.asarray(image.convert("L").resize((4 * size, 4 * size), Image.LANCZOS), dtype=np.float32)
-    low = cv2.dct(small)[:size, :size].flatten()
+    small = np.asarray(image.convert("L").resize((4 * size, 4 * size), Image.Resampling.LANCZOS), dtype=np.float32)
+    low = np.asarray(cv2.dct(small), np.float32)[:size, :size].flatten()
     bits = low > np.median(low[1:])
     return int("".join("1" if b else "0" for b in bits), 2)
 

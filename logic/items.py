@@ -12,7 +12,14 @@ def build_items(candidate: Candidate, edit: EditRecord) -> list[BenchmarkItem]:
     if edit.pair.mask:
         lineage["artifacts"]["mask"] = edit.pair.mask.path
     return [
-        BenchmarkItem(id=q.id, category=candidate.category, question=q.question, pair=edit.pair, idea=candidate.idea,
-                      edit=edit.edit, lineage=Lineage.model_validate(lineage))
+        BenchmarkItem(
+            id=q.id,
+            category=candidate.category,
+            question=q.question,
+            pair=edit.pair,
+            idea=candidate.idea,
+            edit=edit.edit,
+            lineage=Lineage.model_validate(lineage),
+        )
         for q in candidate.questions
     ]

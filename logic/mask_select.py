@@ -12,11 +12,12 @@ mask resize in [-4, +8] pixels. All randomness comes from the generator passed i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import cv2
 import numpy as np
+
 from perceptforge.data import geometry
 
 
@@ -54,7 +55,9 @@ class JitterParams:
     resize_px: tuple[int, int] = (-4, 8)  # erode (negative) or dilate (positive)
 
 
-def jitter_box(box: Sequence[float], width: int, height: int, rng: np.random.Generator, params: JitterParams = JitterParams()) -> tuple[float, float, float, float]:
+def jitter_box(
+    box: Sequence[float], width: int, height: int, rng: np.random.Generator, params: JitterParams = JitterParams()
+) -> tuple[float, float, float, float]:
     """Translate and rescale the box about its centre; the result stays inside the image and non-empty."""
     x0, y0, x1, y1 = geometry.check_xyxy(box)
     bw, bh = x1 - x0, y1 - y0

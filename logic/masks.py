@@ -21,5 +21,8 @@ def xyxy_to_mask(box, height: int, width: int) -> np.ndarray:
     """Filled rectangle mask of the box, pixel edges rounded outwards, clipped to the image."""
     x0, y0, x1, y1 = box
     out = np.zeros((height, width), dtype=bool)
-    out[max(int(np.floor(y0)), 0) : min(int(np.ceil(y1)), height), max(int(np.floor(x0)), 0) : min(int(np.ceil(x1)), width)] = True
+    out[
+        max(int(np.floor(y0)), 0) : min(int(np.ceil(y1)), height),
+        max(int(np.floor(x0)), 0) : min(int(np.ceil(x1)), width),
+    ] = True
     return out

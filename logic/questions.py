@@ -7,9 +7,10 @@ flow turns into a quarantine entry. The random generator is always passed in.
 from __future__ import annotations
 
 import numpy as np
+from pydantic import ValidationError
+
 from perceptforge.data.schema import LETTERS, CrossImageMCQ, SingleImageMCQ, YesNoPair
 from perceptforge.errors import describe_validation_error
-from pydantic import ValidationError
 
 HIGH_LEVEL_OPTIONS = ("identity", "emotion", "scenario", "role", "behaviour")
 
@@ -38,7 +39,9 @@ def place_answer(correct: str, others: list[str], rng: np.random.Generator) -> t
     return options, LETTERS[position]
 
 
-def single_mcq(question: str, correct: str, natural_answer: str, distractors: list[str], rng: np.random.Generator) -> SingleImageMCQ:
+def single_mcq(
+    question: str, correct: str, natural_answer: str, distractors: list[str], rng: np.random.Generator
+) -> SingleImageMCQ:
     """MCQ on the manipulated image: the correct answer, the natural image's answer and three distractors."""
     if len(distractors) != 3:
         raise ValueError(f"options: need exactly 3 distractors, got {len(distractors)}")
@@ -47,10 +50,14 @@ def single_mcq(question: str, correct: str, natural_answer: str, distractors: li
     if clash:
         raise ValueError(f"options: distractor {clash[0]!r} repeats the correct or the natural answer")
     options, answer = place_answer(correct, [natural_answer, *distractors], rng)
-    return _validated(SingleImageMCQ, question=question, options=options, answer=answer, level="high", image="manipulated")
+    return _validated(
+        SingleImageMCQ, question=question, options=options, answer=answer, level="high", image="manipulated"
+    )
 
 
-def cross_mcq_low(question: str, description: str, other_descriptions: list[str], rng: np.random.Generator) -> CrossImageMCQ:
+def cross_mcq_low(
+    question: str, description: str, other_descriptions: list[str], rng: np.random.Generator
+) -> CrossImageMCQ:
     """What changed in the pair: the category's description among four others (the release's wording)."""
     pool = sorted({d for d in other_descriptions if d != description})
     if len(pool) < 4:

@@ -18,19 +18,34 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
 from perceptforge.data.schema import Category, EditKind
 from perceptforge.errors import InputError, describe_validation_error
 from perceptforge.prompts.library import load_prompt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 HIGH_LEVELS = ("identity", "emotion", "scenario", "role", "behaviour")
 
 # Values a template's prompts may name; the question and idea stages fill them (logic/context.py).
-CONTEXT_KEYS = frozenset({
-    "main_subject", "original_caption", "attribute_name", "high_level", "original_value", "new_value", "new_caption",
-    "original_behaviour", "original_background", "original_object", "original_emotion", "original_facial",
-    "new_background", "new_object", "new_facial",
-})
+CONTEXT_KEYS = frozenset(
+    {
+        "main_subject",
+        "original_caption",
+        "attribute_name",
+        "high_level",
+        "original_value",
+        "new_value",
+        "new_caption",
+        "original_behaviour",
+        "original_background",
+        "original_object",
+        "original_emotion",
+        "original_facial",
+        "new_background",
+        "new_object",
+        "new_facial",
+    }
+)
 
 
 class Alternative(BaseModel):
@@ -46,7 +61,9 @@ class Writer(BaseModel):
     yes_no_low: str
     yes_no_high: str
     mcq: str
-    alternatives: list[Alternative] = Field(min_length=5, description="at least 5: a new value plus 3 distractors, the old value apart")
+    alternatives: list[Alternative] = Field(
+        min_length=5, description="at least 5: a new value plus 3 distractors, the old value apart"
+    )
 
     @field_validator("yes_no_low", "yes_no_high", "mcq")
     @classmethod
@@ -83,8 +100,16 @@ class Template(BaseModel):
         return Category(high=self.high, low=self.id, name=self.name)
 
     def prompt_ids(self) -> list[str]:
-        return [*self.grounding_prompts, self.idea_prompt, self.yes_no_prompt, self.high_prompt,
-                "questions/mcq_question", "questions/mcq_distractors", "questions/conflicting_caption", "editing/instruction"]
+        return [
+            *self.grounding_prompts,
+            self.idea_prompt,
+            self.yes_no_prompt,
+            self.high_prompt,
+            "questions/mcq_question",
+            "questions/mcq_distractors",
+            "questions/conflicting_caption",
+            "editing/instruction",
+        ]
 
 
 def template_dirs() -> list[Path]:

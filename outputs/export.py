@@ -13,12 +13,14 @@ import random
 import subprocess
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 import yaml
+from pydantic import ValidationError
+
 from perceptforge.data.schema import LETTERS, BenchmarkItem, FileEntry, SplitManifest
 from perceptforge.errors import InputError, describe_validation_error
 from perceptforge.fileio import atomic_write_bytes, atomic_write_text, dumps_canonical, sha256_file, write_json
-from pydantic import ValidationError
 
 FORMATS = ("jsonl", "parquet", "vlmevalkit")
 
@@ -78,7 +80,9 @@ def write_jsonl_split(items, splits, run_dir: Path, out: Path) -> list[Path]:
 def _question_fields(item: BenchmarkItem) -> dict:
     q = item.question
     options = list(getattr(q, "options", []) or [])
-    answer = getattr(q, "answer", None) or (f"{q.answer_natural}/{q.answer_manipulated}" if q.kind == "yes_no_pair" else "")
+    answer = getattr(q, "answer", None) or (
+        f"{q.answer_natural}/{q.answer_manipulated}" if q.kind == "yes_no_pair" else ""
+    )
     return {"kind": q.kind, "question": q.question, "options": options, "answer": answer}
 
 
@@ -90,23 +94,55 @@ def write_parquet(items, splits, run_dir: Path, out: Path) -> Path:
     rows = []
     for item in items:
         fields = _question_fields(item)
-        rows.append({
-            "id": item.id, "split": splits[item.id], "category": item.category.name, "category_high": item.category.high,
-            "category_low": item.category.low, **fields,
-            "natural_image": {"bytes": (run_dir / item.pair.natural.path).read_bytes(), "path": item.pair.natural.path},
-            "manipulated_image": {"bytes": (run_dir / item.pair.manipulated.path).read_bytes(), "path": item.pair.manipulated.path},
-            "lineage": dumps_canonical(item.lineage.model_dump(mode="json")),
-        })
-    schema = pa.schema([
-        ("id", pa.string()), ("split", pa.string()), ("category", pa.string()), ("category_high", pa.string()),
-        ("category_low", pa.string()), ("kind", pa.string()), ("question", pa.string()), ("options", pa.list_(pa.string())),
-        ("answer", pa.string()), ("natural_image", image), ("manipulated_image", image), ("lineage", pa.string()),
-    ])
+        rows.append(
+            {
+                "id": item.id,
+                "split": splits[item.id],
+                "category": item.category.name,
+                "category_high": item.category.high,
+                "category_low": item.category.low,
+                **fields,
+                "natural_image": {
+                    "bytes": (run_dir / item.pair.natural.path).read_bytes(),
+                    "path": item.pair.natural.path,
+                },
+                "manipulated_image": {
+                    "bytes": (run_dir / item.pair.manipulated.path).read_bytes(),
+                    "path": item.pair.manipulated.path,
+                },
+                "lineage": dumps_canonical(item.lineage.model_dump(mode="json")),
+            }
+        )
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("split", pa.string()),
+            ("category", pa.string()),
+            ("category_high", pa.string()),
+            ("category_low", pa.string()),
+            ("kind", pa.string()),
+            ("question", pa.string()),
+            ("options", pa.list_(pa.string())),
+            ("answer", pa.string()),
+            ("natural_image", image),
+            ("manipulated_image", image),
+            ("lineage", pa.string()),
+        ]
+    )
     # Hugging Face `datasets` reads this metadata and decodes the two struct columns as images.
-    features = {f.name: {"dtype": "string", "_type": "Value"} for f in schema if f.name not in ("options", "natural_image", "manipulated_image")}
-    features |= {"options": {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"},
-                 "natural_image": {"_type": "Image"}, "manipulated_image": {"_type": "Image"}}
-    schema = schema.with_metadata({b"huggingface": json.dumps({"info": {"features": features}}, sort_keys=True).encode()})
+    features: dict[str, Any] = {
+        f.name: {"dtype": "string", "_type": "Value"}
+        for f in schema
+        if f.name not in ("options", "natural_image", "manipulated_image")
+    }
+    features |= {
+        "options": {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"},
+        "natural_image": {"_type": "Image"},
+        "manipulated_image": {"_type": "Image"},
+    }
+    schema = schema.with_metadata(
+        {b"huggingface": json.dumps({"info": {"features": features}}, sort_keys=True).encode()}
+    )
     table = pa.Table.from_pylist(rows, schema=schema)
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd")
@@ -130,20 +166,42 @@ def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path) -> Path:
         else:
             image = _b64(run_dir / item.pair.manipulated.path)
         options = list(q.options) + [""] * (len(LETTERS) - len(q.options))
-        writer.writerow([index, item.id, image, q.question, *options, q.answer, item.category.name, item.category.high, splits[item.id]])
+        writer.writerow(
+            [
+                index,
+                item.id,
+                image,
+                q.question,
+                *options,
+                q.answer,
+                item.category.name,
+                item.category.high,
+                splits[item.id],
+            ]
+        )
         index += 1
     return atomic_write_text(out / "mcq.tsv", buf.getvalue())
 
 
 def source_commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return ""
 
 
-def export_split(run_dir: Path, out: Path, formats: tuple[str, ...] = FORMATS, seed: int = 0, val_fraction: float = 0.5,
-                 only_verified: bool = False, name: str = "perceptforge-mvp", version: str = "1") -> SplitManifest:
+def export_split(
+    run_dir: Path,
+    out: Path,
+    formats: tuple[str, ...] = FORMATS,
+    seed: int = 0,
+    val_fraction: float = 0.5,
+    only_verified: bool = False,
+    name: str = "perceptforge-mvp",
+    version: str = "1",
+) -> SplitManifest:
     unknown = set(formats) - set(FORMATS)
     if unknown:
         raise InputError("--formats", f"unknown format(s) {sorted(unknown)}; choose from {', '.join(FORMATS)}")
@@ -164,10 +222,19 @@ def export_split(run_dir: Path, out: Path, formats: tuple[str, ...] = FORMATS, s
     prompts = {(p.id, p.version): p for i in items for p in i.lineage.prompts}
     models = {stage: b.model_id or b.name for i in items for stage, b in i.lineage.backends.items()}
     manifest = SplitManifest(
-        name=name, version=version, seed=seed, counts=dict(sorted(counts.items())),
-        files=[FileEntry(path=str(p.relative_to(out)), sha256=sha256_file(p), bytes=p.stat().st_size) for p in sorted(set(written))],
-        profile=profile, templates=dict(sorted({i.lineage.template_id: i.lineage.template_version for i in items}.items())),
-        prompts=[prompts[k] for k in sorted(prompts)], models=dict(sorted(models.items())), source_commit=source_commit(),
+        name=name,
+        version=version,
+        seed=seed,
+        counts=dict(sorted(counts.items())),
+        files=[
+            FileEntry(path=str(p.relative_to(out)), sha256=sha256_file(p), bytes=p.stat().st_size)
+            for p in sorted(set(written))
+        ],
+        profile=profile,
+        templates=dict(sorted({i.lineage.template_id: i.lineage.template_version for i in items}.items())),
+        prompts=[prompts[k] for k in sorted(prompts)],
+        models=dict(sorted(models.items())),
+        source_commit=source_commit(),
     )
     write_json(out / "manifest.json", manifest.model_dump(mode="json"))
     atomic_write_text(out / "README.md", data_card(manifest))
@@ -175,14 +242,30 @@ def export_split(run_dir: Path, out: Path, formats: tuple[str, ...] = FORMATS, s
 
 
 def data_card(manifest: SplitManifest) -> str:
-    lines = [f"# {manifest.name} v{manifest.version}", "",
-             "Multimodal perception items built by perceptforge (MVP-Bench-style construction). Each item keeps its lineage:",
-             "source image and hash, template and prompt versions, backends and model ids, seed.", "",
-             "## Counts", "", "| split / category | items |", "| --- | ---: |"]
+    lines = [
+        f"# {manifest.name} v{manifest.version}",
+        "",
+        "Multimodal perception items built by perceptforge (MVP-Bench-style construction). "
+        "Each item keeps its lineage:",
+        "source image and hash, template and prompt versions, backends and model ids, seed.",
+        "",
+        "## Counts",
+        "",
+        "| split / category | items |",
+        "| --- | ---: |",
+    ]
     lines += [f"| {k} | {v} |" for k, v in manifest.counts.items()]
     lines += ["", "## Files", "", "| file | bytes | sha256 |", "| --- | ---: | --- |"]
-    lines += [f"| {f.path} | {f.bytes} | `{f.sha256[:16]}…` |" for f in manifest.files if not f.path.startswith("images/")]
-    lines += ["", f"Seed {manifest.seed}; templates {manifest.templates}; models {manifest.models}; source commit `{manifest.source_commit or 'unknown'}`.",
-              "", "Load the Parquet with `datasets.load_dataset(\"parquet\", data_files=\"data.parquet\")`; score predictions with",
-              "`perceptforge score perceptforge --data val.jsonl --predictions PRED.jsonl`.", ""]
+    lines += [
+        f"| {f.path} | {f.bytes} | `{f.sha256[:16]}…` |" for f in manifest.files if not f.path.startswith("images/")
+    ]
+    lines += [
+        "",
+        f"Seed {manifest.seed}; templates {manifest.templates}; models {manifest.models}; "
+        f"source commit `{manifest.source_commit or 'unknown'}`.",
+        "",
+        'Load the Parquet with `datasets.load_dataset("parquet", data_files="data.parquet")`; score predictions with',
+        "`perceptforge score perceptforge --data val.jsonl --predictions PRED.jsonl`.",
+        "",
+    ]
     return "\n".join(lines)

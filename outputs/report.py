@@ -9,10 +9,11 @@ import json
 from collections import Counter, defaultdict
 
 import numpy as np
+from PIL import Image
+
 from perceptforge.fileio import atomic_write_text
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir
-from PIL import Image
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;background:#fafafa}
@@ -37,9 +38,11 @@ def bar_chart(title: str, counts: dict[str, int], colour: str = "#4C72B0") -> st
     for k, (label, n) in enumerate(counts.items()):
         w = (width - label_w - 40) * n / top
         y = k * (bar_h + 4)
-        rows.append(f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end" font-size="12">{html.escape(label)}</text>'
-                    f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}"/>'
-                    f'<text x="{label_w + w + 4:.1f}" y="{y + 13}" font-size="12">{n}</text>')
+        rows.append(
+            f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end" font-size="12">{html.escape(label)}</text>'
+            f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}"/>'
+            f'<text x="{label_w + w + 4:.1f}" y="{y + 13}" font-size="12">{n}</text>'
+        )
     height = len(counts) * (bar_h + 4)
     return f'<div><h3>{html.escape(title)}</h3><svg width="{width}" height="{height}">{"".join(rows)}</svg></div>'
 
@@ -63,18 +66,28 @@ def verification_charts(verification: dict | None) -> str:
     """Decisions per status and agreement per question kind, once annotations were pulled."""
     if not verification:
         return ""
+
     def shown(v):  # undefined (no pairs, or kappa with one label throughout)
         return "—" if v is None else v
 
-    rows = "".join(f"<tr><td>{html.escape(kind)}</td><td>{row['items']}</td><td>{shown(row['percent_agreement'])}</td>"
-                   f"<td>{shown(row['cohens_kappa'])}</td></tr>" for kind, row in verification["agreement"].items())
-    return (bar_chart("human verification", verification["status"], "#55A868")
-            + f"<div><h3>agreement (accept / reject)</h3><table><tr><th>kind</th><th>items</th><th>%</th><th>kappa</th></tr>{rows}</table></div>")
+    rows = "".join(
+        f"<tr><td>{html.escape(kind)}</td><td>{row['items']}</td><td>{shown(row['percent_agreement'])}</td>"
+        f"<td>{shown(row['cohens_kappa'])}</td></tr>"
+        for kind, row in verification["agreement"].items()
+    )
+    return (
+        bar_chart("human verification", verification["status"], "#55A868")
+        + f"<div><h3>agreement (accept / reject)</h3><table><tr><th>kind</th><th>items</th><th>%</th><th>kappa</th></tr>{rows}</table></div>"
+    )
 
 
 def write_report(run: RunDir) -> str:
     summary = json.loads(run.sub("summary.json").read_text()) if run.sub("summary.json").exists() else {}
-    items = [json.loads(p.read_text()) for p in sorted(run.sub("items").glob("*.json"))] if run.sub("items").exists() else []
+    items = (
+        [json.loads(p.read_text()) for p in sorted(run.sub("items").glob("*.json"))]
+        if run.sub("items").exists()
+        else []
+    )
     by_unit: dict[str, list[dict]] = defaultdict(list)
     for item in items:
         by_unit[item["lineage"]["artifacts"]["candidate"]].append(item)
@@ -82,7 +95,7 @@ def write_report(run: RunDir) -> str:
     failures = Counter(q["stage"] for q in run.quarantined())
     verdicts = verification_by_item(run)
     cards = []
-    for unit_path, unit_items in sorted(by_unit.items()):
+    for _unit, unit_items in sorted(by_unit.items()):
         first = unit_items[0]
         pair, idea = first["pair"], first["idea"]
         figs = [("natural", pair["natural"]["path"])]
@@ -100,10 +113,14 @@ def write_report(run: RunDir) -> str:
                 opts = " · ".join(f"<b>{'ABCDE'[k]}</b> {html.escape(o)}" for k, o in enumerate(q["options"]))
             status = verdicts.get(item["id"], {}).get("status")
             badge = f"<span class='tag {status}'>{status}</span>" if status else ""
-            rows.append(f"<tr><td><span class='tag'>{q['kind']} {q.get('level', '')}</span>{badge}{html.escape(q['question'])}<br>{opts}</td>"
-                        f"<td class='ok'>{html.escape(answer)}</td></tr>")
+            rows.append(
+                f"<tr><td><span class='tag'>{q['kind']} {q.get('level', '')}</span>{badge}{html.escape(q['question'])}<br>{opts}</td>"
+                f"<td class='ok'>{html.escape(answer)}</td></tr>"
+            )
         cat = first["category"]
-        figures = "".join(f"<figure><img src='{p}' loading='lazy'><figcaption>{n}</figcaption></figure>" for n, p in figs)
+        figures = "".join(
+            f"<figure><img src='{p}' loading='lazy'><figcaption>{n}</figcaption></figure>" for n, p in figs
+        )
         cards.append(
             f"<div class='card'><div><span class='tag'>{cat['low']} {html.escape(cat['name'])}</span>"
             f"{html.escape(idea['old'])} → <b>{html.escape(idea['new'])}</b> ({html.escape(first['edit']['backend'])}, {html.escape(first['edit']['kind'])})</div>"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 from perceptforge.errors import PerceptforgeError
@@ -47,7 +47,7 @@ class Prompt:
         return {"id": self.id, "version": self.version, "sha256": self.sha256}
 
 
-@lru_cache(maxsize=None)
+@cache
 def available() -> dict[str, dict[int, str]]:
     """prompt id → {version: resource path}."""
     root = resources.files("perceptforge.prompts")
@@ -58,7 +58,9 @@ def available() -> dict[str, dict[int, str]]:
         for entry in stage.iterdir():
             match = _FILE.match(entry.name)
             if match:
-                found.setdefault(f"{stage.name}/{match['name']}", {})[int(match["version"])] = f"{stage.name}/{entry.name}"
+                found.setdefault(f"{stage.name}/{match['name']}", {})[int(match["version"])] = (
+                    f"{stage.name}/{entry.name}"
+                )
     return found
 
 

@@ -1,6 +1,6 @@
 """Answer extraction: from a model's raw output to a choice letter, a yes/no, or *unparsed*.
 
-Rules, in order (the first that decides wins; each returns the name of the rule as ``method``):
+Rules, in order (``CHOICE_RULES``: the first that decides wins, and its name is the item's ``method``):
 
 1. ``empty`` / ``refusal``: nothing to read, or a refusal ("I cannot determine …") → unparsed.
 2. ``declaration``: the *last* explicit answer declaration — "the answer is (B)", "Answer: B",
@@ -9,10 +9,11 @@ Rules, in order (the first that decides wins; each returns the name of the rule 
 4. ``sole_paren``: exactly one distinct valid letter appears in parentheses anywhere: "… so (C) it is".
 5. ``lead_subject``: the first sentence is about one letter: "Point A is closer to the camera.",
    "Box B more accurately localizes …".
-6. ``conclusion``: the last sentence with a conclusion cue ("therefore", "most similar", "I would
+6. ``option_text_lead``: the first sentence contains exactly one option's text (options known).
+7. ``conclusion``: the last sentence with a conclusion cue ("therefore", "most similar", "I would
    choose") that names letters names exactly one.
-7. ``option_text``: exactly one option's text appears in the output (when the options are known).
-8. ``named_letter``: exactly one distinct valid letter is named anywhere ("Point C", "Box B", "(D)").
+8. ``option_text``: exactly one option's text appears in the output (when the options are known).
+9. ``named_letter``: exactly one distinct valid letter is named anywhere ("Point C", "Box B", "(D)").
 
 Anything else is *unparsed*: never a guess, never a random letter. Only the item's valid letters count
 ("E" on a four-option item is not an answer).
@@ -21,9 +22,9 @@ Anything else is *unparsed*: never a guess, never a random letter. Only the item
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Sequence
+from functools import cache
 
 LETTERS = "ABCDEFGH"
 
@@ -59,7 +60,7 @@ _CONCLUSION = re.compile(
 _NEGATION = re.compile(r"\b(not|no|neither|nor|least|unlikely|incorrect|wrong)\b", re.I)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _declarations(valid: str) -> tuple[re.Pattern[str], ...]:
     L = _letter_class(valid)
     end = r"(?=[\)\]\.:,;!?]|\s|$)"
@@ -74,17 +75,23 @@ def _declarations(valid: str) -> tuple[re.Pattern[str], ...]:
         # "… the correct corresponding point is: (A) Point A"
         re.compile(r"\b(?:is|are|be)\s*:\s*[\(\[](" + L + r")[\)\]]", re.I),
         # "I would choose (C)", "I'll go with B"
-        re.compile(r"\bi(?: would|'d| will|'ll)? (?:choose|pick|select|go with)\s*:?\s*(?:option\s+)?[\(\[]?(" + L + r")" + end, re.I),
+        re.compile(
+            r"\bi(?: would|'d| will|'ll)? (?:choose|pick|select|go with)\s*:?\s*(?:option\s+)?[\(\[]?("
+            + L
+            + r")"
+            + end,
+            re.I,
+        ),
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _leading_pattern(valid: str) -> re.Pattern[str]:
     L = _letter_class(valid)
     return re.compile(r"^\s*(?:option\s+|choice\s+)?[\(\[]?(" + L + r")(?:[\)\]\.:,]|\s*$|\s+(?=\S))")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _lead_subject(valid: str) -> re.Pattern[str]:
     """ "Point A is closer …", "Box B more accurately localizes …", "A is closer to the camera." """
     L = _letter_class(valid)
@@ -99,7 +106,11 @@ def _letters_named(text: str, valid: str) -> set[str]:
     """Valid letters the text names as "(B)", "Point B", "box B"."""
     L = _letter_class(valid)
     found = {m.group(1) for m in re.finditer(r"[\(\[](" + L + r")[\)\]]", text)}
-    found |= {m.group(1) for m in re.finditer(r"\b" + _NAMED + r"\s*[\"'“(]?(" + L + r")\b", text, re.I) if m.group(1).isupper()}
+    found |= {
+        m.group(1)
+        for m in re.finditer(r"\b" + _NAMED + r"\s*[\"'“(]?(" + L + r")\b", text, re.I)
+        if m.group(1).isupper()
+    }
     return found
 
 
@@ -116,76 +127,122 @@ def _norm_text(text: str) -> str:
     return " ".join(text.split())
 
 
+@dataclass(frozen=True)
+class ChoiceText:
+    """One output prepared once for the choice rules: markdown stripped, its sentences, the valid letters."""
+
+    text: str
+    valid: str
+    sentences: tuple[str, ...]
+    options: tuple[str, ...]  # normalised option texts ("" where unknown)
+
+    def option_hits(self, sentence: str) -> set[str]:
+        padded = f" {_norm_text(sentence)} "
+        return {self.valid[i] for i, o in enumerate(self.options) if o and f" {o} " in padded}
+
+
+def refusal(c: ChoiceText) -> bool | str | None:
+    return False if _REFUSAL.search(c.text) else None
+
+
+def declaration(c: ChoiceText) -> str | None:
+    # Letters must be capitals in the text: "the answer is a pen" does not read as "A".
+    found = [
+        (m.start(), m.group(1))
+        for pattern in _declarations(c.valid)
+        for m in pattern.finditer(c.text)
+        if m.group(1).isupper()
+    ]
+    return max(found)[1] if found else None
+
+
+def leading(c: ChoiceText) -> str | None:
+    lead = _leading_pattern(c.valid).match(c.text)
+    if not lead or not lead.group(1).isupper():
+        return None
+    letter, rest = lead.group(1), c.text[lead.end(1) :]
+    # "A cat is …" starts with the article A: only a letter followed by punctuation, end, or a bracket
+    # counts when the letter is also a word.
+    if letter != "A" or not re.match(r"\s+[a-z]", rest) or c.text.lstrip().startswith(("(", "[")):
+        return letter
+    return None
+
+
+def sole_paren(c: ChoiceText) -> str | None:
+    parens = {m.group(1) for m in re.finditer(r"\((" + _letter_class(c.valid) + r")\)", c.text)}
+    return parens.pop() if len(parens) == 1 else None
+
+
+def lead_subject(c: ChoiceText) -> str | None:
+    if not c.sentences:
+        return None
+    first_sentence = c.sentences[0]
+    first = _lead_subject(c.valid).match(first_sentence)
+    if first and first.group(1).isupper() and _letters_named(first_sentence, c.valid) <= {first.group(1)}:
+        return first.group(1)
+    if not first_sentence.rstrip().endswith(":"):
+        named = _letters_named(first_sentence, c.valid)
+        if len(named) == 1 and not _NEGATION.search(first_sentence):
+            return named.pop()
+    return None
+
+
+def option_text_lead(c: ChoiceText) -> str | None:
+    if not any(c.options) or not c.sentences:
+        return None
+    hits = c.option_hits(c.sentences[0])
+    return hits.pop() if len(hits) == 1 and not _NEGATION.search(c.sentences[0]) else None
+
+
+def conclusion(c: ChoiceText) -> bool | str | None:
+    for sentence in reversed(c.sentences):
+        if _CONCLUSION.search(sentence):
+            named = _letters_named(sentence, c.valid) or c.option_hits(sentence)
+            if named:
+                return named.pop() if len(named) == 1 else None
+    return None
+
+
+def option_text(c: ChoiceText) -> str | None:
+    hits = c.option_hits(c.text) if any(c.options) else set()
+    return hits.pop() if len(hits) == 1 else None
+
+
+def named_letter(c: ChoiceText) -> str | None:
+    named = _letters_named(c.text, c.valid)
+    return named.pop() if len(named) == 1 else None
+
+
+# The rules in order: the first that decides wins and its name is recorded as the item's ``method``.
+# A rule returns a letter (decided), False (decided: unparsed, e.g. a refusal) or None (not mine).
+CHOICE_RULES = (
+    refusal,
+    declaration,
+    leading,
+    sole_paren,
+    lead_subject,
+    option_text_lead,
+    conclusion,
+    option_text,
+    named_letter,
+)
+
+
 def extract_choice(output: str | None, n_options: int = 4, options: Sequence[str] | None = None) -> Extraction:
     """The chosen letter among the first ``n_options`` letters, or unparsed."""
     if output is None or not str(output).strip():
         return UNPARSED_EMPTY
+    text = re.sub(r"^<s>\s*", "", _MD.sub("", str(output)).strip())
     valid = LETTERS[:n_options]
-    text = _MD.sub("", str(output)).strip()
-    text = re.sub(r"^<s>\s*", "", text)
-    if _REFUSAL.search(text):
-        return Extraction(None, "refusal")
-
-    # Letters must be capitals in the text: "the answer is a pen" does not read as "A".
-    decl = [
-        (m.start(), m.group(1))
-        for pattern in _declarations(valid)
-        for m in pattern.finditer(text)
-        if m.group(1).isupper()
-    ]
-    if decl:
-        return Extraction(max(decl)[1], "declaration")
-
-    lead = _leading_pattern(valid).match(text)
-    if lead and lead.group(1).isupper():
-        letter = lead.group(1)
-        # "A cat is …" starts with the article A: only a letter followed by punctuation, end, or
-        # a bracket counts when the letter is also a word.
-        rest = text[lead.end(1):]
-        if letter != "A" or not re.match(r"\s+[a-z]", rest) or text.lstrip().startswith(("(", "[")):
-            return Extraction(letter, "leading")
-
-    parens = {m.group(1) for m in re.finditer(r"\((" + _letter_class(valid) + r")\)", text)}
-    if len(parens) == 1:
-        return Extraction(parens.pop(), "sole_paren")
-
-    sentences = _sentences(text)
-    first = _lead_subject(valid).match(sentences[0]) if sentences else None
-    if first and first.group(1).isupper() and _letters_named(sentences[0], valid) <= {first.group(1)}:
-        return Extraction(first.group(1), "lead_subject")
-    if sentences and not sentences[0].rstrip().endswith(":"):
-        named = _letters_named(sentences[0], valid)
-        if len(named) == 1 and not _NEGATION.search(sentences[0]):
-            return Extraction(named.pop(), "lead_subject")
-
-    norm_options = [_norm_text(o) for o in options[:n_options]] if options else []
-
-    def option_hits(sentence: str) -> set[str]:
-        padded = f" {_norm_text(sentence)} "
-        return {valid[i] for i, o in enumerate(norm_options) if o and f" {o} " in padded}
-
-    if norm_options and sentences:
-        hits = option_hits(sentences[0])
-        if len(hits) == 1 and not _NEGATION.search(sentences[0]):
-            return Extraction(hits.pop(), "option_text")
-
-    for sentence in reversed(sentences):
-        if not _CONCLUSION.search(sentence):
-            continue
-        named = _letters_named(sentence, valid) or option_hits(sentence)
-        if named:
-            if len(named) == 1:
-                return Extraction(named.pop(), "conclusion")
-            break
-
-    if norm_options:
-        hits = option_hits(text)
-        if len(hits) == 1:
-            return Extraction(hits.pop(), "option_text")
-
-    named = _letters_named(text, valid)
-    if len(named) == 1:
-        return Extraction(named.pop(), "named_letter")
+    prepared = ChoiceText(
+        text, valid, tuple(_sentences(text)), tuple(_norm_text(o) for o in (options or [])[:n_options])
+    )
+    for rule in CHOICE_RULES:
+        decided = rule(prepared)
+        if decided is False:
+            return Extraction(None, rule.__name__)
+        if decided:
+            return Extraction(str(decided), rule.__name__)
     return Extraction(None, "unparsed")
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from perceptforge.backends.chat import ChatClient, DiskCache
 from perceptforge.errors import PerceptforgeError
 from perceptforge.prompts.library import load_prompt
 from perceptforge.settings import state_dir
-from perceptforge.backends.chat import ChatClient, DiskCache
 
 
 class Judge:
@@ -22,7 +22,7 @@ class Judge:
         self.cache = DiskCache(cache_dir or state_dir() / "judge-cache")
 
     @classmethod
-    def from_spec(cls, spec: str) -> "Judge":
+    def from_spec(cls, spec: str) -> Judge:
         match = re.fullmatch(r"openai:([^@]+)@(.+)", spec)
         if not match:
             raise PerceptforgeError(f"--judge must look like openai:MODEL@BASE_URL, got {spec!r}")
@@ -54,7 +54,7 @@ class Judge:
         return match.group(1) if match and match.group(1) in letters else None
 
 
-def judge_unparsed(ex, judge: "Judge | None", question: str, letters: str, output: str | None):
+def judge_unparsed(ex, judge: Judge | None, question: str, letters: str, output: str | None):
     """Ask the judge only where rules left an output unparsed; keep the rule's answer otherwise."""
     from perceptforge.scorer.extract import Extraction
 

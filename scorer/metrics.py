@@ -6,8 +6,8 @@ All results are percentages (0–100), unrounded. An empty group gives ``None``,
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -52,12 +52,16 @@ def mvp_yes_no(records: Sequence[YesNoRecord], official: bool = False) -> dict:
     out: dict = {"accuracy": {}, "qAcc": {}, "iAcc": {}}
     for side in ("S", "E"):
         for level in ("low", "high"):
-            out["accuracy"][f"{side}_{level}"] = pct([r.correct for r in records if r.side == side and r.level == level])
+            out["accuracy"][f"{side}_{level}"] = pct(
+                [r.correct for r in records if r.side == side and r.level == level]
+            )
     for level in ("low", "high"):
         out["qAcc"][level] = pct(group_all(((r.pair, r.question), r.correct) for r in records if r.level == level))
     image_min = 2 if official else 1
     for side in ("S", "E"):
-        out["iAcc"][side] = pct(group_all((((r.pair, r.side), r.correct) for r in records if r.side == side), image_min))
+        out["iAcc"][side] = pct(
+            group_all((((r.pair, r.side), r.correct) for r in records if r.side == side), image_min)
+        )
     out["aAcc"] = pct([r.correct for r in records])
     out["mAcc"] = pct(group_all(((r.pair, r.correct) for r in records), 4 if official else 1))
     return out

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from perceptforge.errors import InputError
 from perceptforge.fileio import iter_jsonl, read_json

@@ -7,10 +7,11 @@ import io
 import json
 from pathlib import Path
 
-from perceptforge.fileio import atomic_write_bytes, atomic_write_text
-from perceptforge.scorer.result import ScoreResult
 from rich.console import Console
 from rich.table import Table as RichTable
+
+from perceptforge.fileio import atomic_write_bytes, atomic_write_text
+from perceptforge.scorer.result import ScoreResult
 
 
 def fmt(value: object) -> str:
@@ -28,9 +29,13 @@ def print_result(result: ScoreResult, console: Console) -> None:
             rt.add_row(*(fmt(v) for v in row))
         console.print(rt)
     rate = result.parse_failure_rate
-    console.print(f"parse failures: {fmt(rate)}% of outputs · missing predictions: {len(result.missing)} (count as wrong)")
+    console.print(
+        f"parse failures: {fmt(rate)}% of outputs · missing predictions: {len(result.missing)} (count as wrong)"
+    )
     if result.unknown:
-        console.print(f"[yellow]{len(result.unknown)} predictions have ids the data does not have[/], e.g. {result.unknown[0]}")
+        console.print(
+            f"[yellow]{len(result.unknown)} predictions have ids the data does not have[/], e.g. {result.unknown[0]}"
+        )
     for warning in result.warnings[:5]:
         console.print(f"[yellow]warning:[/] {warning}")
     if len(result.warnings) > 5:
@@ -42,7 +47,9 @@ def write_json(result: ScoreResult, path: Path) -> None:
 
 
 def write_items(result: ScoreResult, path: Path) -> None:
-    atomic_write_text(path, "".join(json.dumps(i.as_json(result.group_key), ensure_ascii=False) + "\n" for i in result.items))
+    atomic_write_text(
+        path, "".join(json.dumps(i.as_json(result.group_key), ensure_ascii=False) + "\n" for i in result.items)
+    )
 
 
 def write_csv(result: ScoreResult, path: Path) -> None:

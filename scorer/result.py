@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,14 @@ class ScoredItem:
     correct: bool
 
     def as_json(self, group_key: str = "category") -> dict:
-        return {"id": self.id, group_key: self.group, "output": self.output, "extracted": self.extracted, "method": self.method, "correct": self.correct}
+        return {
+            "id": self.id,
+            group_key: self.group,
+            "output": self.output,
+            "extracted": self.extracted,
+            "method": self.method,
+            "correct": self.correct,
+        }
 
 
 class ItemLog:
@@ -35,7 +42,9 @@ class ItemLog:
 
     def append(self, item: ScoredItem) -> None:
         self._file.seek(0, 2)
-        self._file.write(json.dumps([item.id, item.group, item.output, item.extracted, item.method, item.correct]) + "\n")
+        self._file.write(
+            json.dumps([item.id, item.group, item.output, item.extracted, item.method, item.correct]) + "\n"
+        )
         self._count += 1
         if item.output is not None:
             self.answered += 1

@@ -6,8 +6,9 @@ import io
 from pathlib import Path
 
 import numpy as np
-from perceptforge.errors import InputError
 from PIL import Image, ImageOps, UnidentifiedImageError
+
+from perceptforge.errors import InputError
 
 
 def load_rgb(path: str | Path) -> Image.Image:

@@ -20,10 +20,11 @@ import json
 import re
 from pathlib import Path
 
+from PIL import Image
+
 from perceptforge.data.schema import ImageRef
 from perceptforge.fileio import atomic_write_bytes, dumps_canonical, sha256_bytes, write_json, write_jsonl
 from perceptforge.store.images import png_bytes
-from PIL import Image
 
 
 def safe_name(unit_id: str) -> str:

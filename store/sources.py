@@ -17,10 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from perceptforge.data.schema import Box, Grounding, Region
 from perceptforge.errors import InputError, describe_validation_error
 from perceptforge.fileio import read_json
-from pydantic import ValidationError
 
 
 @dataclass(frozen=True)

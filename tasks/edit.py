@@ -49,6 +49,7 @@ class EditUnit:
 def plan_batches(units: list[EditUnit], batch_sizes: dict[str, int]) -> list[list[EditUnit]]:
     """Chunks of at most ``batch_sizes[role]`` units that share a backend and an image size (one pipeline
     call takes one size), in a fixed order that depends only on the units."""
+
     def key(u: EditUnit) -> tuple[str, int, int, str]:
         return (u.backend_role, u.source.width, u.source.height, u.name)
 
@@ -66,27 +67,50 @@ def edit_request(unit: EditUnit, run: RunDir, seed: int) -> EditRequest:
     image = load_rgb(run.sub(unit.source.stored))
     mask = load_mask(run, unit.mask)
     if mask is None:
-        return EditRequest(image=image, mask=None, prompt=unit.candidate.instruction or "", seed=edit_seed(seed, unit.name))
+        return EditRequest(
+            image=image, mask=None, prompt=unit.candidate.instruction or "", seed=edit_seed(seed, unit.name)
+        )
     donor = load_rgb(run.sub(unit.mask.donor)) if unit.mask.donor else None
-    return EditRequest(image=image, mask=mask, prompt=unit.candidate.idea.new_caption, seed=edit_seed(seed, unit.name),
-                       donor=donor, partial=pastes_into_box(unit.template))
+    return EditRequest(
+        image=image,
+        mask=mask,
+        prompt=unit.candidate.idea.new_caption,
+        seed=edit_seed(seed, unit.name),
+        donor=donor,
+        partial=pastes_into_box(unit.template),
+    )
 
 
-def store_edit(unit: EditUnit, request: EditRequest, manipulated: Image.Image, run: RunDir, backend: ImageEditor) -> EditRecord:
+def store_edit(
+    unit: EditUnit, request: EditRequest, manipulated: Image.Image, run: RunDir, backend: ImageEditor
+) -> EditRecord:
     """Store the pair content-addressed; the unit's edit record."""
     editor = BackendRef(name=backend.name, model_id=backend.model_id)
-    return EditRecord.model_validate({
-        "unit": unit.name,
-        "pair": {"natural": run.store_image(request.image), "manipulated": run.store_image(manipulated), "mask": unit.mask.mask},
-        "edit": {"kind": unit.template.edit_kind, "backend": backend.name, "model_id": backend.model_id,
-                 "prompt": request.prompt, "seed": request.seed, "params": {"partial": request.partial},
-                 "mask_path": unit.mask.mask.path if unit.mask.mask else None},
-        "backends": {"segmenter": unit.mask.segmenter, "editor": editor},
-    })
+    return EditRecord.model_validate(
+        {
+            "unit": unit.name,
+            "pair": {
+                "natural": run.store_image(request.image),
+                "manipulated": run.store_image(manipulated),
+                "mask": unit.mask.mask,
+            },
+            "edit": {
+                "kind": unit.template.edit_kind,
+                "backend": backend.name,
+                "model_id": backend.model_id,
+                "prompt": request.prompt,
+                "seed": request.seed,
+                "params": {"partial": request.partial},
+                "mask_path": unit.mask.mask.path if unit.mask.mask else None,
+            },
+            "backends": {"segmenter": unit.mask.segmenter, "editor": editor},
+        }
+    )
 
 
-def edit_batch(batch: list[EditUnit], run: RunDir, backends: dict[str, Any], seed: int,
-               device: str = "cpu") -> list[EditRecord | Exception]:
+def edit_batch(
+    batch: list[EditUnit], run: RunDir, backends: dict[str, Any], seed: int, device: str = "cpu"
+) -> list[EditRecord | Exception]:
     """Edit one planned batch: one result per unit, a record or the exception that unit raised.
 
     The backend is called once for the whole batch (under the device's lock: one model stage per GPU);
@@ -116,7 +140,9 @@ def edit_batch(batch: list[EditUnit], run: RunDir, backends: dict[str, Any], see
 
 
 @task(name="edit", cache_policy=NO_CACHE)
-def edit(batch: list[EditUnit], backends: dict[str, Any], seed: int, device: str, run_path: Path) -> list[EditRecord | Exception]:
+def edit(
+    batch: list[EditUnit], backends: dict[str, Any], seed: int, device: str, run_path: Path
+) -> list[EditRecord | Exception]:
     """One planned batch; finished units are read back, and a partly written batch is redone whole (same
     batch, same bytes) with only its missing files written."""
     run = RunDir(run_path)
@@ -133,9 +159,16 @@ def edit(batch: list[EditUnit], backends: dict[str, Any], seed: int, device: str
     return out
 
 
-def edit_stage(runner: StageRunner, masks: list[tuple[Unit, MaskRecord]], candidates: dict[str, Candidate],
-               templates: dict[str, Template], sources: dict[str, IngestedSource], backends: dict[str, Any], seed: int,
-               device: str) -> list[tuple[Unit, EditRecord]]:
+def edit_stage(
+    runner: StageRunner,
+    masks: list[tuple[Unit, MaskRecord]],
+    candidates: dict[str, Candidate],
+    templates: dict[str, Template],
+    sources: dict[str, IngestedSource],
+    backends: dict[str, Any],
+    seed: int,
+    device: str,
+) -> list[tuple[Unit, EditRecord]]:
     units = {}
     for u, m in masks:
         c = candidates[u.name]

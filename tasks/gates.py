@@ -39,7 +39,9 @@ def gate(edit: EditRecord, gates: Gates, run_path: Path) -> int:
     return phash(Image.fromarray(change))
 
 
-def gates_stage(runner: StageRunner, edits: list[tuple[Unit, EditRecord]], gates: Gates) -> list[tuple[Unit, EditRecord]]:
+def gates_stage(
+    runner: StageRunner, edits: list[tuple[Unit, EditRecord]], gates: Gates
+) -> list[tuple[Unit, EditRecord]]:
     """The edits that pass every gate, in unit order; the others are quarantined with the gate's reason."""
     passed = runner.map("gates", gate, [Unit(u.name, u.file, e) for u, e in edits], gates)
     dupes = near_duplicates([(u.name, h) for u, h in passed], gates.min_phash_distance)

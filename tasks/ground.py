@@ -17,16 +17,24 @@ from perceptforge.tasks.runner import StageRunner, Unit, transient
 
 
 @task(name="ground", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
-def ground(unit: tuple[SourceEntry, IngestedSource], grounder: Grounder, used: list[Template], run_path: Path) -> Grounding:
+def ground(
+    unit: tuple[SourceEntry, IngestedSource], grounder: Grounder, used: list[Template], run_path: Path
+) -> Grounding:
     entry, source = unit
     run = RunDir(run_path)
-    record = run.once(f"groundings/{safe_name(entry.source_id)}.json",
-                      lambda: grounder.ground(load_rgb(run.sub(source.stored)), entry, used).model_dump(mode="json"))
+    record = run.once(
+        f"groundings/{safe_name(entry.source_id)}.json",
+        lambda: grounder.ground(load_rgb(run.sub(source.stored)), entry, used).model_dump(mode="json"),
+    )
     return Grounding.model_validate(record)
 
 
-def ground_stage(runner: StageRunner, sources: dict[str, tuple[SourceEntry, IngestedSource]], grounder: Grounder,
-                 used: list[Template]) -> dict[str, Grounding]:
+def ground_stage(
+    runner: StageRunner,
+    sources: dict[str, tuple[SourceEntry, IngestedSource]],
+    grounder: Grounder,
+    used: list[Template],
+) -> dict[str, Grounding]:
     """source id → grounding. Images without a main subject (donor scenes and objects) are not grounded."""
     units = [Unit(f"source-{sid}", e.file_name, (e, s)) for sid, (e, s) in sources.items() if e.subject]
     return {u.value[0].source_id: g for u, g in runner.map("ground", ground, units, grounder, used, models=[grounder])}

@@ -9,8 +9,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from perceptforge.backends.protocols import QuestionWriter
-from perceptforge.data.schema import Grounding, IdeaRecord
-from perceptforge.data.schema import EditKind
+from perceptforge.data.schema import EditKind, Grounding, IdeaRecord
 from perceptforge.logic.ids import unit_id, unit_rng
 from perceptforge.logic.templates import Template
 from perceptforge.prompts.library import load_prompt
@@ -34,11 +33,19 @@ def make_idea(template: Template, grounding: Grounding, writer: QuestionWriter, 
 def idea(unit: tuple[Template, Grounding], writer: QuestionWriter, seed: int, run_path: Path) -> IdeaRecord:
     template, grounding = unit
     rel = f"ideas/{safe_name(unit_id(grounding.source_id, template))}.json"
-    record = RunDir(run_path).once(rel, lambda: make_idea(template, grounding, writer, seed).model_dump(mode="json", exclude_none=True))
+    record = RunDir(run_path).once(
+        rel, lambda: make_idea(template, grounding, writer, seed).model_dump(mode="json", exclude_none=True)
+    )
     return IdeaRecord.model_validate(record)
 
 
-def idea_stage(runner: StageRunner, entries: dict[str, SourceEntry], groundings: dict[str, Grounding],
-               templates: list[Template], writer: QuestionWriter, seed: int) -> list[tuple[Unit, IdeaRecord]]:
+def idea_stage(
+    runner: StageRunner,
+    entries: dict[str, SourceEntry],
+    groundings: dict[str, Grounding],
+    templates: list[Template],
+    writer: QuestionWriter,
+    seed: int,
+) -> list[tuple[Unit, IdeaRecord]]:
     units = [Unit(unit_id(sid, t), entries[sid].file_name, (t, g)) for sid, g in groundings.items() for t in templates]
     return runner.map("idea", idea, units, writer, seed)

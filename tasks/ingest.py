@@ -24,9 +24,16 @@ def ingest_entry(source_dir: Path, entry: SourceEntry, run: RunDir) -> IngestedS
         raise PerceptforgeError(
             f"{entry.file_name}: annotation says {entry.width}x{entry.height}, image is {image.width}x{image.height}"
         )
-    return IngestedSource(id=entry.source_id, path=entry.file_name, sha256=sha256_file(path), width=image.width,
-                          height=image.height, licence=entry.licence, attribution=entry.attribution,
-                          stored=run.store_image(image).path)
+    return IngestedSource(
+        id=entry.source_id,
+        path=entry.file_name,
+        sha256=sha256_file(path),
+        width=image.width,
+        height=image.height,
+        licence=entry.licence,
+        attribution=entry.attribution,
+        stored=run.store_image(image).path,
+    )
 
 
 # Resume is by the files each unit writes, so Prefect's own input caching stays off (inputs hold clients).
@@ -35,7 +42,9 @@ def ingest(entry: SourceEntry, source_dir: Path, run_path: Path) -> IngestedSour
     return ingest_entry(source_dir, entry, RunDir(run_path))
 
 
-def ingest_stage(runner: StageRunner, entries: list[SourceEntry], source_dir: Path) -> dict[str, tuple[SourceEntry, IngestedSource]]:
+def ingest_stage(
+    runner: StageRunner, entries: list[SourceEntry], source_dir: Path
+) -> dict[str, tuple[SourceEntry, IngestedSource]]:
     """source id → (entry, ingested record); ``sources.jsonl`` lists every ingested source, sorted by id."""
     units = [Unit(f"source-{e.source_id}", e.file_name, e) for e in entries]
     done = runner.map("ingest", ingest, units, source_dir)

@@ -22,6 +22,8 @@ def write_items(unit: tuple[Candidate, EditRecord], run_path: Path) -> list[Benc
     return items
 
 
-def items_stage(runner: StageRunner, passed: list[tuple[Unit, EditRecord]], candidates: dict[str, Candidate]) -> list[BenchmarkItem]:
+def items_stage(
+    runner: StageRunner, passed: list[tuple[Unit, EditRecord]], candidates: dict[str, Candidate]
+) -> list[BenchmarkItem]:
     units = [Unit(u.name, u.file, (candidates[u.name], e)) for u, e in passed]
     return [item for _, items in runner.map("items", write_items, units) for item in items]

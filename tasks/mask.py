@@ -21,8 +21,17 @@ from perceptforge.store.rundir import RunDir, safe_name
 from perceptforge.tasks.runner import StageRunner, Unit
 
 
-def make_mask(template: Template, candidate: Candidate, source: IngestedSource, grounding: Grounding, run: RunDir,
-              segmenter: Segmenter, donors: list[str], seed: int, device: str = "cpu") -> MaskRecord:
+def make_mask(
+    template: Template,
+    candidate: Candidate,
+    source: IngestedSource,
+    grounding: Grounding,
+    run: RunDir,
+    segmenter: Segmenter,
+    donors: list[str],
+    seed: int,
+    device: str = "cpu",
+) -> MaskRecord:
     # One generator for the mask's jitter and resize, then the donor: the order the edit always drew them in.
     rng = unit_rng(seed, candidate.unit + ":edit")
     image = np.asarray(load_rgb(run.sub(source.stored)))
@@ -30,8 +39,12 @@ def make_mask(template: Template, candidate: Candidate, source: IngestedSource, 
         mask = edit_mask(template, grounding, image, candidate.idea.old, segmenter, rng)
     ref = run.store_image(Image.fromarray(mask.astype(np.uint8) * 255)) if mask is not None else None
     donor = donors[int(rng.integers(0, len(donors)))] if mask is not None and donors else None
-    return MaskRecord(unit=candidate.unit, mask=ref, donor=donor,
-                      segmenter=BackendRef(name=segmenter.name, model_id=segmenter.model_id))
+    return MaskRecord(
+        unit=candidate.unit,
+        mask=ref,
+        donor=donor,
+        segmenter=BackendRef(name=segmenter.name, model_id=segmenter.model_id),
+    )
 
 
 def load_mask(run: RunDir, record: MaskRecord) -> np.ndarray | None:
@@ -40,18 +53,36 @@ def load_mask(run: RunDir, record: MaskRecord) -> np.ndarray | None:
 
 
 @task(name="mask", cache_policy=NO_CACHE)
-def mask(unit: tuple[Template, Candidate, IngestedSource, Grounding], segmenter: Segmenter, donors: list[str], seed: int,
-         device: str, run_path: Path) -> MaskRecord:
+def mask(
+    unit: tuple[Template, Candidate, IngestedSource, Grounding],
+    segmenter: Segmenter,
+    donors: list[str],
+    seed: int,
+    device: str,
+    run_path: Path,
+) -> MaskRecord:
     template, candidate, source, grounding = unit
     run = RunDir(run_path)
-    record = run.once(f"masks/{safe_name(candidate.unit)}.json", lambda: make_mask(
-        template, candidate, source, grounding, run, segmenter, donors, seed, device).model_dump(mode="json"))
+    record = run.once(
+        f"masks/{safe_name(candidate.unit)}.json",
+        lambda: make_mask(template, candidate, source, grounding, run, segmenter, donors, seed, device).model_dump(
+            mode="json"
+        ),
+    )
     return MaskRecord.model_validate(record)
 
 
-def mask_stage(runner: StageRunner, candidates: list[tuple[Unit, Candidate]], templates: dict[str, Template],
-               sources: dict[str, IngestedSource], groundings: dict[str, Grounding], segmenter: Segmenter,
-               donors: list[str], seed: int, device: str) -> list[tuple[Unit, MaskRecord]]:
+def mask_stage(
+    runner: StageRunner,
+    candidates: list[tuple[Unit, Candidate]],
+    templates: dict[str, Template],
+    sources: dict[str, IngestedSource],
+    groundings: dict[str, Grounding],
+    segmenter: Segmenter,
+    donors: list[str],
+    seed: int,
+    device: str,
+) -> list[tuple[Unit, MaskRecord]]:
     units = []
     for u, c in candidates:
         sid = c.lineage.source_id

@@ -22,8 +22,15 @@ def _refs(prompt_ids: list[str]) -> list[PromptRef]:
     return [PromptRef(**load_prompt(p).ref()) for p in sorted(set(prompt_ids))]
 
 
-def make_candidate(template: Template, grounding: Grounding, source_sha256: str, idea: IdeaRecord, writer: QuestionWriter,
-                   cross_descriptions: list[str], seed: int) -> Candidate:
+def make_candidate(
+    template: Template,
+    grounding: Grounding,
+    source_sha256: str,
+    idea: IdeaRecord,
+    writer: QuestionWriter,
+    cross_descriptions: list[str],
+    seed: int,
+) -> Candidate:
     """Raises ValueError with a reason when a question cannot be made sound (e.g. too few distractors)."""
     # Its own stream, apart from the idea's: rewriting questions never changes the idea or the edit.
     rng = unit_rng(seed, idea.unit + ":questions")
@@ -33,42 +40,74 @@ def make_candidate(template: Template, grounding: Grounding, source_sha256: str,
         questions.yes_no_pair(writer.yes_no(template, ctx, "low", idea.idea.high_level_value), "low"),
         questions.yes_no_pair(writer.yes_no(template, ctx, "high", idea.idea.high_level_value), "high"),
         questions.single_mcq(writer.mcq_question(template, ctx), new, old, writer.distractors(template, ctx, rng), rng),
-        questions.cross_mcq_low(load_prompt("questions/cross_low").render(), template.cross_description, cross_descriptions, rng),
+        questions.cross_mcq_low(
+            load_prompt("questions/cross_low").render(), template.cross_description, cross_descriptions, rng
+        ),
         questions.cross_mcq_high(load_prompt("questions/cross_high").render(main_subject=subject), template.high, rng),
     ]
     used_prompts = ["questions/cross_low", "questions/cross_high"]
     if writer.name != "template":
-        used_prompts += [template.idea_prompt, template.yes_no_prompt, template.high_prompt, "questions/mcq_question",
-                         "questions/mcq_distractors"]
-    return Candidate.model_validate({
-        "unit": idea.unit,
-        "category": template.category(),
-        "edit_kind": template.edit_kind,
-        "target": template.target,
-        "idea": idea.idea,
-        "instruction": idea.instruction,
-        "questions": [{"id": question_id(source_sha256, template, seed, k), "question": q} for k, q in enumerate(built)],
-        "lineage": {
-            "source_id": grounding.source_id, "source_sha256": source_sha256, "template_id": template.id,
-            "template_version": template.version, "prompts": _refs(used_prompts), "seed": seed,
-            "backends": {"grounder": {"name": grounding.backend, "model_id": grounding.model_id},
-                         "llm": {"name": writer.name, "model_id": writer.model_id}},
-            "artifacts": {"grounding": f"groundings/{grounding.source_id}.json", "idea": f"ideas/{idea.unit}.json"},
-        },
-    })
+        used_prompts += [
+            template.idea_prompt,
+            template.yes_no_prompt,
+            template.high_prompt,
+            "questions/mcq_question",
+            "questions/mcq_distractors",
+        ]
+    return Candidate.model_validate(
+        {
+            "unit": idea.unit,
+            "category": template.category(),
+            "edit_kind": template.edit_kind,
+            "target": template.target,
+            "idea": idea.idea,
+            "instruction": idea.instruction,
+            "questions": [
+                {"id": question_id(source_sha256, template, seed, k), "question": q} for k, q in enumerate(built)
+            ],
+            "lineage": {
+                "source_id": grounding.source_id,
+                "source_sha256": source_sha256,
+                "template_id": template.id,
+                "template_version": template.version,
+                "prompts": _refs(used_prompts),
+                "seed": seed,
+                "backends": {
+                    "grounder": {"name": grounding.backend, "model_id": grounding.model_id},
+                    "llm": {"name": writer.name, "model_id": writer.model_id},
+                },
+                "artifacts": {"grounding": f"groundings/{grounding.source_id}.json", "idea": f"ideas/{idea.unit}.json"},
+            },
+        }
+    )
 
 
 @task(name="questions", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
-def write_questions(unit: tuple[Template, Grounding, IngestedSource, IdeaRecord], writer: QuestionWriter,
-                    cross_descriptions: list[str], seed: int, run_path: Path) -> Candidate:
+def write_questions(
+    unit: tuple[Template, Grounding, IngestedSource, IdeaRecord],
+    writer: QuestionWriter,
+    cross_descriptions: list[str],
+    seed: int,
+    run_path: Path,
+) -> Candidate:
     template, grounding, source, idea = unit
-    record = RunDir(run_path).once(f"candidates/{safe_name(idea.unit)}.json", lambda: make_candidate(
-        template, grounding, source.sha256, idea, writer, cross_descriptions, seed).model_dump(mode="json", exclude_none=True))
+    record = RunDir(run_path).once(
+        f"candidates/{safe_name(idea.unit)}.json",
+        lambda: make_candidate(template, grounding, source.sha256, idea, writer, cross_descriptions, seed).model_dump(
+            mode="json", exclude_none=True
+        ),
+    )
     return Candidate.model_validate(record)
 
 
-def questions_stage(runner: StageRunner, ideas: list[tuple[Unit, IdeaRecord]], sources: dict[str, IngestedSource],
-                    writer: QuestionWriter, all_templates: dict[str, Template], seed: int) -> list[tuple[Unit, Candidate]]:
+def questions_stage(
+    runner: StageRunner,
+    ideas: list[tuple[Unit, IdeaRecord]],
+    sources: dict[str, IngestedSource],
+    writer: QuestionWriter,
+    all_templates: dict[str, Template],
+    seed: int,
+) -> list[tuple[Unit, Candidate]]:
     units = [Unit(u.name, u.file, (u.value[0], u.value[1], sources[u.value[1].source_id], rec)) for u, rec in ideas]
     descriptions = [t.cross_description for t in all_templates.values()]
     return runner.map("questions", write_questions, units, writer, descriptions, seed, models=[writer])

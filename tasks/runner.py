@@ -13,8 +13,9 @@ import logging
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Iterable, Sequence, TypeVar
+from typing import Any, Generic, TypeVar
 
 from prefect import Task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -70,8 +71,10 @@ class StageRunner:
         self.failures[f"{stage}: {type(exc).__name__}"] += 1
         log.warning("%s: %s quarantined: %s: %s", stage, unit.name, type(exc).__name__, exc)
 
-    def map(self, stage: str, task: Task, units: Sequence[Unit], *args: Any, models: Iterable[Any] = ()) -> list[tuple[Unit, Any]]:
-        """One ``task(unit.value, *args, run_path)`` per unit; (unit, result) for those that succeeded, in unit order."""
+    def map(
+        self, stage: str, task: Task, units: Sequence[Unit], *args: Any, models: Iterable[Any] = ()
+    ) -> list[tuple[Unit, Any]]:
+        """One ``task(unit.value, *args, run_path)`` per unit; (unit, result) of those that succeeded, in unit order."""
         self.timings[stage] = -time.perf_counter()
         futures = [(u, task.submit(u.value, *args, self.run.path)) for u in units]
         done = []
@@ -85,8 +88,9 @@ class StageRunner:
         self._end(stage, models)
         return done
 
-    def map_batches(self, stage: str, task: Task, batches: Sequence[Sequence[Unit]], *args: Any,
-                    models: Iterable[Any] = ()) -> list[tuple[Unit, Any]]:
+    def map_batches(
+        self, stage: str, task: Task, batches: Sequence[Sequence[Unit]], *args: Any, models: Iterable[Any] = ()
+    ) -> list[tuple[Unit, Any]]:
         """Like :meth:`map` for a task that takes a batch of unit values and returns one result or exception each."""
         self.timings[stage] = -time.perf_counter()
         futures = [(b, task.submit([u.value for u in b], *args, self.run.path)) for b in batches]
@@ -120,8 +124,11 @@ class StageRunner:
         rows = [{"stage": k, "count": v} for k, v in summary["counts"].items()]
         rows += [{"stage": f"quarantined · {k}", "count": v} for k, v in summary["failures"].items()]
         create_table_artifact(rows, key=f"{flow}-summary", description=f"{flow} run in {self.run.path}")
-        create_table_artifact([{"category": k, "items": v} for k, v in per_category.items()], key=f"{flow}-categories",
-                              description="items per category and level")
+        create_table_artifact(
+            [{"category": k, "items": v} for k, v in per_category.items()],
+            key=f"{flow}-categories",
+            description="items per category and level",
+        )
         skipped = "\n".join(f"- **{k}**: {v}" for k, v in summary.get("skipped_categories", {}).items())
         create_markdown_artifact(f"# {flow} run\n\n`{self.run.path}`\n\n{skipped}", key=f"{flow}-run")
 
@@ -140,8 +147,16 @@ class _StageProgress:
 
     def __enter__(self) -> Callable[[], None]:
         if self.console.is_terminal and sys.stderr.isatty():
-            self.progress = Progress(TextColumn(f"[bold]{self.stage:<10}"), BarColumn(), MofNCompleteColumn(), _Rate(),
-                                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=self.console)
+            self.progress = Progress(
+                TextColumn(f"[bold]{self.stage:<10}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                _Rate(),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+            )
             self.progress.start()
             self.task_id = self.progress.add_task(self.stage, total=self.total)
         return self.advance

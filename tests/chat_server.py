@@ -9,12 +9,17 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 
 class ChatServer:
-    def __init__(self, answer: Callable[[dict], str] = lambda req: "A", script: list[tuple[int, str | None]] | None = None, delay_s: float = 0.0):
+    def __init__(
+        self,
+        answer: Callable[[dict], str] = lambda req: "A",
+        script: list[tuple[int, str | None]] | None = None,
+        delay_s: float = 0.0,
+    ):
         self.answer, self.script, self.delay_s = answer, list(script or []), delay_s
         self.requests: list[dict] = []
         self.in_flight = self.max_in_flight = 0
@@ -50,11 +55,19 @@ class ChatServer:
                     self._send(step[0], {"error": {"message": step[1] or "scripted error", "type": "test"}})
                     return
                 text = step[1] if step else server.answer(body)
-                self._send(200, {
-                    "id": "cmpl-test", "object": "chat.completion", "created": 0, "model": body.get("model", "tiny"),
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
-                })
+                self._send(
+                    200,
+                    {
+                        "id": "cmpl-test",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body.get("model", "tiny"),
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                        ],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+                    },
+                )
 
             def _send(self, status, payload):
                 data = json.dumps(payload).encode()
@@ -67,7 +80,7 @@ class ChatServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
-    def __enter__(self) -> "ChatServer":
+    def __enter__(self) -> ChatServer:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         return self
 

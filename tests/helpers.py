@@ -14,4 +14,6 @@ def candidate_for(template, grounding, source_sha256, writer, all_templates, see
 
     idea = make_idea(template, grounding, writer, seed)
     descriptions = [t.cross_description for t in all_templates.values()]
-    return make_candidate(template, grounding, source_sha256, idea, writer, descriptions, seed).model_dump(mode="json", exclude_none=True)
+    return make_candidate(template, grounding, source_sha256, idea, writer, descriptions, seed).model_dump(
+        mode="json", exclude_none=True
+    )

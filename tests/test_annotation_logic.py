@@ -1,4 +1,5 @@
 import pytest
+
 from perceptforge.annotation.agreement import agreement_table, cohens_kappa, percent_agreement
 from perceptforge.annotation.decisions import counted_annotations, decide
 from perceptforge.annotation.labeling import KINDS, choice, config_text, config_version, controls, result_errors, text
@@ -34,23 +35,41 @@ def test_results_are_checked_against_the_config():
     known = controls(config_text("single_mcq"))
     ok = [choice("verdict", "manipulated", A), choice("answer", "manipulated", "B")]
     assert result_errors(ok, known) == []
-    assert result_errors([choice("verdict", "manipulated", "Maybe")], known) == ["verdict: expected one of ['Accept', 'Reject'], got ['Maybe']"]
+    assert result_errors([choice("verdict", "manipulated", "Maybe")], known) == [
+        "verdict: expected one of ['Accept', 'Reject'], got ['Maybe']"
+    ]
     assert result_errors([choice("bogus", "x", "A"), *ok], known) == ["unknown control 'bogus'"]
     assert result_errors([choice("answer", "manipulated", "A")], known) == ["required control 'verdict' is missing"]
-    assert result_errors([*ok, {"from_name": "question_fix", "type": "textarea", "value": {"text": "not a list"}}], known) == [
-        "question_fix: expected a list of texts, got 'not a list'"]
+    assert result_errors(
+        [*ok, {"from_name": "question_fix", "type": "textarea", "value": {"text": "not a list"}}], known
+    ) == ["question_fix: expected a list of texts, got 'not a list'"]
 
 
 @pytest.fixture
 def mcq_item():
-    return BenchmarkItem.model_validate({
-        "id": "i1", "category": {"high": "behaviour", "low": "B3", "name": "Behaviour-Object Association"},
-        "question": {"kind": "single_mcq", "question": "What is held?", "options": ["a cup", "a book", "a cat", "a pen", "a hat"],
-                     "answer": "A"},
-        "pair": {"natural": {"path": "images/n.png", "sha256": "0" * 64, "width": 4, "height": 4},
-                 "manipulated": {"path": "images/m.png", "sha256": "1" * 64, "width": 4, "height": 4}},
-        "lineage": {"source_id": "1", "source_sha256": "2" * 64, "template_id": "B3", "template_version": 1, "seed": 0},
-    })
+    return BenchmarkItem.model_validate(
+        {
+            "id": "i1",
+            "category": {"high": "behaviour", "low": "B3", "name": "Behaviour-Object Association"},
+            "question": {
+                "kind": "single_mcq",
+                "question": "What is held?",
+                "options": ["a cup", "a book", "a cat", "a pen", "a hat"],
+                "answer": "A",
+            },
+            "pair": {
+                "natural": {"path": "images/n.png", "sha256": "0" * 64, "width": 4, "height": 4},
+                "manipulated": {"path": "images/m.png", "sha256": "1" * 64, "width": 4, "height": 4},
+            },
+            "lineage": {
+                "source_id": "1",
+                "source_sha256": "2" * 64,
+                "template_id": "B3",
+                "template_version": 1,
+                "seed": 0,
+            },
+        }
+    )
 
 
 def ann(id_, user, *result, cancelled=False):
@@ -71,9 +90,14 @@ def test_decisions(mcq_item):
     d = decide(mcq_item, [ann(1, 7, verdict(A)), ann(2, 8, verdict(A), cancelled=True)], known)
     assert (d.status, d.detail) == ("incomplete", "1 of 2 required annotations")
     # the same annotator twice counts once, the latest
-    assert decide(mcq_item, [ann(1, 7, verdict(R), reason), ann(2, 7, verdict(A)), ann(3, 8, verdict(A))], known).status == "kept"
+    assert (
+        decide(mcq_item, [ann(1, 7, verdict(R), reason), ann(2, 7, verdict(A)), ann(3, 8, verdict(A))], known).status
+        == "kept"
+    )
     d = decide(mcq_item, [ann(1, 7, verdict(R)), ann(2, 8, verdict(A))], known)
-    assert d.status == "incomplete" and d.invalid == [{"annotation": 1, "annotator": 7, "errors": ["a rejection needs a reason"]}]
+    assert d.status == "incomplete" and d.invalid == [
+        {"annotation": 1, "annotator": 7, "errors": ["a rejection needs a reason"]}
+    ]
 
 
 def test_corrections_make_a_new_version(mcq_item):
@@ -88,7 +112,9 @@ def test_corrections_make_a_new_version(mcq_item):
     dup = [choice("distractor_letter", "manipulated", "B"), text("distractor_fix", "manipulated", "a cup")]
     d = decide(mcq_item, [ann(1, 7, verdict(A), *dup), ann(2, 8, verdict(A))], known)
     assert d.status == "invalid_correction" and "duplicates" in d.detail
-    d = decide(mcq_item, [ann(1, 7, verdict(A), choice("distractor_letter", "manipulated", "C")), ann(2, 8, verdict(A))], known)
+    d = decide(
+        mcq_item, [ann(1, 7, verdict(A), choice("distractor_letter", "manipulated", "C")), ann(2, 8, verdict(A))], known
+    )
     assert d.status == "incomplete" and "needs both" in d.invalid[0]["errors"][0]
 
 

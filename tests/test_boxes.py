@@ -1,4 +1,5 @@
 import pytest
+
 from perceptforge.logic.boxes import parse_boxes, parse_subject_reply
 
 
@@ -33,7 +34,16 @@ def test_pixel_boxes_and_explicit_format():
 
 @pytest.mark.parametrize(
     "text",
-    ["", None, "no boxes here", "[1, 2, 3]", "[0.5,0.5,0.2,0.9]", "[600, 10, 700, 20]", "<|box_start|>(10,20)<|box_end|>", "[a,b,c,d]"],
+    [
+        "",
+        None,
+        "no boxes here",
+        "[1, 2, 3]",
+        "[0.5,0.5,0.2,0.9]",
+        "[600, 10, 700, 20]",
+        "<|box_start|>(10,20)<|box_end|>",
+        "[a,b,c,d]",
+    ],
 )
 def test_garbage_gives_no_box(text):
     boxes, _ = parse_boxes(text, 512, 512)

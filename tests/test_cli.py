@@ -3,12 +3,25 @@ import sys
 from pathlib import Path
 
 import pytest
-from perceptforge.cli import app
 from typer.testing import CliRunner
 
+from perceptforge.cli import app
+
 COMMANDS = [
-    [], ["run"], ["run", "mvp"], ["demo"], ["export"], ["score"], ["predict"], ["templates"],
-    ["templates", "list"], ["annotate"], ["annotate", "push"], ["annotate", "pull"], ["profile", "check"], ["schema"],
+    [],
+    ["run"],
+    ["run", "mvp"],
+    ["demo"],
+    ["export"],
+    ["score"],
+    ["predict"],
+    ["templates"],
+    ["templates", "list"],
+    ["annotate"],
+    ["annotate", "push"],
+    ["annotate", "pull"],
+    ["profile", "check"],
+    ["schema"],
 ]
 
 

@@ -3,6 +3,7 @@ import random
 
 import pytest
 from helpers import candidate_for
+
 from perceptforge.backends.devices import device_lock
 from perceptforge.backends.writers import TemplateWriter
 from perceptforge.configs.profile import load_profile
@@ -45,7 +46,9 @@ def units_and_run(sample_dir, tmp_path_factory):
         g, src = grounding_from_entry(e), sources[e.source_id]
         for tid in ("B1", "I1", "S1"):
             cand = Candidate.model_validate(candidate_for(found[tid], g, src.sha256, TemplateWriter(), found, 0))
-            units.append(EditUnit(found[tid], cand, src, make_mask(found[tid], cand, src, g, run, segmenter, donors, 0)))
+            units.append(
+                EditUnit(found[tid], cand, src, make_mask(found[tid], cand, src, g, run, segmenter, donors, 0))
+            )
     return units, run, donors
 
 
@@ -58,7 +61,9 @@ def test_plan_is_fixed_by_the_units_and_respects_role_size_and_batch_size(units_
     plan = plan_batches(units, {"inpainter": 2})
     shuffled = units[:]
     random.Random(3).shuffle(shuffled)
-    assert [[u.name for u in b] for b in plan_batches(shuffled, {"inpainter": 2})] == [[u.name for u in b] for b in plan]
+    assert [[u.name for u in b] for b in plan_batches(shuffled, {"inpainter": 2})] == [
+        [u.name for u in b] for b in plan
+    ]
     assert sorted(u.name for b in plan for u in b) == sorted(u.name for u in units)
     for batch in plan:
         assert len(batch) <= 2
@@ -80,7 +85,9 @@ def test_one_backend_call_per_batch_and_results_do_not_depend_on_batch_mates(uni
 
 def test_a_failing_unit_is_returned_as_its_error_and_the_rest_of_the_batch_survives(units_and_run):
     units, run, donors = units_and_run
-    missing = dataclasses.replace(units[1], source=units[1].source.model_copy(update={"stored": "images/not-there.png"}))
+    missing = dataclasses.replace(
+        units[1], source=units[1].source.model_copy(update={"stored": "images/not-there.png"})
+    )
     out = edit_batch([units[0], missing, units[2]], run, models(CountingBackend()), seed=0)
     assert isinstance(out[1], Exception) and "not-there.png" in str(out[1])
     assert out[0].unit == units[0].name and out[2].unit == units[2].name

@@ -2,13 +2,14 @@
 
 import numpy as np
 import pytest
-from perceptforge.logic.edit_region import edit_mask, pastes_into_box, target_box
+
 from perceptforge.backends.inpainters import CompositeInpainter
 from perceptforge.backends.protocols import EditRequest
-from perceptforge.store.images import load_rgb
 from perceptforge.backends.segmenters import GrabCutSegmenter
-from perceptforge.store.sources import grounding_from_entry, read_source_dir
+from perceptforge.logic.edit_region import edit_mask, pastes_into_box, target_box
 from perceptforge.logic.templates import templates
+from perceptforge.store.images import load_rgb
+from perceptforge.store.sources import grounding_from_entry, read_source_dir
 
 
 def edit_request(template, image, mask, prompt, seed, donor):
@@ -18,7 +19,11 @@ def edit_request(template, image, mask, prompt, seed, donor):
 @pytest.fixture(scope="module")
 def astronaut(sample_dir):
     entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("astronaut.jpg"))
-    return load_rgb(sample_dir / entry.file_name), grounding_from_entry(entry), load_rgb(sample_dir / "images" / "rocket.jpg")
+    return (
+        load_rgb(sample_dir / entry.file_name),
+        grounding_from_entry(entry),
+        load_rgb(sample_dir / "images" / "rocket.jpg"),
+    )
 
 
 def change(a, b, where):
@@ -43,10 +48,24 @@ def test_same_seed_same_mask_and_bytes(astronaut):
     b1 = templates()["B1"]
     runs = []
     for _ in range(2):
-        mask = edit_mask(b1, grounding, np.asarray(image), grounding.attributes["background"], GrabCutSegmenter(), np.random.default_rng(5))
+        mask = edit_mask(
+            b1,
+            grounding,
+            np.asarray(image),
+            grounding.attributes["background"],
+            GrabCutSegmenter(),
+            np.random.default_rng(5),
+        )
         runs.append((mask, CompositeInpainter().edit([edit_request(b1, image, mask, "x", 0, donor)])[0].tobytes()))
     assert (runs[0][0] == runs[1][0]).all() and runs[0][1] == runs[1][1]
-    other = edit_mask(b1, grounding, np.asarray(image), grounding.attributes["background"], GrabCutSegmenter(), np.random.default_rng(6))
+    other = edit_mask(
+        b1,
+        grounding,
+        np.asarray(image),
+        grounding.attributes["background"],
+        GrabCutSegmenter(),
+        np.random.default_rng(6),
+    )
     assert not (other == runs[0][0]).all()
 
 

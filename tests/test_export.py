@@ -4,12 +4,13 @@ import json
 
 import numpy as np
 import pytest
+from PIL import Image
+
 from perceptforge.data.schema import BenchmarkItem
 from perceptforge.errors import InputError
-from perceptforge.scorer.benchmarks import perceptforge as pf_scorer
 from perceptforge.outputs.export import export_split
+from perceptforge.scorer.benchmarks import perceptforge as pf_scorer
 from perceptforge.store.rundir import RunDir
-from PIL import Image
 
 SHA = "b" * 64
 CATS = [("behaviour", "B3", "Behaviour-Object Association"), ("scenario", "S1", "Scenario-Background")]
@@ -18,23 +19,51 @@ CATS = [("behaviour", "B3", "Behaviour-Object Association"), ("scenario", "S1", 
 def make_run(tmp_path, n_per_cat=4):
     run = RunDir(tmp_path / "run")
     rng = np.random.default_rng(0)
-    for c, (high, low, name) in enumerate(CATS):
+    for _c, (high, low, name) in enumerate(CATS):
         for k in range(n_per_cat):
             nat = run.store_image(Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)))
             man = run.store_image(Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)))
             questions = [
-                {"kind": "single_mcq", "question": "What is the woman holding?", "options": ["a gun", "a helmet", "a cup", "a book", "a phone"], "answer": "ABCDE"[k % 5]},
-                {"kind": "cross_mcq", "question": "How have the pair of images been modified?", "options": ["Substitute the background.", "Replace the object held by the main subject."], "answer": "B", "level": "low"},
-                {"kind": "yes_no_pair", "question": "Is the woman holding a gun?", "level": "low", "answer_natural": "no", "answer_manipulated": "yes"},
+                {
+                    "kind": "single_mcq",
+                    "question": "What is the woman holding?",
+                    "options": ["a gun", "a helmet", "a cup", "a book", "a phone"],
+                    "answer": "ABCDE"[k % 5],
+                },
+                {
+                    "kind": "cross_mcq",
+                    "question": "How have the pair of images been modified?",
+                    "options": ["Substitute the background.", "Replace the object held by the main subject."],
+                    "answer": "B",
+                    "level": "low",
+                },
+                {
+                    "kind": "yes_no_pair",
+                    "question": "Is the woman holding a gun?",
+                    "level": "low",
+                    "answer_natural": "no",
+                    "answer_manipulated": "yes",
+                },
             ]
             for j, q in enumerate(questions):
-                item = BenchmarkItem.model_validate({
-                    "id": f"{low}-{k}-{j}", "category": {"high": high, "low": low, "name": name}, "question": q,
-                    "pair": {"natural": nat.model_dump(), "manipulated": man.model_dump()},
-                    "lineage": {"source_id": str(k), "source_sha256": SHA, "template_id": low, "template_version": 1, "seed": 0,
-                                "prompts": [{"id": "questions/yes_no", "version": 1, "sha256": SHA}], "backends": {"llm": {"name": "template"}}},
-                    "verified": k != 0,
-                })
+                item = BenchmarkItem.model_validate(
+                    {
+                        "id": f"{low}-{k}-{j}",
+                        "category": {"high": high, "low": low, "name": name},
+                        "question": q,
+                        "pair": {"natural": nat.model_dump(), "manipulated": man.model_dump()},
+                        "lineage": {
+                            "source_id": str(k),
+                            "source_sha256": SHA,
+                            "template_id": low,
+                            "template_version": 1,
+                            "seed": 0,
+                            "prompts": [{"id": "questions/yes_no", "version": 1, "sha256": SHA}],
+                            "backends": {"llm": {"name": "template"}},
+                        },
+                        "verified": k != 0,
+                    }
+                )
                 run.write_record(f"items/{item.id}.json", item.model_dump(mode="json"))
     return run.path
 
@@ -89,7 +118,10 @@ def test_tsv_and_jsonl_round_trip_through_scorer(tmp_path):
             item = json.loads(line)
             q = item["question"]
             if q["kind"] == "yes_no_pair":
-                lines += [{"id": item["id"], "image": "natural", "output": "No."}, {"id": item["id"], "image": "manipulated", "output": "No."}]
+                lines += [
+                    {"id": item["id"], "image": "natural", "output": "No."},
+                    {"id": item["id"], "image": "manipulated", "output": "No."},
+                ]
             else:
                 lines.append({"id": item["id"], "output": q["answer"]})
     preds.write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -100,8 +132,9 @@ def test_tsv_and_jsonl_round_trip_through_scorer(tmp_path):
 
 def test_predict_over_exported_split_scores_back(tmp_path):
     from chat_server import ChatServer
-    from perceptforge.scorer.predict import predict
+
     from perceptforge.backends.chat import ChatClient
+    from perceptforge.scorer.predict import predict
 
     out = tmp_path / "s"
     export_split(make_run(tmp_path), out, formats=("jsonl",))
@@ -116,7 +149,13 @@ def test_predict_over_exported_split_scores_back(tmp_path):
         return "B" if n_images == 2 else "A"  # cross-image MCQs carry both images
 
     with ChatServer(reply) as server:
-        summary = predict("perceptforge", out / "val.jsonl", out, ChatClient(base_url=server.base_url, model="tiny"), tmp_path / "p.jsonl")
+        summary = predict(
+            "perceptforge",
+            out / "val.jsonl",
+            out,
+            ChatClient(base_url=server.base_url, model="tiny"),
+            tmp_path / "p.jsonl",
+        )
     assert summary["answered"] == len(kinds) + kinds.count("yes_no_pair")  # a pair is asked on both images
     r = pf_scorer.score([out / "val.jsonl"], [tmp_path / "p.jsonl"]).metrics
     assert r["kinds"]["cross_mcq"] == 100.0 and r["kinds"]["yes_no_pair"] == 50.0

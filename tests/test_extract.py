@@ -2,6 +2,7 @@
 failure cases from the reference README) and on the formats evaluators meet."""
 
 import pytest
+
 from perceptforge.scorer.extract import extract_choice, extract_yes_no, normalise_answer
 
 POINTS = ["Point A", "Point B", "Point C", "Point D"]
@@ -21,31 +22,96 @@ CASES = [
     ("<s> (B) no", 2, None, "B"),
     ("<s> (A) the first image", 4, None, "A"),
     ("(C) Point C", 4, None, "C"),
-    ("(D) 0\n\nThe toilet in the image is white, not black. There are no black toilets visible in this image.", 4, None, "D"),
+    (
+        "(D) 0\n\nThe toilet in the image is white, not black. There are no black toilets visible in this image.",
+        4,
+        None,
+        "D",
+    ),
     ("There is one blue float visible in the image.\n\nThe correct answer is:\n(D) 1", 4, None, "D"),
     ("In the image, there are two players wearing red shirts. So the correct answer is:\n\n(C) 2", 4, None, "C"),
-    ("Based on the pattern observed, the correct answer should be an enclosed symbol with a circle. Therefore, the correct choice is:\n\n(D) picture D", 4, None, "D"),
+    (
+        "Based on the pattern observed, the correct answer should be an enclosed symbol with a circle. Therefore, the correct choice is:\n\n(D) picture D",
+        4,
+        None,
+        "D",
+    ),
     ("Therefore, the correct choice is:\n(D) Point D", 4, POINTS, "D"),
-    ("<s> The corresponding point for the reference point on the second image, labeled REF, is (A) Point A.", 4, POINTS, "A"),
-    ("- Option D has three triangles with an incorrect sequence of stripes.\n\nThe correct answer that follows the pattern is:\n\n(B) picture B", 4, None, "B"),
-    ("Point A is closer to the camera. It is located on the thumb of the left hand, which is extended further towards the camera than point B, which is on the right hand.", 2, None, "A"),
+    (
+        "<s> The corresponding point for the reference point on the second image, labeled REF, is (A) Point A.",
+        4,
+        POINTS,
+        "A",
+    ),
+    (
+        "- Option D has three triangles with an incorrect sequence of stripes.\n\nThe correct answer that follows the pattern is:\n\n(B) picture B",
+        4,
+        None,
+        "B",
+    ),
+    (
+        "Point A is closer to the camera. It is located on the thumb of the left hand, which is extended further towards the camera than point B, which is on the right hand.",
+        2,
+        None,
+        "A",
+    ),
     ("A is closer to the camera.", 2, None, "A"),
-    ("Box B more accurately localizes and encloses the wok. It fits closely to the edges of the wok, whereas Box A is too large.", 2, ["Box A", "Box B"], "B"),
-    ('The point labeled with "REF" in the first image corresponds to point "C" in the second image. You can tell because it is the same corner of the building.', 4, POINTS, "C"),
-    ("The corresponding point to the reference point (REF) on the first image is Point C, as it is the only point located on the front wheel. Point A is on the seat.", 4, POINTS, "C"),
+    (
+        "Box B more accurately localizes and encloses the wok. It fits closely to the edges of the wok, whereas Box A is too large.",
+        2,
+        ["Box A", "Box B"],
+        "B",
+    ),
+    (
+        'The point labeled with "REF" in the first image corresponds to point "C" in the second image. You can tell because it is the same corner of the building.',
+        4,
+        POINTS,
+        "C",
+    ),
+    (
+        "The corresponding point to the reference point (REF) on the first image is Point C, as it is the only point located on the front wheel. Point A is on the seat.",
+        4,
+        POINTS,
+        "C",
+    ),
     ("Therefore, the image that shares the same style as the reference image is:\n(A) the second image", 2, None, "A"),
-    ("Based on the similarity in pattern and coloration, (A) the second image is most similar to the first one.", 2, None, "A"),
-    ("The camera is moving to the right (clockwise) around the object. This is evident because the second image shows more of the left side of the mug.", 2, ["left", "right"], "B"),
-    ("Therefore, the second image shares the same style as the reference image, which is Pop Art.", 2, ["the second image", "the third image"], "A"),
+    (
+        "Based on the similarity in pattern and coloration, (A) the second image is most similar to the first one.",
+        2,
+        None,
+        "A",
+    ),
+    (
+        "The camera is moving to the right (clockwise) around the object. This is evident because the second image shows more of the left side of the mug.",
+        2,
+        ["left", "right"],
+        "B",
+    ),
+    (
+        "Therefore, the second image shares the same style as the reference image, which is Pop Art.",
+        2,
+        ["the second image", "the third image"],
+        "A",
+    ),
     ("it appears that the cat is sitting on the table. Therefore, the most likely answer is:\n\n(A) yes", 2, None, "A"),
     # Refusals, hedges and empty outputs are unparsed, never a letter.
     ("", 5, None, None),
     ("   ", 4, None, None),
     (None, 4, None, None),
     ("I'm sorry, I cannot determine which image is real from these pictures.", 4, None, None),
-    ("As an AI, I don't have the ability to authenticate photographs, but I might lean towards (B), (C), or (D) as being more likely real.", 4, None, None),
+    (
+        "As an AI, I don't have the ability to authenticate photographs, but I might lean towards (B), (C), or (D) as being more likely real.",
+        4,
+        None,
+        None,
+    ),
     ("Without further evidence, all four images could potentially be real photographs.", 4, None, None),
-    ("it is not possible to confidently select either (A) the second image or (B) the third image as the more appropriate image.", 2, None, None),
+    (
+        "it is not possible to confidently select either (A) the second image or (B) the third image as the more appropriate image.",
+        2,
+        None,
+        None,
+    ),
     ("If pressed to select only one, I might choose (A) or (B) due to the soft focus and sepia tone.", 4, None, None),
     # MME-RealWorld's official script turns these into A and B; they are unparsed (or right) here.
     ("Based on the image, the answer is D", 5, None, "D"),
@@ -59,7 +125,18 @@ CASES = [
     ("At first I thought the answer is A. On reflection, the answer is (C).", 4, None, "C"),
     # Option-text fallback.
     ("She is holding a red umbrella.", 4, ["a gun", "a red umbrella", "a helmet", "a book"], "B"),
-    ("Change the main subject's facial expression. She now frowns instead of smiling.", 5, ["Substitute the background.", "Change the main subject's facial expression.", "Introduce a group of people.", "Change the main subject's clothes.", "Change the main subject's gesture."], "B"),
+    (
+        "Change the main subject's facial expression. She now frowns instead of smiling.",
+        5,
+        [
+            "Substitute the background.",
+            "Change the main subject's facial expression.",
+            "Introduce a group of people.",
+            "Change the main subject's clothes.",
+            "Change the main subject's gesture.",
+        ],
+        "B",
+    ),
 ]
 
 
@@ -80,8 +157,18 @@ def test_unparsed_says_why():
 
 @pytest.mark.parametrize(
     "output, expected",
-    [("Yes", "yes"), ("No.", "no"), ("yes, she is", "yes"), ("**No**", "no"), ("The answer is no.", "no"),
-     ("I think so, yes.", "yes"), ("", None), ("Maybe", None), ("Yes and no", "yes"), ("It could be yes or no.", None)],
+    [
+        ("Yes", "yes"),
+        ("No.", "no"),
+        ("yes, she is", "yes"),
+        ("**No**", "no"),
+        ("The answer is no.", "no"),
+        ("I think so, yes.", "yes"),
+        ("", None),
+        ("Maybe", None),
+        ("Yes and no", "yes"),
+        ("It could be yes or no.", None),
+    ],
 )
 def test_extract_yes_no(output, expected):
     assert extract_yes_no(output).value == expected

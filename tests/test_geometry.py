@@ -1,4 +1,5 @@
 import pytest
+
 from perceptforge.data import geometry as g
 
 

@@ -4,11 +4,12 @@ import json
 
 import pytest
 from chat_server import ChatServer
+from PIL import Image
+
 from perceptforge.backends.chat import ChatClient
 from perceptforge.backends.grounders import OpenAIVLMGrounder
-from perceptforge.store.sources import read_source_dir
 from perceptforge.logic.templates import templates
-from PIL import Image
+from perceptforge.store.sources import read_source_dir
 
 SHIKRA = {
     "Describe the image": "A woman [0.039,0.029,0.723,1.000] in an orange spacesuit stands beside a helmet [0.537,0.674,0.986,1.000].",
@@ -30,7 +31,9 @@ def vlm_answer(table):
             if start in text:
                 return reply
         if "New Caption" in text:
-            return json.dumps({"new_value": "a gun", "new_high": "threatening someone", "new_caption": "A woman holds a gun."})
+            return json.dumps(
+                {"new_value": "a gun", "new_high": "threatening someone", "new_caption": "A woman holds a gun."}
+            )
         if "Distractors" in text:
             return json.dumps({"distractors": ["a cup", "a book", "a phone"]})
         if "multiple-choice question" in text:
@@ -38,6 +41,7 @@ def vlm_answer(table):
         if "Yes/No question" in text:
             return json.dumps({"question": "Is the woman holding a gun?"})
         return "posing for a portrait"
+
     return answer
 
 
@@ -51,7 +55,10 @@ def test_openai_vlm_grounder(table, sample_dir):
         assert server.requests[0]["messages"][0]["content"][0]["image_url"]["url"].startswith("data:image/png;base64,")
     assert g.subject.label == "woman"
     assert g.subject.box.xyxy == pytest.approx((19.968, 14.848, 370.176, 512.0))
-    assert g.attributes["held_object"] == {"shikra": "She holds a helmet.", "qwen": "a helmet"}["shikra" if table is SHIKRA else "qwen"]
+    assert (
+        g.attributes["held_object"]
+        == {"shikra": "She holds a helmet.", "qwen": "a helmet"}["shikra" if table is SHIKRA else "qwen"]
+    )
     held = [r for r in g.regions if r.role == "object"]
     assert held and held[0].box.xyxy == pytest.approx((274.944, 345.088, 504.832, 512.0))
     assert g.backend == "openai-vlm" and g.model_id == "qwen-vl"
@@ -63,16 +70,23 @@ def test_flow_on_endpoint_backends(prefect_api, sample_dir, tmp_path):
     with ChatServer(vlm_answer(SHIKRA)) as server:
         profile = tmp_path / "endpoints.yaml"
         profile.write_text(
-            "name: endpoints\ngrounder: {backend: openai-vlm, base_url: '%s', model: shikra}\n"
+            f"name: endpoints\ngrounder: {{backend: openai-vlm, base_url: '{server.base_url}', model: shikra}}\n"
             "segmenter: {backend: grabcut}\ninpainter: {backend: composite}\n"
-            "llm: {backend: openai, base_url: '%s', model: tiny}\n" % (server.base_url, server.base_url)
+            f"llm: {{backend: openai, base_url: '{server.base_url}', model: tiny}}\n"
         )
-        summary = mvp_flow(source=str(sample_dir), profile=str(profile), out=str(tmp_path / "run"), limit=1, categories=["B3"])
+        summary = mvp_flow(
+            source=str(sample_dir), profile=str(profile), out=str(tmp_path / "run"), limit=1, categories=["B3"]
+        )
     assert summary["counts"]["candidates"] == 1, summary
     assert summary["token_use"]["llm"]["requests"] >= 4 and summary["token_use"]["grounder"]["prompt_tokens"] > 0
     versions = json.loads((tmp_path / "run" / "templates.json").read_text())
-    assert versions["B3"]["version"] == 1 and {p["id"] for p in versions["B3"]["prompts"]} >= {"idea/object_substitution"}
+    assert versions["B3"]["version"] == 1 and {p["id"] for p in versions["B3"]["prompts"]} >= {
+        "idea/object_substitution"
+    }
     record = json.loads((tmp_path / "run" / "candidates" / "1-B3.json").read_text())
-    assert record["idea"]["new"] == "a gun" and record["lineage"]["backends"]["llm"] == {"name": "openai", "model_id": "tiny"}
+    assert record["idea"]["new"] == "a gun" and record["lineage"]["backends"]["llm"] == {
+        "name": "openai",
+        "model_id": "tiny",
+    }
     assert {p["id"] for p in record["lineage"]["prompts"]} >= {"idea/object_substitution", "questions/yes_no_object"}
     assert record["questions"][2]["question"]["options"].count("a gun") == 1

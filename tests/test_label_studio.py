@@ -5,6 +5,7 @@ import subprocess
 
 import pytest
 from helpers import perceptforge_cmd
+
 from perceptforge.annotation.labeling import KINDS, choice, config_text, text
 from perceptforge.annotation.sync import pull, push
 from perceptforge.errors import PerceptforgeError
@@ -43,7 +44,9 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
     assert len(tasks) == 5
     items = {i.id: i for i in load_items(run)}
     task = next(iter(tasks.values()))
-    assert task["data"]["lineage"]["template_id"] == "B1" and task["data"]["natural"].startswith("/data/local-files/?d=")
+    assert task["data"]["lineage"]["template_id"] == "B1" and task["data"]["natural"].startswith(
+        "/data/local-files/?d="
+    )
     assert label_studio.client().http().get(task["data"]["natural"]).status_code == 200  # served from the run's images
 
     by = {(i.question.kind, getattr(i.question, "level", "")): i for i in items.values()}
@@ -53,27 +56,44 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
     to = {"yes_no_pair": "natural", "single_mcq": "manipulated", "cross_mcq": "manipulated"}
 
     def verdict(item, v, *extra):
-        reason = [choice("reject_reason", to[item.question.kind], "The question is wrong or ambiguous")] if v == R else []
+        reason = (
+            [choice("reject_reason", to[item.question.kind], "The question is wrong or ambiguous")] if v == R else []
+        )
         return [choice("verdict", to[item.question.kind], v), *reason, *extra]
 
     wrong = next(letter for letter in "ABCDE" if letter != single.question.answer)
-    fix = [choice("distractor_letter", "manipulated", wrong), text("distractor_fix", "manipulated", "a tiny purple umbrella")]
-    ann1.annotate(tasks[yn_low.id]["id"], verdict(yn_low, A))             # both accept → kept
+    fix = [
+        choice("distractor_letter", "manipulated", wrong),
+        text("distractor_fix", "manipulated", "a tiny purple umbrella"),
+    ]
+    ann1.annotate(tasks[yn_low.id]["id"], verdict(yn_low, A))  # both accept → kept
     ann2.annotate(tasks[yn_low.id]["id"], verdict(yn_low, A))
-    ann1.annotate(tasks[yn_high.id]["id"], verdict(yn_high, A))           # disagreement → rejected
+    ann1.annotate(tasks[yn_high.id]["id"], verdict(yn_high, A))  # disagreement → rejected
     ann2.annotate(tasks[yn_high.id]["id"], verdict(yn_high, R))
-    ann1.annotate(tasks[single.id]["id"], verdict(single, A, *fix))        # accept with an edited distractor → v2
+    ann1.annotate(tasks[single.id]["id"], verdict(single, A, *fix))  # accept with an edited distractor → v2
     ann2.annotate(tasks[single.id]["id"], verdict(single, A))
-    ann1.annotate(tasks[cross_low.id]["id"], verdict(cross_low, R))       # both reject
+    ann1.annotate(tasks[cross_low.id]["id"], verdict(cross_low, R))  # both reject
     ann2.annotate(tasks[cross_low.id]["id"], verdict(cross_low, R))
-    ann1.annotate(tasks[cross_high.id]["id"], verdict(cross_high, A))     # one annotation only → incomplete
-    ann2.annotate(tasks[cross_high.id]["id"], [choice("bogus_control", "manipulated", "x")])  # stored by the server, invalid here
+    ann1.annotate(tasks[cross_high.id]["id"], verdict(cross_high, A))  # one annotation only → incomplete
+    ann2.annotate(
+        tasks[cross_high.id]["id"], [choice("bogus_control", "manipulated", "x")]
+    )  # stored by the server, invalid here
 
     summary = pull(run, ls)
-    decisions = {d["item_id"]: d for d in map(json.loads, (run / "verification" / "decisions.jsonl").read_text().splitlines())}
+    decisions = {
+        d["item_id"]: d for d in map(json.loads, (run / "verification" / "decisions.jsonl").read_text().splitlines())
+    }
     assert [decisions[i.id]["status"] for i in (yn_low, yn_high, single, cross_low, cross_high)] == [
-        "kept", "rejected", "kept", "rejected", "incomplete"]
-    assert decisions[cross_high.id]["invalid_annotations"][0]["errors"] == ["unknown control 'bogus_control'", "required control 'verdict' is missing"]
+        "kept",
+        "rejected",
+        "kept",
+        "rejected",
+        "incomplete",
+    ]
+    assert decisions[cross_high.id]["invalid_annotations"][0]["errors"] == [
+        "unknown control 'bogus_control'",
+        "required control 'verdict' is missing",
+    ]
     assert summary["status"] == {"incomplete": 1, "kept": 2, "rejected": 2} and summary["corrected"] == 1
     # pairs: yes/no (A,A), (A,R) → 50 %, kappa 0; single (A,A) and cross (R,R) → 100 %, kappa undefined;
     # overall (A,A), (A,R), (A,A), (R,R): p_o 3/4, p_e 1/2 → kappa 0.5
@@ -81,10 +101,15 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
         "yes_no_pair": {"items": 2, "percent_agreement": 50.0, "cohens_kappa": 0.0},
         "single_mcq": {"items": 1, "percent_agreement": 100.0, "cohens_kappa": None},
         "cross_mcq": {"items": 1, "percent_agreement": 100.0, "cohens_kappa": None},
-        "overall": {"items": 4, "percent_agreement": 75.0, "cohens_kappa": 0.5}}
+        "overall": {"items": 4, "percent_agreement": 75.0, "cohens_kappa": 0.5},
+    }
     assert json.loads((run / "summary.json").read_text())["verification"] == summary
     report = (run / "report.html").read_text()
-    assert "human verification" in report and report.count("class='tag kept'") == 2 and report.count("class='tag rejected'") == 2
+    assert (
+        "human verification" in report
+        and report.count("class='tag kept'") == 2
+        and report.count("class='tag rejected'") == 2
+    )
 
     kept = json.loads((run / "verification" / "items" / f"{single.id}.json").read_text())
     assert kept["version"] == 2 and kept["verified"] and kept["lineage"]["parent_id"] == single.id
@@ -102,7 +127,9 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
     from perceptforge.annotation import sync
 
     original_settings = sync.project_settings
-    monkeypatch.setattr(sync, "project_settings", lambda r, k: {**original_settings(r, k), "expert_instruction": "<p>v2</p>"})
+    monkeypatch.setattr(
+        sync, "project_settings", lambda r, k: {**original_settings(r, k), "expert_instruction": "<p>v2</p>"}
+    )
     push(run, ls, root)
     assert all(ls.project(pid)["expert_instruction"] == "<p>v2</p>" for pid in first["projects"].values())
     monkeypatch.setattr(sync, "project_settings", original_settings)
@@ -115,7 +142,9 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
     after = tasks_by_item(ls, run)
     assert len(after) == len(load_items(run))
     for item_id, task in before.items():
-        assert after[item_id]["annotations"] == task["annotations"] and after[item_id]["updated_at"] == task["updated_at"]
+        assert (
+            after[item_id]["annotations"] == task["annotations"] and after[item_id]["updated_at"] == task["updated_at"]
+        )
 
     export_split(run, tmp_path / "split", only_verified=True)
     written_files = [*run.rglob("*"), *(tmp_path / "split").rglob("*")]
@@ -146,16 +175,29 @@ def test_server_gone_mid_push_then_push_completes(label_studio, prefect_api, sam
 
 def test_cli_push_and_pull(label_studio, prefect_api, sample_dir, tmp_path, cli_env):
     run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["S1"])
-    env = {**cli_env, "LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.admin.token,
-           "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(label_studio.document_root)}
-    pushed = subprocess.run([*perceptforge_cmd(), "annotate", "push", str(run)], env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **cli_env,
+        "LABEL_STUDIO_URL": label_studio.url,
+        "LABEL_STUDIO_API_KEY": label_studio.admin.token,
+        "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(label_studio.document_root),
+    }
+    pushed = subprocess.run(
+        [*perceptforge_cmd(), "annotate", "push", str(run)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert pushed.returncode == 0, pushed.stderr
     assert "imported 5 new tasks" in pushed.stdout
-    pulled = subprocess.run([*perceptforge_cmd(), "annotate", "pull", str(run)], env=env, capture_output=True, text=True, timeout=300)
+    pulled = subprocess.run(
+        [*perceptforge_cmd(), "annotate", "pull", str(run)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert pulled.returncode == 0, pulled.stderr
     assert "5 items: 5 incomplete" in pulled.stdout
-    bad = subprocess.run([*perceptforge_cmd(), "annotate", "push", str(run)], env={**env, "LABEL_STUDIO_API_KEY": "wrong-token-123"},
-                         capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        [*perceptforge_cmd(), "annotate", "push", str(run)],
+        env={**env, "LABEL_STUDIO_API_KEY": "wrong-token-123"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode == 2 and "refused the API token" in bad.stderr and "wrong-token-123" not in bad.stderr
     for out in (pushed, pulled):
         assert label_studio.admin.token not in out.stdout + out.stderr
@@ -189,11 +231,27 @@ def test_serve_initialises_starts_and_stops_on_sigterm(label_studio, tmp_path, c
 
     import httpx
     from conftest import LABEL_STUDIO_VENV
+
     from perceptforge.annotation.server import free_port
 
     port, env = free_port(), {**cli_env, "PERCEPTFORGE_STATE_DIR": str(tmp_path / "state")}
-    serve = subprocess.Popen([*perceptforge_cmd(), "annotate", "serve", "--port", str(port), "--venv", str(LABEL_STUDIO_VENV),
-                              "--document-root", str(tmp_path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    serve = subprocess.Popen(
+        [
+            *perceptforge_cmd(),
+            "annotate",
+            "serve",
+            "--port",
+            str(port),
+            "--venv",
+            str(LABEL_STUDIO_VENV),
+            "--document-root",
+            str(tmp_path),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     creds_path = tmp_path / "state" / "label-studio" / "credentials.json"
     deadline = time.monotonic() + 240
     while not creds_path.exists() and time.monotonic() < deadline and serve.poll() is None:
@@ -201,7 +259,9 @@ def test_serve_initialises_starts_and_stops_on_sigterm(label_studio, tmp_path, c
     assert creds_path.exists(), serve.stdout.read() if serve.poll() is not None else "no credentials after 240 s"
     creds = json.loads(creds_path.read_text())
     assert oct(creds_path.stat().st_mode & 0o777) == "0o600" and creds["url"] == f"http://127.0.0.1:{port}"
-    me = httpx.get(f"{creds['url']}/api/current-user/whoami", headers={"Authorization": f"Token {creds['token']}"}).json()
+    me = httpx.get(
+        f"{creds['url']}/api/current-user/whoami", headers={"Authorization": f"Token {creds['token']}"}
+    ).json()
     assert me["email"] == creds["email"]
     serve.send_signal(signal.SIGTERM)
     out, _ = serve.communicate(timeout=60)

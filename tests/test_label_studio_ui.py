@@ -4,13 +4,21 @@ import json
 import shutil
 
 import pytest
+
 from perceptforge.annotation.sync import pull, push
 from perceptforge.flows.mvp import mvp_flow
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Offline machine: without these, Chromium keeps trying to reach Google's services at start.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 
 
 @pytest.fixture(scope="module")

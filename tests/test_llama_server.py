@@ -9,14 +9,17 @@ import time
 from pathlib import Path
 
 import pytest
-from perceptforge.prompts.library import load_prompt
+
 from perceptforge.backends.chat import ChatClient, DiskCache
 from perceptforge.backends.writers import DistractorsReply, OpenAIWriter
+from perceptforge.prompts.library import load_prompt
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER_PYTHON = Path(os.environ.get("PERCEPTFORGE_LLAMA_PYTHON", REPO / ".venv-llama" / "bin" / "python"))
 
-pytestmark = pytest.mark.skipif(not SERVER_PYTHON.exists(), reason=f"llama-cpp-python server venv not found at {SERVER_PYTHON} (make llama-server)")
+pytestmark = pytest.mark.skipif(
+    not SERVER_PYTHON.exists(), reason=f"llama-cpp-python server venv not found at {SERVER_PYTHON} (make llama-server)"
+)
 
 
 def free_port() -> int:
@@ -33,9 +36,23 @@ def llama_server(tmp_path_factory):
     model = write_tiny_llama(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
     port = free_port()
     proc = subprocess.Popen(
-        [str(SERVER_PYTHON), "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-         "--n_ctx", "4096", "--model_alias", "tiny"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            str(SERVER_PYTHON),
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "4096",
+            "--model_alias",
+            "tiny",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     base = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 60

@@ -5,12 +5,20 @@ import json
 import numpy as np
 import pytest
 from chat_server import ChatServer
+
+from perceptforge.backends.chat import ChatClient, DiskCache
+from perceptforge.backends.writers import (
+    DistractorsReply,
+    IdeaReply,
+    LLMReplyError,
+    OpenAIWriter,
+    QuestionReply,
+    parse_reply,
+)
 from perceptforge.errors import PerceptforgeError
 from perceptforge.logic import context
-from perceptforge.backends.chat import ChatClient, DiskCache
-from perceptforge.backends.writers import DistractorsReply, IdeaReply, LLMReplyError, OpenAIWriter, QuestionReply, parse_reply
-from perceptforge.store.sources import grounding_from_entry, read_source_dir
 from perceptforge.logic.templates import templates
+from perceptforge.store.sources import grounding_from_entry, read_source_dir
 
 
 @pytest.fixture
@@ -24,7 +32,9 @@ def writer(server, tmp_path, **kw):
     return OpenAIWriter(client, max_validation_retries=1, cache=DiskCache(tmp_path / "cache"))
 
 
-IDEA = json.dumps({"new_value": "a gun", "new_high": "threatening the crowd", "new_caption": "A woman astronaut holds a gun."})
+IDEA = json.dumps(
+    {"new_value": "a gun", "new_high": "threatening the crowd", "new_caption": "A woman astronaut holds a gun."}
+)
 
 
 def test_valid_json_idea_uses_the_paper_prompt_and_is_cached(astronaut, tmp_path):
@@ -34,7 +44,9 @@ def test_valid_json_idea_uses_the_paper_prompt_and_is_cached(astronaut, tmp_path
         idea = w.idea(b3, astronaut, np.random.default_rng(0))
         assert (idea.old, idea.new, idea.high_level_value) == ("a space helmet", "a gun", "threatening the crowd")
         sent = server.requests[0]["messages"][0]["content"]
-        assert sent.startswith("I have an image and need help generating an idea to manipulate it. Change the woman to engage")
+        assert sent.startswith(
+            "I have an image and need help generating an idea to manipulate it. Change the woman to engage"
+        )
         assert "Original Object: a space helmet" in sent
         assert server.requests[0]["response_format"]["type"] == "json_schema" and server.requests[0]["seed"] == 0
         w.idea(b3, astronaut, np.random.default_rng(0))
@@ -66,7 +78,10 @@ def test_rate_limit_then_success_and_timeout(astronaut, tmp_path):
         ctx_new = ctx | {"new_value": "a gun", "new_caption": "c", "new_object": "a gun"}
         assert w.yes_no(b3, ctx_new, "low", "threatening") == "Is the woman holding a gun?"
         assert len(server.requests) == 2
-        assert "Manipulation: The object is changed from a space helmet to a gun." in server.requests[1]["messages"][0]["content"]
+        assert (
+            "Manipulation: The object is changed from a space helmet to a gun."
+            in server.requests[1]["messages"][0]["content"]
+        )
     with ChatServer(delay_s=0.5) as server:
         w = writer(server, tmp_path / "t", timeout_s=0.1, max_retries=1)
         with pytest.raises(PerceptforgeError, match="APITimeoutError"):
@@ -77,8 +92,16 @@ def test_distractors_and_labelled_replies():
     assert parse_reply("Question: Is she holding a gun?", QuestionReply).question == "Is she holding a gun?"
     reply = parse_reply("New Behaviour: threatening\nNew Object: a gun\nNew Caption: A woman holds a gun.", IdeaReply)
     assert (reply.new_value, reply.new_high, reply.new_caption) == ("a gun", "threatening", "A woman holds a gun.")
-    assert parse_reply("Distractors:\n- a cup\n- a book\n- a phone", DistractorsReply).distractors == ["a cup", "a book", "a phone"]
-    assert parse_reply('```json\n{"distractors": ["a", "b", "c"]}\n```', DistractorsReply).distractors == ["a", "b", "c"]
+    assert parse_reply("Distractors:\n- a cup\n- a book\n- a phone", DistractorsReply).distractors == [
+        "a cup",
+        "a book",
+        "a phone",
+    ]
+    assert parse_reply('```json\n{"distractors": ["a", "b", "c"]}\n```', DistractorsReply).distractors == [
+        "a",
+        "b",
+        "c",
+    ]
 
 
 def test_client_keeps_at_most_concurrency_requests_in_flight():

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+
 from perceptforge.logic.mask_select import (
     JitterParams,
     jitter_box,
@@ -52,7 +53,12 @@ def test_jitter_stays_inside_and_is_seeded():
     assert a == jitter_box((2, 2, 6, 6), 8, 8, np.random.default_rng(3))
     assert a != jitter_box((2, 2, 6, 6), 8, 8, np.random.default_rng(4))
     # With no shift and unit scale the box is unchanged.
-    assert jitter_box((2, 2, 6, 6), 8, 8, np.random.default_rng(0), JitterParams(0.0, (1.0, 1.0))) == (2.0, 2.0, 6.0, 6.0)
+    assert jitter_box((2, 2, 6, 6), 8, 8, np.random.default_rng(0), JitterParams(0.0, (1.0, 1.0))) == (
+        2.0,
+        2.0,
+        6.0,
+        6.0,
+    )
 
 
 def test_resize_mask():

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+
 from perceptforge.logic.masks import mask_to_xyxy, xyxy_to_mask
 
 

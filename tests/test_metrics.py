@@ -1,14 +1,20 @@
 import pytest
+
 from perceptforge.scorer import metrics as m
 
 Y = m.YesNoRecord
 # Three pairs; questions asked on the natural (S) and the manipulated (E) image.
 RECORDS = [
-    Y("P1", "S", "low", "q1", True), Y("P1", "E", "low", "q1", True),
-    Y("P1", "S", "high", "q2", True), Y("P1", "E", "high", "q2", False),
-    Y("P2", "S", "low", "q3", False), Y("P2", "E", "low", "q3", True),
-    Y("P2", "S", "low", "q4", True), Y("P2", "E", "low", "q4", True),
-    Y("P3", "S", "high", "q5", True), Y("P3", "E", "high", "q5", True),
+    Y("P1", "S", "low", "q1", True),
+    Y("P1", "E", "low", "q1", True),
+    Y("P1", "S", "high", "q2", True),
+    Y("P1", "E", "high", "q2", False),
+    Y("P2", "S", "low", "q3", False),
+    Y("P2", "E", "low", "q3", True),
+    Y("P2", "S", "low", "q4", True),
+    Y("P2", "E", "low", "q4", True),
+    Y("P3", "S", "high", "q5", True),
+    Y("P3", "E", "high", "q5", True),
 ]
 
 
@@ -35,7 +41,11 @@ def test_circular_and_empty():
 
 
 def test_codis():
-    pairs = [m.CodisPair("X", (True, True), True), m.CodisPair("X", (True, False), True), m.CodisPair("Y", (False, False), False)]
+    pairs = [
+        m.CodisPair("X", (True, True), True),
+        m.CodisPair("X", (True, False), True),
+        m.CodisPair("Y", (False, False), False),
+    ]
     r = m.codis(pairs)
     assert r["overall"] == pytest.approx({"Acc_p": 100 / 3, "Acc_q": 50.0})
     assert r["categories"]["X"] == pytest.approx({"Acc_p": 50.0, "Acc_q": 75.0})
@@ -45,8 +55,13 @@ def test_codis():
 
 def test_mme_realworld_avg_and_avg_c():
     R = m.MMERecord
-    rs = [R("perception", "D1", "c1", True), R("perception", "D1", "c1", True), R("perception", "D1", "c1", False),
-          R("perception", "D1", "c2", True), R("perception", "D2", "c3", False)]
+    rs = [
+        R("perception", "D1", "c1", True),
+        R("perception", "D1", "c1", True),
+        R("perception", "D1", "c1", False),
+        R("perception", "D1", "c2", True),
+        R("perception", "D2", "c3", False),
+    ]
     r = m.mme_realworld(rs)["perception"]
     assert r["D1"] == pytest.approx({"Avg": 75.0, "Avg_C": (200 / 3 + 100) / 2})
     assert r["Avg"] == 60.0  # 3 of 5 items

@@ -7,13 +7,14 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
-from perceptforge.errors import PerceptforgeError  # noqa: E402
+from PIL import Image  # noqa: E402
+from tiny_models import save_tiny_sam, save_tiny_sd  # noqa: E402
+
 from perceptforge.backends.editors import InstructPix2PixEditor
 from perceptforge.backends.inpainters import SDInpainter
 from perceptforge.backends.protocols import EditRequest  # noqa: E402
 from perceptforge.backends.segmenters import SamSegmenter  # noqa: E402
-from PIL import Image  # noqa: E402
-from tiny_models import save_tiny_sam, save_tiny_sd  # noqa: E402
+from perceptforge.errors import PerceptforgeError  # noqa: E402
 
 
 def photo(w, h, seed=0):
@@ -41,7 +42,8 @@ def test_sd_inpaint_batched_seeded_and_resized(tiny_sd):
 
 def test_instruct_pix2pix(tiny_sd):
     out = InstructPix2PixEditor(str(tiny_sd["ip2p"]), steps=2, max_side=64).edit(
-        [EditRequest(photo(64, 64), None, "Change the woman's smile into frown.", seed=0)])
+        [EditRequest(photo(64, 64), None, "Change the woman's smile into frown.", seed=0)]
+    )
     assert out[0].size == (64, 64) and out[0].mode == "RGB"
 
 
@@ -64,7 +66,14 @@ def test_sam_box_and_automatic(tmp_path):
     box_mask = SamSegmenter(str(checkpoint), model_type).box_mask(image, (10, 10, 60, 50))
     assert box_mask.shape == (80, 96) and box_mask.dtype == bool
     # Random weights: the quality filters must be opened or nothing survives them.
-    auto = SamSegmenter(str(checkpoint), model_type, mode="automatic", pred_iou_thresh=0.0, stability_score_thresh=0.0, points_per_side=4)
+    auto = SamSegmenter(
+        str(checkpoint),
+        model_type,
+        mode="automatic",
+        pred_iou_thresh=0.0,
+        stability_score_thresh=0.0,
+        points_per_side=4,
+    )
     masks = auto.candidates(image, (10, 10, 60, 50))
     assert masks and all(m.shape == (80, 96) for m in masks)
     with pytest.raises(PerceptforgeError, match="SAM checkpoint not found"):

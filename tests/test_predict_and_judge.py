@@ -5,12 +5,13 @@ import json
 import numpy as np
 import pytest
 from chat_server import ChatServer
+from PIL import Image
+
+from perceptforge.backends.chat import ChatClient
 from perceptforge.errors import PerceptforgeError
 from perceptforge.scorer.benchmarks import codis, mvp_bench
 from perceptforge.scorer.judge import Judge
 from perceptforge.scorer.predict import predict
-from perceptforge.backends.chat import ChatClient
-from PIL import Image
 
 
 @pytest.fixture
@@ -18,8 +19,24 @@ def mvp_release(tmp_path):
     (tmp_path / "Single_Images").mkdir()
     Image.fromarray(np.full((8, 8, 3), 200, np.uint8)).save(tmp_path / "Single_Images" / "1_e.jpg")
     rows = [
-        {"question_id": 0, "id": 1, "image": "Single_Images/1_e.jpg", "question": "What is she holding?\nA. a gun\nB. a cup\nAnswer with the option's letter.", "answer": "A", "type": "mcq-e", "level": "high"},
-        {"question_id": 1, "id": 1, "image": "Single_Images/1_e.jpg", "question": "What is she holding?\nA. a cup\nB. a gun\nAnswer with the option's letter.", "answer": "B", "type": "mcq-e", "level": "high"},
+        {
+            "question_id": 0,
+            "id": 1,
+            "image": "Single_Images/1_e.jpg",
+            "question": "What is she holding?\nA. a gun\nB. a cup\nAnswer with the option's letter.",
+            "answer": "A",
+            "type": "mcq-e",
+            "level": "high",
+        },
+        {
+            "question_id": 1,
+            "id": 1,
+            "image": "Single_Images/1_e.jpg",
+            "question": "What is she holding?\nA. a cup\nB. a gun\nAnswer with the option's letter.",
+            "answer": "B",
+            "type": "mcq-e",
+            "level": "high",
+        },
     ]
     path = tmp_path / "all_questions.json"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -64,23 +81,41 @@ def test_client_fails_clearly_on_400_and_gives_up_after_retries():
 def test_client_times_out_then_retries():
     with ChatServer(delay_s=0.5) as server:
         with pytest.raises(PerceptforgeError, match="APITimeoutError"):
-            ChatClient(base_url=server.base_url, model="tiny", timeout_s=0.1, max_retries=1, backoff_s=0.01).complete("hi")
+            ChatClient(base_url=server.base_url, model="tiny", timeout_s=0.1, max_retries=1, backoff_s=0.01).complete(
+                "hi"
+            )
 
 
 def test_codis_judge_decides_unjudged_and_caches(tmp_path):
     data = tmp_path / "data.json"
-    data.write_text(json.dumps([{"id": "000", "image_id": "x.jpg", "question": "Am I taking off or putting on my clothes?",
-                                 "context": {"context_1": "up", "context_2": "down"},
-                                 "answer": {"answer_1": "Putting on my clothes.", "answer_2": "Taking off my clothes."}, "category": "Attributes"}]))
+    data.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "000",
+                    "image_id": "x.jpg",
+                    "question": "Am I taking off or putting on my clothes?",
+                    "context": {"context_1": "up", "context_2": "down"},
+                    "answer": {"answer_1": "Putting on my clothes.", "answer_2": "Taking off my clothes."},
+                    "category": "Attributes",
+                }
+            ]
+        )
+    )
     preds = tmp_path / "p.jsonl"
-    preds.write_text('{"id": "000", "context": 1, "output": "I am getting dressed."}\n{"id": "000", "context": 2, "output": "Taking off my clothes."}\n')
+    preds.write_text(
+        '{"id": "000", "context": 1, "output": "I am getting dressed."}\n{"id": "000", "context": 2, "output": "Taking off my clothes."}\n'
+    )
     assert codis.score([data], [preds]).metrics["unjudged"] == 1
     with ChatServer(lambda req: "right") as server:
         judge = Judge(ChatClient(base_url=server.base_url, model="judge"), cache_dir=tmp_path / "cache")
         r = codis.score([data], [preds], judge=judge)
         assert r.metrics["overall"] == {"Acc_p": 100.0, "Acc_q": 100.0} and r.metrics["unjudged"] == 0
         prompt = server.requests[0]["messages"][0]["content"]
-        assert prompt.startswith("Please evaluate the output of models") and "Here is the output: I am getting dressed." in prompt
+        assert (
+            prompt.startswith("Please evaluate the output of models")
+            and "Here is the output: I am getting dressed." in prompt
+        )
         codis.score([data], [preds], judge=judge)
         assert len(server.requests) == 1  # the second scoring came from the cache
 
@@ -91,7 +126,9 @@ def test_choice_judge_only_for_unparsed(tmp_path):
     answers = tmp_path / "a.json"
     answers.write_text(json.dumps({"val_Counting_1": "(B)", "val_Counting_2": "(C)"}))
     preds = tmp_path / "p.jsonl"
-    preds.write_text('{"idx": "val_Counting_1", "output": "Two dogs, I reckon."}\n{"idx": "val_Counting_2", "output": "(C) 3"}\n')
+    preds.write_text(
+        '{"idx": "val_Counting_1", "output": "Two dogs, I reckon."}\n{"idx": "val_Counting_2", "output": "(C) 3"}\n'
+    )
     with ChatServer(lambda req: "B") as server:
         judge = Judge(ChatClient(base_url=server.base_url, model="judge"), cache_dir=tmp_path / "cache")
         r = blink.score([answers], [preds], judge=judge)

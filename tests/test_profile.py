@@ -2,13 +2,20 @@ import subprocess
 
 import pytest
 from helpers import perceptforge_cmd
+
 from perceptforge.configs.profile import load_profile
 from perceptforge.errors import InputError
 
 
 def test_bundled_profiles_load():
     local = load_profile("local")
-    assert local.backend_names() == {"grounder": "annotations", "segmenter": "grabcut", "inpainter": "composite", "editor": "none", "llm": "template"}
+    assert local.backend_names() == {
+        "grounder": "annotations",
+        "segmenter": "grabcut",
+        "inpainter": "composite",
+        "editor": "none",
+        "llm": "template",
+    }
     gpu = load_profile("gpu")
     assert gpu.segmenter.backend == "sam" and gpu.inpainter.backend == "sd-inpaint"
     assert gpu.editor.backend == "instruct-pix2pix" and gpu.llm.backend == "openai"
@@ -25,7 +32,11 @@ def test_typo_names_the_key(tmp_path):
 
 def test_bad_value_and_bad_backend(tmp_path):
     path = tmp_path / "bad.yaml"
-    path.write_text(load_profile_text("local").replace("feather_px: 7", "feather_px: -3").replace("backend: template", "backend: gpt"))
+    path.write_text(
+        load_profile_text("local")
+        .replace("feather_px: 7", "feather_px: -3")
+        .replace("backend: template", "backend: gpt")
+    )
     with pytest.raises(InputError) as exc:
         load_profile(path)
     msg = str(exc.value)
@@ -43,7 +54,9 @@ def test_secret_is_never_in_profile(monkeypatch):
 def test_cli_typo_is_one_line(tmp_path, cli_env):
     path = tmp_path / "typo.yaml"
     path.write_text(load_profile_text("local").replace("seed: 0", "sede: 0"))
-    proc = subprocess.run([*perceptforge_cmd(), "profile", "check", str(path)], capture_output=True, text=True, env=cli_env)
+    proc = subprocess.run(
+        [*perceptforge_cmd(), "profile", "check", str(path)], capture_output=True, text=True, env=cli_env
+    )
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert lines == [f"error: {path}: sede: unknown key"]

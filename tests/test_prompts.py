@@ -3,13 +3,21 @@ import os
 from pathlib import Path
 
 import pytest
+
 from perceptforge.errors import PerceptforgeError
 from perceptforge.prompts.library import available, load_prompt
 
 
 def test_prompt_files_are_discovered_with_versions():
     ids = set(available())
-    assert {"predict/mme_realworld", "predict/codis_di_cot", "predict/mcq", "predict/yes_no", "judge/codis", "judge/choice"} <= ids
+    assert {
+        "predict/mme_realworld",
+        "predict/codis_di_cot",
+        "predict/mcq",
+        "predict/yes_no",
+        "judge/codis",
+        "judge/choice",
+    } <= ids
 
 
 def test_mme_realworld_table1_prompt_snapshot():
@@ -56,9 +64,15 @@ APPENDIX_D = {
     ("grounding/caption", ()): "Describe the image in detail. Include the boxes of the items you reference.",
     ("grounding/behaviour", ("main_subject",)): "Briefly describe the behaviour of woman.",
     ("grounding/background", ()): "Briefly describe the background of the image.",
-    ("grounding/held_object", ("main_subject",)): "What is the object held by woman? Include the boxes of the items you reference.",
+    (
+        "grounding/held_object",
+        ("main_subject",),
+    ): "What is the object held by woman? Include the boxes of the items you reference.",
     ("grounding/emotion", ("main_subject",)): "Briefly describe the emotion of woman.",
-    ("grounding/facial_expression", ("main_subject",)): "What is the facial expression of woman? Include the boxes of the items you reference.",
+    (
+        "grounding/facial_expression",
+        ("main_subject",),
+    ): "What is the facial expression of woman? Include the boxes of the items you reference.",
 }
 
 
@@ -71,19 +85,34 @@ def test_appendix_d_prompts_are_reproduced():
         "subject and its coordinates. Format your answer as ‘### main subject ### [coordinates] ###’.\nCaption: A woman [0.1,0.1,0.5,0.9]."
     )
     idea = load_prompt("idea/background_substitution").render(
-        main_subject="man", original_caption="C", original_behaviour="filming", original_background="a field")
-    assert idea.startswith("I have an image and need help generating an idea to manipulate it. Change the man to engage in a "
-                           "completely different and potentially malicious behavior by altering the background.")
+        main_subject="man", original_caption="C", original_behaviour="filming", original_background="a field"
+    )
+    assert idea.startswith(
+        "I have an image and need help generating an idea to manipulate it. Change the man to engage in a "
+        "completely different and potentially malicious behavior by altering the background."
+    )
     assert idea.endswith("Original Caption: C\nOriginal Behaviour: filming\nOriginal Background: a field")
-    facial = load_prompt("questions/yes_no_facial").render(original_caption="A", new_caption="B", original_facial="smiling", new_facial="crying")
-    assert facial.endswith("Manipulation: The object is changed from smiling to crying.")  # sic, as printed in the paper
-    assert load_prompt("editing/instruction").render(main_subject="woman", old="smile", new="frown") == "Change the woman's smile into frown."
+    facial = load_prompt("questions/yes_no_facial").render(
+        original_caption="A", new_caption="B", original_facial="smiling", new_facial="crying"
+    )
+    assert facial.endswith(
+        "Manipulation: The object is changed from smiling to crying."
+    )  # sic, as printed in the paper
+    assert (
+        load_prompt("editing/instruction").render(main_subject="woman", old="smile", new="frown")
+        == "Change the woman's smile into frown."
+    )
 
 
 def test_no_prompt_text_in_python():
     """Prompt wording lives in prompts/ and templates; Python only names prompt ids."""
     root = Path(__file__).resolve().parents[1]
-    phrases = ["Describe the image in detail", "need help generating an idea", "Select the best answer", "Please evaluate the output"]
+    phrases = [
+        "Describe the image in detail",
+        "need help generating an idea",
+        "Select the best answer",
+        "Please evaluate the output",
+    ]
     for path in root.rglob("*.py"):
         if "tests" in path.parts or ".venv" in str(path):
             continue

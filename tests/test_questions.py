@@ -2,10 +2,17 @@ from collections import Counter
 
 import numpy as np
 import pytest
+
 from perceptforge.logic import questions as q
 
-DESCRIPTIONS = ["Substitute the background.", "Alter the main subject's movement.", "Replace the object held by the main subject.",
-                "Change the main subject's clothes.", "Introduce a group of people.", "Change the main subject's gesture."]
+DESCRIPTIONS = [
+    "Substitute the background.",
+    "Alter the main subject's movement.",
+    "Replace the object held by the main subject.",
+    "Change the main subject's clothes.",
+    "Introduce a group of people.",
+    "Change the main subject's gesture.",
+]
 
 
 def test_yes_no_pair_has_opposite_answers():
@@ -16,7 +23,9 @@ def test_yes_no_pair_has_opposite_answers():
 
 
 def test_single_mcq_options_and_answer():
-    mcq = q.single_mcq("What is the woman holding?", "a gun", "a helmet", ["a cup", "a book", "a phone"], np.random.default_rng(0))
+    mcq = q.single_mcq(
+        "What is the woman holding?", "a gun", "a helmet", ["a cup", "a book", "a phone"], np.random.default_rng(0)
+    )
     assert sorted(mcq.options) == sorted(["a gun", "a helmet", "a cup", "a book", "a phone"])
     assert mcq.answer_text == "a gun" and mcq.image == "manipulated"
     with pytest.raises(ValueError, match="repeats the correct or the natural answer"):
@@ -39,9 +48,16 @@ def test_answer_letters_are_balanced_and_seeded():
 
 
 def test_cross_mcqs():
-    low = q.cross_mcq_low("How have the pair of images been modified?", "Substitute the background.", DESCRIPTIONS + ["Substitute the background."], np.random.default_rng(1))
+    low = q.cross_mcq_low(
+        "How have the pair of images been modified?",
+        "Substitute the background.",
+        DESCRIPTIONS + ["Substitute the background."],
+        np.random.default_rng(1),
+    )
     assert low.answer_text == "Substitute the background." and len(set(low.options)) == 5 and low.level == "low"
-    high = q.cross_mcq_high("Which aspect of the man has been altered between the pair of images?", "role", np.random.default_rng(1))
+    high = q.cross_mcq_high(
+        "Which aspect of the man has been altered between the pair of images?", "role", np.random.default_rng(1)
+    )
     assert sorted(high.options) == sorted(q.HIGH_LEVEL_OPTIONS) and high.answer_text == "role"
     with pytest.raises(ValueError, match="need 4 other"):
         q.cross_mcq_low("Q?", "Substitute the background.", DESCRIPTIONS[:3], np.random.default_rng(0))

@@ -10,13 +10,30 @@ from helpers import perceptforge_cmd
 
 
 def run_mvp(sample_dir, out, env, **popen):
-    cmd = [*perceptforge_cmd(), "run", "mvp", "--source", str(sample_dir), "--out", str(out), "--seed", "3", "--categories", "B1,B3,I1,R2"]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, **popen)
+    cmd = [
+        *perceptforge_cmd(),
+        "run",
+        "mvp",
+        "--source",
+        str(sample_dir),
+        "--out",
+        str(out),
+        "--seed",
+        "3",
+        "--categories",
+        "B1,B3,I1,R2",
+    ]
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, **popen
+    )
 
 
 def files(folder):
-    return {str(p.relative_to(folder)): p.read_bytes() for d in ("candidates", "edits", "items", "groundings")
-            for p in sorted((folder / d).glob("*.json"))} | {"sources.jsonl": (folder / "sources.jsonl").read_bytes()}
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for d in ("candidates", "edits", "items", "groundings")
+        for p in sorted((folder / d).glob("*.json"))
+    } | {"sources.jsonl": (folder / "sources.jsonl").read_bytes()}
 
 
 def test_sigkill_then_rerun_matches_uninterrupted(sample_dir, tmp_path, cli_env):

@@ -2,9 +2,10 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
+
 from perceptforge.data import schema as s
 from perceptforge.errors import describe_validation_error
-from pydantic import ValidationError
 
 SHA = "a" * 64
 
@@ -42,17 +43,31 @@ def test_yes_no_pair_needs_opposite_answers():
 
 
 def test_mcq_invariants():
-    q = s.SingleImageMCQ(question="What is she holding?", options=["a gun", "a helmet", "a cup", "a book", "a phone"], answer="A")
+    q = s.SingleImageMCQ(
+        question="What is she holding?", options=["a gun", "a helmet", "a cup", "a book", "a phone"], answer="A"
+    )
     assert q.answer_text == "a gun"
     assert "duplicates" in errors_of(s.SingleImageMCQ, question="Q", options=["a", "A ", "b"], answer="A")[0]
-    assert "not one of the option letters ['A', 'B']" in errors_of(s.CrossImageMCQ, question="Q", options=["a", "b"], answer="C", level="low")[0]
+    assert (
+        "not one of the option letters ['A', 'B']"
+        in errors_of(s.CrossImageMCQ, question="Q", options=["a", "b"], answer="C", level="low")[0]
+    )
     assert "an option is empty" in errors_of(s.SingleImageMCQ, question="Q", options=["a", " "], answer="A")[0]
 
 
 def test_absent_and_context_kinds():
-    s.AbsentOptionMCQ(question="What colour is the car?", options=["red", "blue", "green", "white", "The image does not feature the car."], answer="E")
-    assert "option E must state absence" in errors_of(s.AbsentOptionMCQ, question="Q", options=list("abcde"), answer="A")[0]
-    assert "different answers" in errors_of(s.ContextPair, question="Q", contexts=("x", "y"), answers=("Left", "left"))[0]
+    s.AbsentOptionMCQ(
+        question="What colour is the car?",
+        options=["red", "blue", "green", "white", "The image does not feature the car."],
+        answer="E",
+    )
+    assert (
+        "option E must state absence"
+        in errors_of(s.AbsentOptionMCQ, question="Q", options=list("abcde"), answer="A")[0]
+    )
+    assert (
+        "different answers" in errors_of(s.ContextPair, question="Q", contexts=("x", "y"), answers=("Left", "left"))[0]
+    )
 
 
 def test_item_discriminates_question_kind_and_rejects_unknown_field():
@@ -60,7 +75,13 @@ def test_item_discriminates_question_kind_and_rejects_unknown_field():
     item = {
         "id": "x",
         "category": {"high": "behaviour", "low": "B3", "name": "Behaviour-Object Association"},
-        "question": {"kind": "cross_mcq", "question": "How have the pair of images been modified?", "options": ["a", "b"], "answer": "B", "level": "low"},
+        "question": {
+            "kind": "cross_mcq",
+            "question": "How have the pair of images been modified?",
+            "options": ["a", "b"],
+            "answer": "B",
+            "level": "low",
+        },
         "pair": {"natural": ref, "manipulated": ref},
         "lineage": {"source_id": "1", "source_sha256": SHA, "template_id": "B3", "template_version": 1, "seed": 0},
     }

@@ -5,6 +5,7 @@ import subprocess
 
 import pytest
 from helpers import perceptforge_cmd
+
 from perceptforge.errors import InputError
 from perceptforge.scorer.benchmarks import blink
 
@@ -29,7 +30,11 @@ def run_score(args, env):
 
 
 def test_scores_jsonl_predictions(answers, tmp_path):
-    preds = write(tmp_path, "p.jsonl", '{"idx": "val_Counting_1", "output": "(A) 2"}\n{"idx": "val_Jigsaw_1", "output": "I cannot tell."}\n')
+    preds = write(
+        tmp_path,
+        "p.jsonl",
+        '{"idx": "val_Counting_1", "output": "(A) 2"}\n{"idx": "val_Jigsaw_1", "output": "I cannot tell."}\n',
+    )
     r = blink.score([answers], [preds])
     assert r.metrics["tasks"] == {"Counting": 50.0, "Jigsaw": 0.0}
     assert r.metrics["overall"] == 25.0 and r.metrics["overall_micro"] == pytest.approx(100 / 3)
@@ -37,11 +42,17 @@ def test_scores_jsonl_predictions(answers, tmp_path):
 
 
 def test_identical_repeat_warns_conflict_fails_unknown_reported(answers, tmp_path):
-    same = write(tmp_path, "same.jsonl", '{"idx": "val_Counting_1", "output": "A"}\n{"idx": "val_Counting_1", "output": "A"}\n{"idx": "val_Nope_9", "output": "A"}\n')
+    same = write(
+        tmp_path,
+        "same.jsonl",
+        '{"idx": "val_Counting_1", "output": "A"}\n{"idx": "val_Counting_1", "output": "A"}\n{"idx": "val_Nope_9", "output": "A"}\n',
+    )
     r = blink.score([answers], [same])
     assert r.warnings == [f"{same}:2: id val_Counting_1 repeats {same}:1 identically; kept once"]
     assert r.unknown == [f"{same}:3: id val_Nope_9"]
-    clash = write(tmp_path, "clash.jsonl", '{"idx": "val_Counting_1", "output": "A"}\n{"idx": "val_Counting_1", "output": "B"}\n')
+    clash = write(
+        tmp_path, "clash.jsonl", '{"idx": "val_Counting_1", "output": "A"}\n{"idx": "val_Counting_1", "output": "B"}\n'
+    )
     with pytest.raises(InputError, match=r"clash.jsonl:2: id val_Counting_1 conflicts with .*clash.jsonl:1"):
         blink.score([answers], [clash])
 
@@ -49,7 +60,11 @@ def test_identical_repeat_warns_conflict_fails_unknown_reported(answers, tmp_pat
 @pytest.mark.parametrize(
     "name, text, message",
     [
-        ("trunc.jsonl", '{"idx": "val_Counting_1", "output": "A"}\n{"idx": "val_Coun', r"trunc.jsonl:2: not a JSON object"),
+        (
+            "trunc.jsonl",
+            '{"idx": "val_Counting_1", "output": "A"}\n{"idx": "val_Coun',
+            r"trunc.jsonl:2: not a JSON object",
+        ),
         ("preds.csv", "idx,output\nval_Counting_1,A\n", r"preds.csv:1: not a JSON object.*looks like CSV"),
         ("empty.jsonl", "", r"empty.jsonl: file is empty"),
     ],
@@ -75,24 +90,44 @@ def test_blink_hf_parquet_layout_uses_item_choices(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.table({
-        "idx": ["val_Counting_1", "val_Relative_Depth_1"], "answer": ["(B)", "(A)"], "sub_task": ["Counting", "Relative_Depth"],
-        "choices": [["0", "1", "2", "3"], ["A is closer", "B is closer"]],
-    })
+    table = pa.table(
+        {
+            "idx": ["val_Counting_1", "val_Relative_Depth_1"],
+            "answer": ["(B)", "(A)"],
+            "sub_task": ["Counting", "Relative_Depth"],
+            "choices": [["0", "1", "2", "3"], ["A is closer", "B is closer"]],
+        }
+    )
     pq.write_table(table, tmp_path / "val.parquet")
-    preds = write(tmp_path, "p.jsonl", '{"idx": "val_Counting_1", "output": "There is 1 dog."}\n{"idx": "val_Relative_Depth_1", "output": "I believe A is closer to the camera."}\n')
+    preds = write(
+        tmp_path,
+        "p.jsonl",
+        '{"idx": "val_Counting_1", "output": "There is 1 dog."}\n{"idx": "val_Relative_Depth_1", "output": "I believe A is closer to the camera."}\n',
+    )
     r = blink.score([tmp_path / "val.parquet"], [preds])
     assert r.metrics["tasks"] == {"Counting": 100.0, "Relative_Depth": 100.0}
-    assert [i.method for i in r.items] == ["option_text", "option_text"]
+    assert [i.method for i in r.items] == ["option_text_lead", "option_text_lead"]
 
 
 def test_mme_realworld_separate_output_file(tmp_path):
     from perceptforge.scorer.benchmarks import mme_realworld
 
-    rec = {"Question_id": "Perception/Monitoring/x/1", "Text": "How many cars?", "Answer choices": ["(A) 1", "(B) 2", "(C) 3", "(D) 4", "(E) The image does not feature the cars."],
-           "Ground truth": "D", "Task": "Perception", "Subtask": "Monitoring", "Category": "counting", "Image": "x.jpg"}
+    rec = {
+        "Question_id": "Perception/Monitoring/x/1",
+        "Text": "How many cars?",
+        "Answer choices": ["(A) 1", "(B) 2", "(C) 3", "(D) 4", "(E) The image does not feature the cars."],
+        "Ground truth": "D",
+        "Task": "Perception",
+        "Subtask": "Monitoring",
+        "Category": "counting",
+        "Image": "x.jpg",
+    }
     data = write(tmp_path, "data.json", json.dumps([rec, {**rec, "Question_id": "q2", "Ground truth": "E"}]))
-    preds = write(tmp_path, "p.jsonl", '{"Question_id": "Perception/Monitoring/x/1", "output": "Based on the image, the answer is D"}\n{"Question_id": "q2", "output": ""}\n')
+    preds = write(
+        tmp_path,
+        "p.jsonl",
+        '{"Question_id": "Perception/Monitoring/x/1", "output": "Based on the image, the answer is D"}\n{"Question_id": "q2", "output": ""}\n',
+    )
     strict = mme_realworld.score([data], [preds]).metrics
     official = mme_realworld.score([data], [preds], "official").metrics
     assert strict["perception"]["Avg"] == 50.0 and strict["unparsed"] == 1  # "" is unparsed, not "A"

@@ -7,6 +7,7 @@ import subprocess
 import pytest
 from conftest import SHARED_REFERENCE as REF
 from helpers import perceptforge_cmd
+
 from perceptforge.scorer.benchmarks import blink, codis, mme_realworld, mvp_bench
 
 pytestmark = pytest.mark.skipif(not REF.exists(), reason=f"reference release files not present at {REF}")
@@ -14,17 +15,35 @@ pytestmark = pytest.mark.skipif(not REF.exists(), reason=f"reference release fil
 
 def test_mvp_bench_official_reproduces_published_row():
     d = REF / "mvp-bench"
-    r = mvp_bench.score([d / "all_questions.json", d / "mcq_questions.json"], [d / "llava_v1.5_7b.jsonl", d / "mcq_llava_v1.5_7b.jsonl"], "official").metrics
+    r = mvp_bench.score(
+        [d / "all_questions.json", d / "mcq_questions.json"],
+        [d / "llava_v1.5_7b.jsonl", d / "mcq_llava_v1.5_7b.jsonl"],
+        "official",
+    ).metrics
     yn, mcq = r["yes_no"], r["mcq"]
     published = {
-        ("accuracy", "S_low"): 86.30, ("accuracy", "E_low"): 82.59, ("accuracy", "S_high"): 79.57, ("accuracy", "E_high"): 71.30,
-        ("qAcc", "low"): 68.89, ("qAcc", "high"): 51.74, ("iAcc", "S"): 64.50, ("iAcc", "E"): 52.66,
+        ("accuracy", "S_low"): 86.30,
+        ("accuracy", "E_low"): 82.59,
+        ("accuracy", "S_high"): 79.57,
+        ("accuracy", "E_high"): 71.30,
+        ("qAcc", "low"): 68.89,
+        ("qAcc", "high"): 51.74,
+        ("iAcc", "S"): 64.50,
+        ("iAcc", "E"): 52.66,
     }
     for (metric, key), value in published.items():
         assert round(yn[metric][key], 2) == value, (metric, key)
     assert round(yn["aAcc"], 2) == 80.30 and round(yn["mAcc"], 2) == 31.36
-    assert {k: round(v, 2) for k, v in mcq["vanilla"].items()} == {"cross_low": 39.21, "cross_high": 26.87, "single_high": 71.29}
-    assert {k: round(v, 2) for k, v in mcq["circular"].items()} == {"cross_low": 20.26, "cross_high": 14.10, "single_high": 57.18}
+    assert {k: round(v, 2) for k, v in mcq["vanilla"].items()} == {
+        "cross_low": 39.21,
+        "cross_high": 26.87,
+        "single_high": 71.29,
+    }
+    assert {k: round(v, 2) for k, v in mcq["circular"].items()} == {
+        "cross_low": 20.26,
+        "cross_high": 14.10,
+        "single_high": 57.18,
+    }
 
 
 @pytest.mark.parametrize("model, published", [("llava_v1.5_7b", 37.13), ("GPT4V", 51.14)])
@@ -56,7 +75,13 @@ def test_blink_strict_extraction_agrees_with_official():
 def test_codis_and_mme_readers_load():
     r = codis.score([REF / "codis" / "data.json"], [REF / "codis" / "output_example.json"])
     assert len(codis.read_data([REF / "codis" / "data.json"])) == 353
-    assert set(r.metrics["categories"]) == {"Temporal Information", "Location and Orientation", "Attributes", "Relationships", "Cultural Background"}
+    assert set(r.metrics["categories"]) == {
+        "Temporal Information",
+        "Location and Orientation",
+        "Attributes",
+        "Relationships",
+        "Cultural Background",
+    }
     assert r.metrics["overall"]["Acc_p"] is not None and not r.missing
     m = mme_realworld.score([REF / "mme-realworld" / "output_test_template.json"], []).metrics
     assert set(m) >= {"perception", "reasoning", "E_rate", "unparsed"}
@@ -68,10 +93,26 @@ def test_cli_json_contract(tmp_path, cli_env):
     out = tmp_path / "blink.json"
     items = tmp_path / "items.jsonl"
     proc = subprocess.run(
-        [*perceptforge_cmd(), "score", "blink", "--data", str(REF / "blink" / "val_answers.json"),
-         "--predictions", str(REF / "blink" / "saved_outputs_llava_v1.5_7b"), "--json", str(out), "--items", str(items),
-         "--csv", str(tmp_path / "t.csv"), "--plot", str(tmp_path / "t.png")],
-        capture_output=True, text=True, env=cli_env,
+        [
+            *perceptforge_cmd(),
+            "score",
+            "blink",
+            "--data",
+            str(REF / "blink" / "val_answers.json"),
+            "--predictions",
+            str(REF / "blink" / "saved_outputs_llava_v1.5_7b"),
+            "--json",
+            str(out),
+            "--items",
+            str(items),
+            "--csv",
+            str(tmp_path / "t.csv"),
+            "--plot",
+            str(tmp_path / "t.png"),
+        ],
+        capture_output=True,
+        text=True,
+        env=cli_env,
     )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())

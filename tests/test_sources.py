@@ -3,10 +3,11 @@ import shutil
 
 import numpy as np
 import pytest
+from PIL import Image
+
 from perceptforge.errors import InputError
 from perceptforge.store.images import load_rgb
 from perceptforge.store.sources import grounding_from_entry, read_source_dir, resolve_inside
-from PIL import Image
 
 
 def test_bundled_sample_reads(sample_dir):
@@ -70,7 +71,9 @@ def test_grayscale_cmyk_exif_and_corrupt(tmp_path):
     img.save(tmp_path / "e.jpg", exif=exif, quality=100)
     upright = load_rgb(tmp_path / "e.jpg")
     assert upright.size == (20, 40)
-    assert upright.getpixel((15, 5))[0] > 200 and upright.getpixel((5, 5))[0] < 50  # the red corner moved to the top right
+    assert (
+        upright.getpixel((15, 5))[0] > 200 and upright.getpixel((5, 5))[0] < 50
+    )  # the red corner moved to the top right
 
     (tmp_path / "bad.jpg").write_bytes(b"\xff\xd8\xff not a jpeg")
     with pytest.raises(InputError, match="bad.jpg: cannot decode image"):

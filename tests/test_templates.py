@@ -3,11 +3,12 @@ import subprocess
 
 import numpy as np
 import pytest
-from helpers import perceptforge_cmd, candidate_for
-from perceptforge.errors import InputError
+from helpers import candidate_for, perceptforge_cmd
+
 from perceptforge.backends.writers import TemplateWriter
-from perceptforge.store.sources import grounding_from_entry, read_source_dir
+from perceptforge.errors import InputError
 from perceptforge.logic.templates import check, discover, scaffold, templates
+from perceptforge.store.sources import grounding_from_entry, read_source_dir
 
 PAPER_EDIT_KINDS = {"background_substitution": {"B1", "R1", "S1"}, "direct_alteration": {"E2", "S2"}}
 
@@ -19,7 +20,9 @@ def test_thirteen_templates_with_the_paper_edit_kinds():
         assert {t.id for t in found.values() if t.edit_kind.value == kind} == ids
     assert {t.high for t in found.values()} == {"behaviour", "role", "identity", "emotion", "scenario"}
     descriptions = {t.cross_description for t in found.values()}
-    assert len(descriptions) == 12 and "Change the appearence of the main subject." in descriptions  # the release's wording, sic
+    assert (
+        len(descriptions) == 12 and "Change the appearence of the main subject." in descriptions
+    )  # the release's wording, sic
     assert all(check(t) == [] for t in found.values())
 
 
@@ -32,8 +35,12 @@ def test_cli_check_passes(cli_env):
 def test_new_category_from_scaffold_needs_no_code(tmp_path, monkeypatch, sample_dir, cli_env):
     folder = tmp_path / "mine"
     folder.mkdir()
-    proc = subprocess.run([*perceptforge_cmd(), "templates", "new", "B5", "--name", "Behaviour-Tool Use", "--out", str(folder)],
-                          capture_output=True, text=True, env=cli_env)
+    proc = subprocess.run(
+        [*perceptforge_cmd(), "templates", "new", "B5", "--name", "Behaviour-Tool Use", "--out", str(folder)],
+        capture_output=True,
+        text=True,
+        env=cli_env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert (folder / "B5.yaml").read_text() == scaffold("B5", "Behaviour-Tool Use")
     monkeypatch.setenv("PERCEPTFORGE_TEMPLATES", str(folder))
@@ -49,7 +56,9 @@ def test_new_category_from_scaffold_needs_no_code(tmp_path, monkeypatch, sample_
 
 
 def test_bad_and_duplicate_templates_are_named(tmp_path, monkeypatch):
-    (tmp_path / "X1.yaml").write_text(scaffold("X1", "X").replace("edit_kind: partial_substitution", "edit_kind: repaint"))
+    (tmp_path / "X1.yaml").write_text(
+        scaffold("X1", "X").replace("edit_kind: partial_substitution", "edit_kind: repaint")
+    )
     monkeypatch.setenv("PERCEPTFORGE_TEMPLATES", str(tmp_path))
     with pytest.raises(InputError, match=r"X1.yaml: edit_kind: Input should be"):
         discover()
@@ -64,13 +73,21 @@ def test_template_writer_gives_every_kind_for_every_category(template_id, sample
     entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("astronaut.jpg"))
     record = candidate_for(found[template_id], grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed=3)
     kinds = [(q["question"]["kind"], q["question"].get("level")) for q in record["questions"]]
-    assert kinds == [("yes_no_pair", "low"), ("yes_no_pair", "high"), ("single_mcq", "high"), ("cross_mcq", "low"), ("cross_mcq", "high")]
+    assert kinds == [
+        ("yes_no_pair", "low"),
+        ("yes_no_pair", "high"),
+        ("single_mcq", "high"),
+        ("cross_mcq", "low"),
+        ("cross_mcq", "high"),
+    ]
     idea = record["idea"]
     assert idea["old"] != idea["new"] and idea["new"] in record["questions"][0]["question"]["question"]
     mcq = record["questions"][2]["question"]
     assert mcq["options"]["ABCDE".index(mcq["answer"])] == idea["new"] and idea["old"] in mcq["options"]
     assert len({q["id"] for q in record["questions"]}) == 5
-    assert record["lineage"]["template_id"] == template_id and record["lineage"]["backends"]["llm"]["name"] == "template"
+    assert (
+        record["lineage"]["template_id"] == template_id and record["lineage"]["backends"]["llm"]["name"] == "template"
+    )
     again = candidate_for(found[template_id], grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed=3)
     assert json.dumps(again, sort_keys=True) == json.dumps(record, sort_keys=True)
     if found[template_id].edit_kind.value == "direct_alteration":

@@ -5,12 +5,13 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from perceptforge.errors import PerceptforgeError  # noqa: E402
-from perceptforge.backends.grounders import TransformersGrounder  # noqa: E402
-from perceptforge.store.sources import read_source_dir  # noqa: E402
-from perceptforge.logic.templates import templates  # noqa: E402
 from PIL import Image  # noqa: E402
 from tiny_models import ForceText, save_tiny_llava  # noqa: E402
+
+from perceptforge.backends.grounders import TransformersGrounder  # noqa: E402
+from perceptforge.errors import PerceptforgeError  # noqa: E402
+from perceptforge.logic.templates import templates  # noqa: E402
+from perceptforge.store.sources import read_source_dir  # noqa: E402
 
 
 def test_tiny_llava_grounding_through_from_pretrained(tmp_path, sample_dir):

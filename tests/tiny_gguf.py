@@ -14,7 +14,9 @@ CHATML = (
 
 def byte_alphabet() -> list[str]:
     """GPT-2's printable stand-ins for the 256 byte values."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    keep = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars, n = [], 0
     for b in range(256):
         if b in keep:

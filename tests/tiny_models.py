@@ -24,8 +24,13 @@ def byte_level_tokenizer():
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                                   extra_special_tokens={"image_token": "<image>"})
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        extra_special_tokens={"image_token": "<image>"},
+    )
 
 
 def save_tiny_llava(folder: Path) -> Path:
@@ -43,16 +48,43 @@ def save_tiny_llava(folder: Path) -> Path:
     torch.manual_seed(0)
     tokenizer = byte_level_tokenizer()
     image_processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
-    vision = CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                              image_size=32, patch_size=16, projection_dim=16)
-    text = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
-                       bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    config = LlavaConfig(vision_config=vision, text_config=text, image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
-                         vision_feature_layer=-1, vision_feature_select_strategy="full")
+    vision = CLIPVisionConfig(
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        image_size=32,
+        patch_size=16,
+        projection_dim=16,
+    )
+    text = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    config = LlavaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="full",
+    )
     model = LlavaForConditionalGeneration(config).eval()
-    processor = LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer, patch_size=16,
-                               vision_feature_select_strategy="full", num_additional_image_tokens=1, chat_template=CHAT_TEMPLATE)
+    processor = LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=16,
+        vision_feature_select_strategy="full",
+        num_additional_image_tokens=1,
+        chat_template=CHAT_TEMPLATE,
+    )
     model.save_pretrained(folder)
     processor.save_pretrained(folder)
     return folder
@@ -110,16 +142,47 @@ def save_tiny_sd(folder: Path, kind: str) -> Path:
     tok_dir = folder / "_tokenizer"
     write_byte_clip_tokenizer(tok_dir)
     tokenizer = CLIPTokenizer.from_pretrained(tok_dir, model_max_length=77)
-    text_encoder = CLIPTextModel(CLIPTextConfig(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
-                                                vocab_size=len(tokenizer), max_position_embeddings=77, projection_dim=32,
-                                                bos_token_id=0, eos_token_id=1, pad_token_id=1))
-    unet = UNet2DConditionModel(block_out_channels=(32, 64), layers_per_block=1, sample_size=8, in_channels=9 if kind == "inpaint" else 8,
-                                out_channels=4, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32)
-    vae = AutoencoderKL(block_out_channels=[32, 64], in_channels=3, out_channels=3, latent_channels=4,
-                        down_block_types=["DownEncoderBlock2D"] * 2, up_block_types=["UpDecoderBlock2D"] * 2)
-    common = dict(vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, unet=unet, safety_checker=None, feature_extractor=None,
-                  requires_safety_checker=False)
+    text_encoder = CLIPTextModel(
+        CLIPTextConfig(
+            hidden_size=32,
+            intermediate_size=37,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            vocab_size=len(tokenizer),
+            max_position_embeddings=77,
+            projection_dim=32,
+            bos_token_id=0,
+            eos_token_id=1,
+            pad_token_id=1,
+        )
+    )
+    unet = UNet2DConditionModel(
+        block_out_channels=(32, 64),
+        layers_per_block=1,
+        sample_size=8,
+        in_channels=9 if kind == "inpaint" else 8,
+        out_channels=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=32,
+    )
+    vae = AutoencoderKL(
+        block_out_channels=[32, 64],
+        in_channels=3,
+        out_channels=3,
+        latent_channels=4,
+        down_block_types=["DownEncoderBlock2D"] * 2,
+        up_block_types=["UpDecoderBlock2D"] * 2,
+    )
+    common = dict(
+        vae=vae,
+        text_encoder=text_encoder,
+        tokenizer=tokenizer,
+        unet=unet,
+        safety_checker=None,
+        feature_extractor=None,
+        requires_safety_checker=False,
+    )
     if kind == "inpaint":
         pipe = StableDiffusionInpaintPipeline(scheduler=DDIMScheduler(steps_offset=1), **common)
     else:
@@ -139,13 +202,33 @@ def save_tiny_sam(folder: Path) -> tuple[str, Path]:
     def build_tiny(checkpoint=None):
         img_size, prompt_dim = 128, 32
         sam = Sam(
-            image_encoder=ImageEncoderViT(depth=2, embed_dim=32, img_size=img_size, mlp_ratio=2, norm_layer=partial(torch.nn.LayerNorm, eps=1e-6),
-                                          num_heads=2, patch_size=16, qkv_bias=True, use_rel_pos=True, global_attn_indexes=[1],
-                                          window_size=4, out_chans=prompt_dim),
-            prompt_encoder=PromptEncoder(embed_dim=prompt_dim, image_embedding_size=(img_size // 16, img_size // 16),
-                                         input_image_size=(img_size, img_size), mask_in_chans=4),
-            mask_decoder=MaskDecoder(num_multimask_outputs=3, transformer=TwoWayTransformer(depth=2, embedding_dim=prompt_dim, mlp_dim=64, num_heads=2),
-                                     transformer_dim=prompt_dim, iou_head_depth=2, iou_head_hidden_dim=32),
+            image_encoder=ImageEncoderViT(
+                depth=2,
+                embed_dim=32,
+                img_size=img_size,
+                mlp_ratio=2,
+                norm_layer=partial(torch.nn.LayerNorm, eps=1e-6),
+                num_heads=2,
+                patch_size=16,
+                qkv_bias=True,
+                use_rel_pos=True,
+                global_attn_indexes=[1],
+                window_size=4,
+                out_chans=prompt_dim,
+            ),
+            prompt_encoder=PromptEncoder(
+                embed_dim=prompt_dim,
+                image_embedding_size=(img_size // 16, img_size // 16),
+                input_image_size=(img_size, img_size),
+                mask_in_chans=4,
+            ),
+            mask_decoder=MaskDecoder(
+                num_multimask_outputs=3,
+                transformer=TwoWayTransformer(depth=2, embedding_dim=prompt_dim, mlp_dim=64, num_heads=2),
+                transformer_dim=prompt_dim,
+                iou_head_depth=2,
+                iou_head_hidden_dim=32,
+            ),
         )
         if checkpoint is not None:
             sam.load_state_dict(torch.load(checkpoint, map_location="cpu"))

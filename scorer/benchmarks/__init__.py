@@ -1,6 +1,9 @@
-"""The benchmarks the scorer knows: name → module with ``score(data, predictions, protocol, …)``.
+"""The benchmarks the scorer knows: name → one module that is the whole benchmark.
 
-An outside package can add one through the ``perceptforge.benchmarks`` entry-point group.
+A benchmark module defines its readers, ``score(data, predictions, protocol, judge)`` (extraction rules,
+metrics, tables) and, if models can be run over it, ``requests(data, images)`` with the paper's prompt
+for ``perceptforge predict``. The CLI's help and ``predict`` come from here. An outside package adds one
+module through the ``perceptforge.benchmarks`` entry-point group (name = the benchmark's CLI name).
 """
 
 from __future__ import annotations
@@ -32,3 +35,13 @@ def get(name: str) -> ModuleType:
     if name not in modules:
         raise PerceptforgeError(f"unknown benchmark {name!r}: choose one of {', '.join(sorted(modules))}")
     return import_module(modules[name])
+
+
+def choices() -> str:
+    """The benchmark names as the CLI's help shows them."""
+    return " | ".join(available())
+
+
+def predictable() -> list[str]:
+    """The benchmarks ``perceptforge predict`` can run a model over (their module has ``requests``)."""
+    return [name for name in available() if hasattr(get(name), "requests")]

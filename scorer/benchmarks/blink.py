@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
 import yaml
+
 from perceptforge.errors import InputError
 from perceptforge.fileio import read_json
 from perceptforge.scorer import metrics as m
@@ -25,6 +27,7 @@ from perceptforge.scorer.predictions import read_predictions
 from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 
 _ANSWER = re.compile(r"^\(?([A-H])\)?$")
+from perceptforge.scorer.requests import Request
 
 
 @lru_cache(maxsize=1)
@@ -53,7 +56,7 @@ def read_data(paths: list[Path]) -> dict[str, dict]:
             continue
         doc = read_json(path)
         if not isinstance(doc, dict):
-            raise InputError(str(path), "expected BLINK answers as an object {idx: \"(A)\"}")
+            raise InputError(str(path), 'expected BLINK answers as an object {idx: "(A)"}')
         for idx, answer in doc.items():
             items[idx] = _item(str(path), idx, answer, None)
     if not items:
@@ -72,7 +75,12 @@ def _item(where: str, idx: str, answer: str, choices: list[str] | None) -> dict:
     letter = _ANSWER.match(str(answer).strip())
     if not letter:
         raise InputError(where, f"{idx}: answer {answer!r} is not a letter like '(A)'")
-    return {"answer": letter.group(1), "task": task, "choices": list(choices) if choices else info.get("choices"), "n": len(choices) if choices else info["options"]}
+    return {
+        "answer": letter.group(1),
+        "task": task,
+        "choices": list(choices) if choices else info.get("choices"),
+        "n": len(choices) if choices else info["options"],
+    }
 
 
 def score(data: list[Path], predictions: list[Path], protocol: str = "strict", judge=None, **_) -> ScoreResult:
@@ -82,7 +90,10 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     def key_of(rec: dict):
         if official:
             if "prediction" not in rec:
-                raise InputError(str(rec.get("idx")), "--protocol official needs the official 'prediction' field (saved_outputs files)")
+                raise InputError(
+                    str(rec.get("idx")),
+                    "--protocol official needs the official 'prediction' field (saved_outputs files)",
+                )
             return [(rec["idx"], rec["prediction"])]
         return [(rec["idx"], rec.get("full_prediction", rec.get("output")))]
 
@@ -119,5 +130,31 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         "unparsed": scored.unparsed,
     }
     rows = [[t, acc, random_row[t], sizes[t]] for t, acc in tasks.items()]
-    rows += [["overall (macro)", metrics["overall"], metrics["random_choice"], len(scored)], ["overall (micro)", metrics["overall_micro"], None, len(scored)]]
-    return ScoreResult("blink", protocol, metrics, [Table("BLINK", ["task", "accuracy", "random choice", "n"], rows)], scored, preds.warnings, missing, preds.unknown, dict(tasks), group_key="task")
+    rows += [
+        ["overall (macro)", metrics["overall"], metrics["random_choice"], len(scored)],
+        ["overall (micro)", metrics["overall_micro"], None, len(scored)],
+    ]
+    return ScoreResult(
+        "blink",
+        protocol,
+        metrics,
+        [Table("BLINK", ["task", "accuracy", "random choice", "n"], rows)],
+        scored,
+        preds.warnings,
+        missing,
+        preds.unknown,
+        dict(tasks),
+        group_key="task",
+    )
+
+
+def requests(data: Path, images: Path) -> Iterator[Request]:
+    """What ``perceptforge predict`` asks, with the paper's prompt."""
+    if data.suffix != ".parquet":
+        raise InputError(str(data), "BLINK prediction needs the Hugging Face parquet (it holds the prompts and images)")
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(data)
+    for row in table.to_pylist():
+        imgs = tuple(row[f"image_{k}"]["bytes"] for k in range(1, 5) if row.get(f"image_{k}"))
+        yield Request({"idx": row["idx"]}, row["prompt"], imgs)

@@ -9,13 +9,16 @@ not right. With ``--judge`` the unjudged ones go to the LLM judge (the paper's T
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from perceptforge.errors import InputError
 from perceptforge.fileio import read_json
+from perceptforge.prompts.library import load_prompt
 from perceptforge.scorer import metrics as m
 from perceptforge.scorer.extract import normalise_answer
-from perceptforge.scorer.predictions import read_predictions
+from perceptforge.scorer.predictions import iter_records, read_predictions
+from perceptforge.scorer.requests import Request, image_under
 from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 
 
@@ -81,7 +84,11 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
             correct, method = judge_by_rule(output, own, other)
             if correct is None and judge is not None and output:
                 correct, method = judge.codis(pair["question"], own, output), "judge"
-            scored.append(ScoredItem(key, pair["category"], output, output if correct is not None else None, method, bool(correct)))
+            scored.append(
+                ScoredItem(
+                    key, pair["category"], output, output if correct is not None else None, method, bool(correct)
+                )
+            )
             flags.append(bool(correct))
             outs.append(normalise_answer(output or ""))
         codis_pairs.append(m.CodisPair(pair["category"], (flags[0], flags[1]), outs[0] != outs[1]))
@@ -89,6 +96,23 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     metrics["unjudged"] = sum(1 for s in scored if s.method in ("unjudged", "empty"))
     rows = [[c, v["Acc_p"], v["Acc_q"]] for c, v in metrics["categories"].items()]
     rows.append(["overall", metrics["overall"]["Acc_p"], metrics["overall"]["Acc_q"]])
-    tables = [Table("CODIS", ["category", "Acc_p", "Acc_q"], rows), Table("CODIS context", ["metric", "value"], [["context awareness", metrics["context_awareness"]], ["unjudged outputs", metrics["unjudged"]]])]
+    tables = [
+        Table("CODIS", ["category", "Acc_p", "Acc_q"], rows),
+        Table(
+            "CODIS context",
+            ["metric", "value"],
+            [["context awareness", metrics["context_awareness"]], ["unjudged outputs", metrics["unjudged"]]],
+        ),
+    ]
     bars = {c: v["Acc_p"] for c, v in metrics["categories"].items()}
     return ScoreResult("codis", protocol, metrics, tables, scored, preds.warnings, missing, preds.unknown, bars)
+
+
+def requests(data: Path, images: Path) -> Iterator[Request]:
+    """What ``perceptforge predict`` asks, with the paper's prompt."""
+    prompt = load_prompt("predict/codis_di_cot")
+    for where, rec in iter_records(data):
+        img = image_under(images, rec["image_id"], where)
+        for c in (1, 2):
+            text = prompt.render(context=rec["context"][f"context_{c}"], question=rec["question"])
+            yield Request({"id": rec["id"], "context": c}, text, (img,))

@@ -9,6 +9,7 @@ reports such outputs as unparsed instead.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from perceptforge.errors import InputError
@@ -19,7 +20,21 @@ from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import PredictionSet, read_predictions
 from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 
-_PREFIXES = ("The best answer is", "The correct answer is", "The answer is", "The answer", "The best option is", "The correct option is", "Best answer:", "Best option:", "Answer:", "Option:")
+_PREFIXES = (
+    "The best answer is",
+    "The correct answer is",
+    "The answer is",
+    "The answer",
+    "The best option is",
+    "The correct option is",
+    "Best answer:",
+    "Best option:",
+    "Answer:",
+    "Option:",
+)
+from perceptforge.prompts.library import load_prompt
+from perceptforge.scorer.predictions import iter_records
+from perceptforge.scorer.requests import Request, image_under
 
 
 def official_extract(output: str | None) -> Extraction:
@@ -40,7 +55,11 @@ def read_data(paths: list[Path]) -> list[dict]:
         if not isinstance(doc, list):
             raise InputError(str(path), "expected a list of MME-RealWorld records")
         for k, rec in enumerate(doc):
-            missing = [key for key in ("Question_id", "Answer choices", "Ground truth", "Task", "Subtask", "Category") if key not in rec]
+            missing = [
+                key
+                for key in ("Question_id", "Answer choices", "Ground truth", "Task", "Subtask", "Category")
+                if key not in rec
+            ]
             if missing:
                 raise InputError(f"{path}[{k}]", f"not an MME-RealWorld record: missing {missing}")
             records.append(rec)
@@ -51,7 +70,13 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     official = protocol == "official"
     records = read_data(data)
     known = {str(r["Question_id"]) for r in records}
-    preds = read_predictions(predictions, lambda r: [(str(r["Question_id"]), r.get("output", r.get("Output")))], known=known) if predictions else PredictionSet()
+    preds = (
+        read_predictions(
+            predictions, lambda r: [(str(r["Question_id"]), r.get("output", r.get("Output")))], known=known
+        )
+        if predictions
+        else PredictionSet()
+    )
     scored, mme, missing = ItemLog(), [], []
     model_e = []
     for rec in records:
@@ -68,14 +93,23 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
             ex = official_extract(output)
         else:
             ex = extract_choice(output, len(choices), choices)
-            ex = judge_unparsed(ex, judge, rec.get("Text", "") + "\n" + "\n".join(rec["Answer choices"]), "ABCDE"[: len(choices)], output)
+            ex = judge_unparsed(
+                ex,
+                judge,
+                rec.get("Text", "") + "\n" + "\n".join(rec["Answer choices"]),
+                "ABCDE"[: len(choices)],
+                output,
+            )
         correct = ex.value == str(rec["Ground truth"]).strip()
         task = str(rec["Task"]).lower()
         scored.append(ScoredItem(qid, f"{task}/{rec['Subtask']}", output, ex.value, ex.method, correct))
         mme.append(m.MMERecord(task, rec["Subtask"], rec["Category"], correct))
         model_e.append(ex.value == "E")
     metrics = m.mme_realworld(mme)
-    metrics["E_rate"] = {"model": m.pct(model_e), "ground_truth": m.pct([str(r["Ground truth"]).strip() == "E" for r in records])}
+    metrics["E_rate"] = {
+        "model": m.pct(model_e),
+        "ground_truth": m.pct([str(r["Ground truth"]).strip() == "E" for r in records]),
+    }
     metrics["unparsed"] = scored.unparsed
     rows = []
     for task in ("perception", "reasoning"):
@@ -86,7 +120,23 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
             rows.append([task, "(all)", metrics[task]["Avg"], metrics[task]["Avg_C"]])
     tables = [
         Table("MME-RealWorld", ["task", "domain", "Avg", "Avg-C"], rows),
-        Table("MME-RealWorld answers 'E'", ["who", "share of E"], [["model", metrics["E_rate"]["model"]], ["ground truth", metrics["E_rate"]["ground_truth"]], ["random choice accuracy", 20.0]]),
+        Table(
+            "MME-RealWorld answers 'E'",
+            ["who", "share of E"],
+            [
+                ["model", metrics["E_rate"]["model"]],
+                ["ground truth", metrics["E_rate"]["ground_truth"]],
+                ["random choice accuracy", 20.0],
+            ],
+        ),
     ]
     bars = {f"{r[0]}/{r[1]}": r[2] for r in rows if r[1] != "(all)"}
     return ScoreResult("mme-realworld", protocol, metrics, tables, scored, preds.warnings, missing, preds.unknown, bars)
+
+
+def requests(data: Path, images: Path) -> Iterator[Request]:
+    """What ``perceptforge predict`` asks, with the paper's prompt."""
+    prompt = load_prompt("predict/mme_realworld")
+    for where, rec in iter_records(data):
+        text = prompt.render(question=rec["Text"], choices="\n".join(rec["Answer choices"]))
+        yield Request({"Question_id": rec["Question_id"]}, text, (image_under(images, rec["Image"], where),))

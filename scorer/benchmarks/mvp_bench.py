@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 from perceptforge.errors import InputError
@@ -21,6 +22,7 @@ from perceptforge.scorer.predictions import iter_records, read_predictions
 from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 
 _OPTION_LINE = re.compile(r"^([A-H])\. (.*)$", re.M)
+from perceptforge.scorer.requests import Request, image_under
 
 
 def iter_data(paths: list[Path]):
@@ -126,5 +128,13 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
             [[g, metrics["mcq"]["vanilla"][g], metrics["mcq"]["circular"][g], 20.0] for g in groups],
         ),
     ]
-    bars = {f"Y/N {k}": v for k, v in yn["accuracy"].items()} | {f"MCQ {g}": metrics["mcq"]["vanilla"][g] for g in groups}
+    bars = {f"Y/N {k}": v for k, v in yn["accuracy"].items()} | {
+        f"MCQ {g}": metrics["mcq"]["vanilla"][g] for g in groups
+    }
     return ScoreResult("mvp-bench", protocol, metrics, tables, items, preds.warnings, missing, unknown, bars)
+
+
+def requests(data: Path, images: Path) -> Iterator[Request]:
+    """What ``perceptforge predict`` asks, with the paper's prompt."""
+    for where, rec in iter_records(data):
+        yield Request({"question_id": rec["question_id"]}, rec["question"], (image_under(images, rec["image"], where),))

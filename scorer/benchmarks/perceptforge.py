@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import csv
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from perceptforge.errors import InputError
+from perceptforge.prompts.library import load_prompt
 from perceptforge.scorer import metrics as m
 from perceptforge.scorer.benchmarks.codis import judge_by_rule
 from perceptforge.scorer.extract import LETTERS, extract_choice, extract_yes_no
 from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import iter_records, read_predictions
+from perceptforge.scorer.requests import Request, image_under
 from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 
 
@@ -31,13 +34,28 @@ def read_data(paths: list[Path]) -> list[dict]:
                     options = [row[c] for c in LETTERS if row.get(c)]
                     if not options or row.get("answer") not in LETTERS[: len(options)]:
                         raise InputError(f"{path}:{lineno}", "MCQ row needs options A… and an answer letter among them")
-                    rows.append({"id": row["id"], "kind": "mcq", "category": row["category"], "level": row.get("l2-category", ""),
-                                 "question": row["question"], "options": options, "answer": row["answer"]})
+                    rows.append(
+                        {
+                            "id": row["id"],
+                            "kind": "mcq",
+                            "category": row["category"],
+                            "level": row.get("l2-category", ""),
+                            "question": row["question"],
+                            "options": options,
+                            "answer": row["answer"],
+                        }
+                    )
             continue
         for where, rec in iter_records(path):
             try:
                 q, cat = rec["question"], rec["category"]
-                base = {"id": rec["id"], "kind": q["kind"], "category": cat["name"], "level": q.get("level", ""), "question": q["question"]}
+                base = {
+                    "id": rec["id"],
+                    "kind": q["kind"],
+                    "category": cat["name"],
+                    "level": q.get("level", ""),
+                    "question": q["question"],
+                }
             except (KeyError, TypeError) as exc:
                 raise InputError(where, f"not a perceptforge item: missing {exc}") from None
             if q["kind"] == "yes_no_pair":
@@ -72,8 +90,12 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
                 output = preds.output(key)
                 ex = extract_yes_no(output)
                 correct = ex.value == answer
-                yes_no.append(m.YesNoRecord(r["id"], "S" if image == "natural" else "E", r["level"], r["question"], correct))
-                scored.append(ScoredItem(key, group, output, ex.value, ex.method if output is not None else "missing", correct))
+                yes_no.append(
+                    m.YesNoRecord(r["id"], "S" if image == "natural" else "E", r["level"], r["question"], correct)
+                )
+                scored.append(
+                    ScoredItem(key, group, output, ex.value, ex.method if output is not None else "missing", correct)
+                )
                 if key not in preds.by_key:
                     missing.append(key)
             continue
@@ -83,20 +105,76 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
                 other = r["answers"]["2" if c == "1" else "1"]
                 output = preds.output(key)
                 correct, method = judge_by_rule(output, own, other)
-                scored.append(ScoredItem(key, group, output, output if correct is not None else None, method, bool(correct)))
+                scored.append(
+                    ScoredItem(key, group, output, output if correct is not None else None, method, bool(correct))
+                )
                 if key not in preds.by_key:
                     missing.append(key)
             continue
         output = preds.output(r["id"])
         ex = extract_choice(output, len(r["options"]), r["options"])
-        ex = judge_unparsed(ex, judge, r["question"] + "\n" + "\n".join(f"{LETTERS[k]}. {o}" for k, o in enumerate(r["options"])), LETTERS[: len(r["options"])], output)
-        scored.append(ScoredItem(r["id"], group, output, ex.value, ex.method if output is not None else "missing", ex.value == r["answer"]))
+        ex = judge_unparsed(
+            ex,
+            judge,
+            r["question"] + "\n" + "\n".join(f"{LETTERS[k]}. {o}" for k, o in enumerate(r["options"])),
+            LETTERS[: len(r["options"])],
+            output,
+        )
+        scored.append(
+            ScoredItem(
+                r["id"],
+                group,
+                output,
+                ex.value,
+                ex.method if output is not None else "missing",
+                ex.value == r["answer"],
+            )
+        )
         if r["id"] not in preds.by_key:
             missing.append(r["id"])
     kinds = m.per_group((s.group.rsplit("/", 1)[1], s.correct) for s in scored)
     categories = m.per_group((s.group.split("/", 1)[0], s.correct) for s in scored)
-    metrics = {"kinds": kinds, "categories": categories, "overall": m.mean(categories.values()), "overall_micro": m.pct([s.correct for s in scored]),
-               "yes_no": m.mvp_yes_no(yes_no) if yes_no else None, "unparsed": scored.unparsed}
-    tables = [Table("perceptforge split by kind", ["kind", "accuracy"], [[k, v] for k, v in kinds.items()]),
-              Table("perceptforge split by category", ["category", "accuracy"], [[k, v] for k, v in categories.items()] + [["overall (macro)", metrics["overall"]]])]
-    return ScoreResult("perceptforge", protocol, metrics, tables, scored, preds.warnings, missing, preds.unknown, categories)
+    metrics = {
+        "kinds": kinds,
+        "categories": categories,
+        "overall": m.mean(categories.values()),
+        "overall_micro": m.pct([s.correct for s in scored]),
+        "yes_no": m.mvp_yes_no(yes_no) if yes_no else None,
+        "unparsed": scored.unparsed,
+    }
+    tables = [
+        Table("perceptforge split by kind", ["kind", "accuracy"], [[k, v] for k, v in kinds.items()]),
+        Table(
+            "perceptforge split by category",
+            ["category", "accuracy"],
+            [[k, v] for k, v in categories.items()] + [["overall (macro)", metrics["overall"]]],
+        ),
+    ]
+    return ScoreResult(
+        "perceptforge", protocol, metrics, tables, scored, preds.warnings, missing, preds.unknown, categories
+    )
+
+
+def requests(data: Path, images: Path) -> Iterator[Request]:
+    """Our exported split (val.jsonl / test.jsonl): Yes/No pairs asked on each image, MCQs with lettered options."""
+    prompt_mcq, prompt_yes_no, prompt_context = (load_prompt(f"predict/{n}") for n in ("mcq", "yes_no", "codis_di_cot"))
+    for where, rec in iter_records(data):
+        q, pair = rec["question"], rec["pair"]
+        natural, manipulated = (
+            image_under(images, pair["natural"]["path"], where),
+            image_under(images, pair["manipulated"]["path"], where),
+        )
+        if q["kind"] == "yes_no_pair":
+            for name, img in (("natural", natural), ("manipulated", manipulated)):
+                yield Request({"id": rec["id"], "image": name}, prompt_yes_no.render(question=q["question"]), (img,))
+        elif q["kind"] == "context_pair":
+            for c, context in enumerate(q["contexts"], start=1):
+                yield Request(
+                    {"id": rec["id"], "context": str(c)},
+                    prompt_context.render(context=context, question=q["question"]),
+                    (manipulated,),
+                )
+        else:
+            options = "\n".join(f"{'ABCDE'[k]}. {o}" for k, o in enumerate(q["options"]))
+            imgs = (natural, manipulated) if q["kind"] == "cross_mcq" else (manipulated,)
+            yield Request({"id": rec["id"]}, prompt_mcq.render(question=q["question"], options=options), imgs)
