@@ -47,36 +47,39 @@ def replicate(sample: Path, out: Path, copies: int) -> None:
 
 def pure_time(source: Path, run: Path, seed: int, categories: list[str]) -> float:
     """The same work without Prefect: the flow's pure functions, one unit after another."""
-    from perceptforge.backends.editors import build_inpainter
-    from perceptforge.backends.segmenters import build_segmenter
     from perceptforge.backends.writers import TemplateWriter
     from perceptforge.configs.profile import load_profile
-    from perceptforge.flows.mvp import ingest_entry
     from perceptforge.logic.templates import templates
     from perceptforge.store.rundir import RunDir
     from perceptforge.store.sources import grounding_from_entry, read_source_dir
     from perceptforge.tasks.edit import EditUnit, edit_batch
-    from perceptforge.tasks.idea import make_candidate
+    from perceptforge.tasks.idea import make_idea
+    from perceptforge.tasks.ingest import ingest_entry
+    from perceptforge.tasks.mask import make_mask
+    from perceptforge.tasks.questions import make_candidate
 
     prof = load_profile("local")
     found = templates()
     used = {k: found[k] for k in categories}
-    models = {"segmenter": build_segmenter(prof.segmenter), "inpainter": build_inpainter(prof.inpainter)}
+    descriptions = [t.cross_description for t in found.values()]
+    segmenter, backends = prof.build("segmenter"), {"inpainter": prof.build("inpainter")}
     writer, rd = TemplateWriter(), RunDir(run)
     t0 = time.perf_counter()
     entries = read_source_dir(source)
     recs = {e.source_id: ingest_entry(source, e, rd) for e in entries}
-    donors = [recs[e.source_id]["stored"] for e in entries if not e.subject]
+    donors = [recs[e.source_id].stored for e in entries if not e.subject]
     for e in entries:
         if not e.subject:
             continue
-        g = grounding_from_entry(e)
+        g, src = grounding_from_entry(e), recs[e.source_id]
         for t in used.values():
             try:
-                cand = make_candidate(t, g, recs[e.source_id]["sha256"], writer, found, seed)
+                cand = make_candidate(t, g, src.sha256, make_idea(t, g, writer, seed), writer, descriptions, seed)
             except ValueError:
                 continue
-            edit_batch([EditUnit(t, cand, recs[e.source_id], g.model_dump(mode="json"))], rd, models, donors, seed)
+            edit_batch(
+                [EditUnit(t, cand, src, make_mask(t, cand, src, g, rd, segmenter, donors, seed))], rd, backends, seed
+            )
     return time.perf_counter() - t0
 
 
@@ -86,7 +89,8 @@ def measure(n_items: int, workers: int) -> dict:
 
     configure_prefect()
     from perceptforge.configs.profile import load_profile
-    from perceptforge.flows.mvp import mvp_flow, task_runner
+    from perceptforge.flows.common import task_runner
+    from perceptforge.flows.mvp import mvp_flow
     from perceptforge.logic.templates import templates
 
     sample = Path(str(resources.files("perceptforge.data").joinpath("sample")))

@@ -1,4 +1,4 @@
-"""Metric definitions (DESIGN.md "Metrics"), as plain functions over plain records.
+"""Metric definitions (ARCHITECTURE.md; metric definitions as in the papers), as plain functions over plain records.
 
 All results are percentages (0–100), unrounded. An empty group gives ``None``, never 0.
 """
