@@ -8,6 +8,8 @@ byte-identical. Layout::
     RUN_DIR/sources.jsonl         ingested source images (SourceImage records), sorted by id
     RUN_DIR/images/<sha256>.png   content-addressed images (natural, manipulated) and masks
     RUN_DIR/groundings/<id>.json  one grounding per source image
+    RUN_DIR/ideas/<unit>.json     IdeaRecord;  candidates/<unit>.json  Candidate (idea + questions + lineage)
+    RUN_DIR/masks/<unit>.json     MaskRecord;  edits/<unit>.json  EditRecord;  items/<id>.json  BenchmarkItem
     RUN_DIR/quarantine/<unit>.json one file per failed unit: stage, reason, detail
     RUN_DIR/quarantine.jsonl      the same, gathered and sorted at the end of the run
     RUN_DIR/summary.json          counts per stage and category, failures by reason, wall time per stage
