@@ -71,8 +71,15 @@ class DiffusersEditor:
 
         return [torch.Generator(device="cpu").manual_seed(s) for s in seeds]
 
-    def _run(self, batch: list[EditRequest]) -> list[Image.Image]:
+    def _call(self, batch: list[EditRequest], images: list[Image.Image]) -> list[Image.Image]:
+        """One pipeline call: ``images`` are the batch's images at the model's size (all the same)."""
         raise NotImplementedError
+
+    def _run(self, batch: list[EditRequest]) -> list[Image.Image]:
+        if len({r.image.size for r in batch}) > 1:  # one pipeline call needs one size
+            return [self._run([r])[0] for r in batch]
+        out = self._call(batch, [to_multiple(r.image, max_side=self.max_side) for r in batch])
+        return [o.resize(r.image.size, Image.Resampling.LANCZOS) for o, r in zip(out, batch)]
 
     def edit(self, requests: list[EditRequest]) -> list[Image.Image]:
         self.load()

@@ -11,7 +11,7 @@ from typing import Literal
 from PIL import Image
 from pydantic import Field
 
-from perceptforge.backends.diffusion import DiffusersEditor, to_multiple
+from perceptforge.backends.diffusion import DiffusersEditor
 from perceptforge.backends.protocols import EditRequest
 from perceptforge.backends.registry import BackendSettings, Runtime, register
 
@@ -45,11 +45,8 @@ class InstructPix2PixEditor(DiffusersEditor):
         super().__init__(model, **kw)
         self.image_guidance_scale = image_guidance_scale
 
-    def _run(self, batch: list[EditRequest]) -> list[Image.Image]:
-        if len({r.image.size for r in batch}) > 1:
-            return [self._run([r])[0] for r in batch]
-        images = [to_multiple(r.image, max_side=self.max_side) for r in batch]
-        out = self.pipe(
+    def _call(self, batch: list[EditRequest], images: list[Image.Image]) -> list[Image.Image]:
+        return self.pipe(
             prompt=[r.prompt for r in batch],
             image=images,
             num_inference_steps=self.steps,
@@ -57,4 +54,3 @@ class InstructPix2PixEditor(DiffusersEditor):
             image_guidance_scale=self.image_guidance_scale,
             generator=self._generators([r.seed for r in batch]),
         ).images
-        return [o.resize(r.image.size, Image.Resampling.LANCZOS) for o, r in zip(out, batch)]

@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image
 from pydantic import Field
 
-from perceptforge.backends.diffusion import DiffusersEditor, to_multiple
+from perceptforge.backends.diffusion import DiffusersEditor
 from perceptforge.backends.protocols import EditRequest
 from perceptforge.backends.registry import BackendSettings, Runtime, register
 
@@ -128,16 +128,13 @@ class SDInpainter(DiffusersEditor):
         super().__init__(model, **kw)
         self.negative_prompt, self.strength = negative_prompt, strength
 
-    def _run(self, batch: list[EditRequest]) -> list[Image.Image]:
-        if len({r.image.size for r in batch}) > 1:  # one pipeline call needs one size
-            return [self._run([r])[0] for r in batch]
-        images = [to_multiple(r.image, max_side=self.max_side) for r in batch]
+    def _call(self, batch: list[EditRequest], images: list[Image.Image]) -> list[Image.Image]:
         masks = [
             Image.fromarray(np.asarray(r.mask, np.uint8) * 255).resize(im.size, Image.Resampling.NEAREST)
             for r, im in zip(batch, images)
         ]
         w, h = images[0].size
-        out = self.pipe(
+        return self.pipe(
             prompt=[r.prompt for r in batch],
             image=images,
             mask_image=masks,
@@ -149,4 +146,3 @@ class SDInpainter(DiffusersEditor):
             strength=self.strength,
             generator=self._generators([r.seed for r in batch]),
         ).images
-        return [o.resize(r.image.size, Image.Resampling.LANCZOS) for o, r in zip(out, batch)]

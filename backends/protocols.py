@@ -9,7 +9,6 @@ backend that holds accelerator memory frees it there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -17,6 +16,7 @@ import numpy as np
 from PIL import Image
 
 from perceptforge.data.schema import Grounding, Idea
+from perceptforge.logic.edit_region import MaskSegmenter
 from perceptforge.logic.templates import Template
 from perceptforge.store.sources import SourceEntry
 
@@ -55,10 +55,9 @@ class Grounder(Backend, Protocol):
     def ground(self, image: Image.Image, entry: SourceEntry, templates: list[Template]) -> Grounding: ...
 
 
-class Segmenter(Backend, Protocol):
-    def box_mask(self, image: np.ndarray, box: Sequence[float]) -> np.ndarray: ...
-
-    def candidates(self, image: np.ndarray, box: Sequence[float]) -> list[np.ndarray]: ...
+class Segmenter(Backend, MaskSegmenter, Protocol):
+    """``box_mask(image, box)``: one ``(H, W)`` bool mask for a pixel xyxy box; ``candidates(image, box)``:
+    the masks to choose from (SAM's automatic masks, or the box mask alone)."""
 
 
 class ImageEditor(Backend, Protocol):

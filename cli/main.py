@@ -47,8 +47,9 @@ def _run_mvp(
     workers = prof.thread_workers() if kind == "threads" else prof.runner.max_workers
     flow = mvp_flow.with_options(task_runner=task_runner(kind, workers, dask_address or prof.runner.dask_address))
     cats = [c.strip() for c in categories.split(",") if c.strip()] if categories else None
-    with console.status(f"[bold]mvp flow[/] on {source} → {out}"):
-        return flow(source=str(source), profile=profile, out=str(out), seed=seed, limit=limit, categories=cats)
+    # No spinner here: the stage runner draws a progress bar per stage.
+    console.print(f"[bold]mvp flow[/] on {source} → {out}")
+    return flow(source=str(source), profile=profile, out=str(out), seed=seed, limit=limit, categories=cats)
 
 
 def _print_summary(summary: dict, out: Path) -> None:

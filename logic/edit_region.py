@@ -17,7 +17,9 @@ from perceptforge.logic.mask_select import jitter_box, random_resize, select_mas
 from perceptforge.logic.templates import Template
 
 
-class _Segmenter(Protocol):  # backends.protocols.Segmenter's mask calls (logic imports no backends)
+class MaskSegmenter(Protocol):
+    """The mask calls a segmenter offers; ``backends.protocols.Segmenter`` adds name, model id and loading."""
+
     def box_mask(self, image: np.ndarray, box: Sequence[float]) -> np.ndarray: ...
 
     def candidates(self, image: np.ndarray, box: Sequence[float]) -> list[np.ndarray]: ...
@@ -48,7 +50,7 @@ def edit_mask(
     grounding: Grounding,
     image: np.ndarray,
     old_value: str,
-    segmenter: _Segmenter,
+    segmenter: MaskSegmenter,
     rng: np.random.Generator,
 ) -> np.ndarray | None:
     """(H, W) bool, True = region to change; None for whole-image instruction edits."""

@@ -50,7 +50,7 @@ def bar_chart(title: str, counts: dict[str, int], colour: str = "#4C72B0") -> st
 def mask_overlay(run: RunDir, natural_path: str, mask_path: str) -> str:
     """Natural image with the mask tinted red, stored content-addressed; returns its path."""
     natural = np.asarray(load_rgb(run.sub(natural_path)), np.float32)
-    mask = np.asarray(load_rgb(run.sub(mask_path)))[..., 0] > 127
+    mask = run.load_mask(mask_path)
     tinted = natural.copy()
     tinted[mask] = tinted[mask] * 0.45 + np.array([255, 40, 40], np.float32) * 0.55
     return run.store_image(Image.fromarray(tinted.astype(np.uint8))).path

@@ -22,11 +22,12 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 from PIL import Image
 
 from perceptforge.data.schema import ImageRef
 from perceptforge.fileio import atomic_write_bytes, dumps_canonical, sha256_bytes, write_json, write_jsonl
-from perceptforge.store.images import png_bytes
+from perceptforge.store.images import load_rgb, png_bytes
 
 
 def safe_name(unit_id: str) -> str:
@@ -49,6 +50,14 @@ class RunDir:
         if not target.exists():
             atomic_write_bytes(target, data)
         return ImageRef(path=rel, sha256=digest, width=image.width, height=image.height)
+
+    def store_mask(self, mask: np.ndarray) -> ImageRef:
+        """An ``(H, W)`` bool mask as a black-and-white PNG, content-addressed like any image."""
+        return self.store_image(Image.fromarray(mask.astype(np.uint8) * 255))
+
+    def load_mask(self, rel: str) -> np.ndarray:
+        """The mask stored at ``rel`` as ``(H, W)`` bool."""
+        return np.asarray(load_rgb(self.sub(rel)))[..., 0] > 127
 
     def write_record(self, rel: str, record: dict) -> Path:
         return atomic_write_bytes(self.sub(rel), (dumps_canonical(record) + "\n").encode())

@@ -23,7 +23,6 @@ from perceptforge.logic.ids import edit_seed
 from perceptforge.logic.templates import Template
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir, safe_name
-from perceptforge.tasks.mask import load_mask
 from perceptforge.tasks.runner import StageRunner, Unit
 
 
@@ -65,7 +64,7 @@ def plan_batches(units: list[EditUnit], batch_sizes: dict[str, int]) -> list[lis
 
 def edit_request(unit: EditUnit, run: RunDir, seed: int) -> EditRequest:
     image = load_rgb(run.sub(unit.source.stored))
-    mask = load_mask(run, unit.mask)
+    mask = run.load_mask(unit.mask.mask.path) if unit.mask.mask else None
     if mask is None:
         return EditRequest(
             image=image, mask=None, prompt=unit.candidate.instruction or "", seed=edit_seed(seed, unit.name)

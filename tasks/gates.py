@@ -30,7 +30,7 @@ def gate(edit: EditRecord, gates: Gates, run_path: Path) -> int:
     """The perceptual hash of what the edit changed, if the pair passes; else QualityGate with the reason."""
     run = RunDir(run_path)
     natural, manipulated = (load_rgb(run.sub(ref.path)) for ref in (edit.pair.natural, edit.pair.manipulated))
-    mask = np.asarray(load_rgb(run.sub(edit.pair.mask.path)))[..., 0] > 127 if edit.pair.mask else None
+    mask = run.load_mask(edit.pair.mask.path) if edit.pair.mask else None
     reason = check_pair(natural, manipulated, mask, gates)
     if reason:
         raise QualityGate(reason)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
@@ -37,7 +36,7 @@ def make_mask(
     image = np.asarray(load_rgb(run.sub(source.stored)))
     with device_lock(device):
         mask = edit_mask(template, grounding, image, candidate.idea.old, segmenter, rng)
-    ref = run.store_image(Image.fromarray(mask.astype(np.uint8) * 255)) if mask is not None else None
+    ref = run.store_mask(mask) if mask is not None else None
     donor = donors[int(rng.integers(0, len(donors)))] if mask is not None and donors else None
     return MaskRecord(
         unit=candidate.unit,
@@ -45,11 +44,6 @@ def make_mask(
         donor=donor,
         segmenter=BackendRef(name=segmenter.name, model_id=segmenter.model_id),
     )
-
-
-def load_mask(run: RunDir, record: MaskRecord) -> np.ndarray | None:
-    """The stored mask as ``(H, W)`` bool, or None for a whole-image edit."""
-    return np.asarray(load_rgb(run.sub(record.mask.path)))[..., 0] > 127 if record.mask else None
 
 
 @task(name="mask", cache_policy=NO_CACHE)

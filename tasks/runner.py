@@ -10,7 +10,6 @@ writes one file per finished unit through ``RunDir.once``, so a rerun skips what
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -37,9 +36,6 @@ from perceptforge.store.rundir import RunDir
 
 log = logging.getLogger("perceptforge")
 U = TypeVar("U")
-
-# Expected, per-unit failures: a line in the log and a quarantine record, never a traceback.
-EXPECTED = (ValueError, LookupError)
 
 
 def transient(task: Any, task_run: Any, state: Any) -> bool:
@@ -146,7 +142,7 @@ class _StageProgress:
         self.progress: Progress | None = None
 
     def __enter__(self) -> Callable[[], None]:
-        if self.console.is_terminal and sys.stderr.isatty():
+        if self.console.is_terminal:
             self.progress = Progress(
                 TextColumn(f"[bold]{self.stage:<10}"),
                 BarColumn(),
