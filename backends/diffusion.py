@@ -10,6 +10,7 @@ from PIL import Image
 
 from perceptforge.backends.devices import pick_dtype, release, run_batched
 from perceptforge.backends.protocols import EditRequest
+from perceptforge.backends.registry import Runtime
 from perceptforge.errors import PerceptforgeError
 
 
@@ -37,6 +38,17 @@ class DiffusersEditor:
         self.steps, self.guidance_scale, self.batch_size, self.max_side = steps, guidance_scale, batch_size, max_side
         self.model_id = model
         self.pipe: Any = None
+
+    @staticmethod
+    def pipeline_kwargs(settings: Any, runtime: Runtime) -> dict[str, Any]:
+        """What every diffusers backend takes from its settings (steps, guidance, batch) and the runtime."""
+        return {
+            "device": runtime.device,
+            "dtype": runtime.dtype,
+            "steps": settings.steps,
+            "guidance_scale": settings.guidance_scale,
+            "batch_size": settings.batch_size,
+        }
 
     def load(self):
         if self.pipe is None:

@@ -34,11 +34,7 @@ class InstructPix2PixEditor(DiffusersEditor):
         return cls(
             settings.model,
             settings.image_guidance_scale,
-            device=runtime.device,
-            dtype=runtime.dtype,
-            steps=settings.steps,
-            guidance_scale=settings.guidance_scale,
-            batch_size=settings.batch_size,
+            **cls.pipeline_kwargs(settings, runtime),
         )
 
     def __init__(self, model: str, image_guidance_scale: float = 1.5, **kw):

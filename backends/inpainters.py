@@ -117,11 +117,7 @@ class SDInpainter(DiffusersEditor):
             settings.model,
             settings.negative_prompt,
             settings.strength,
-            device=runtime.device,
-            dtype=runtime.dtype,
-            steps=settings.steps,
-            guidance_scale=settings.guidance_scale,
-            batch_size=settings.batch_size,
+            **cls.pipeline_kwargs(settings, runtime),
         )
 
     def __init__(self, model: str, negative_prompt: str = "", strength: float = 1.0, **kw):
