@@ -11,6 +11,9 @@ from PIL import Image
 from perceptforge.backends.devices import pick_dtype, release, run_batched
 from perceptforge.backends.protocols import EditRequest
 from perceptforge.backends.registry import Runtime
+from perceptforge.data.schema import Rendering
+from perceptforge.logic import renderings
+from perceptforge.logic.templates import Template
 from perceptforge.errors import PerceptforgeError
 
 
@@ -22,7 +25,7 @@ def to_multiple(image: Image.Image, multiple: int = 8, max_side: int = 512) -> I
 
 
 class DiffusersEditor:
-    pipeline_class = ""
+    name, pipeline_class = "", ""
 
     def __init__(
         self,
@@ -49,6 +52,9 @@ class DiffusersEditor:
             "guidance_scale": settings.guidance_scale,
             "batch_size": settings.batch_size,
         }
+
+    def renderings(self, template: Template) -> tuple[list[Rendering], str]:
+        return renderings.from_alternatives(template, self.name), ""
 
     def load(self):
         if self.pipe is None:

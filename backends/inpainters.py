@@ -1,9 +1,10 @@
 """Inpainters: the masked region of an image regenerated from a text (or, on the CPU, from a donor photo).
 
-- ``composite`` (embedded default, CPU): fills the masked region from a donor photo of the source set —
-  for background substitution the donor scene replaces everything outside the subject; for partial
-  substitution a donor crop is resized into the mask's box and colour-matched to its surroundings. Edges
-  are feathered. It is real pixel editing, not a placeholder.
+- ``composite`` (embedded default, CPU): fills the masked region from a photo of its labelled donor
+  library (``store/donors.py``) — for background substitution the donor scene replaces everything outside
+  the subject; for partial substitution a donor crop is resized into the mask's box and colour-matched to
+  its surroundings. Edges are feathered. It renders only what its library's labels say: a category is
+  offered the entries of its template's ``donor_kind`` that say what they mean at its high level.
 - ``sd-inpaint``: diffusers ``StableDiffusionInpaintPipeline`` (local folder or cached model id).
 Masks are ``(H, W)`` bool, True = the region to change.
 """
@@ -20,10 +21,14 @@ from pydantic import Field
 from perceptforge.backends.diffusion import DiffusersEditor
 from perceptforge.backends.protocols import EditRequest
 from perceptforge.backends.registry import BackendSettings, Runtime, register
+from perceptforge.data.schema import Rendering
+from perceptforge.logic.templates import Template
+from perceptforge.store.donors import DonorLibrary
 
 
 class CompositeSettings(BackendSettings):
     backend: Literal["composite"]
+    donors: str | None = Field(None, description="donor library folder (donors.yaml); default: the bundled one")
     feather_px: int = Field(7, ge=0, le=64)
     colour_match: bool = True
     batch_size: int = Field(
@@ -65,26 +70,42 @@ class CompositeInpainter:
 
     @classmethod
     def from_settings(cls, settings: CompositeSettings, runtime: Runtime) -> CompositeInpainter:
-        backend = cls(settings.feather_px, settings.colour_match)
+        backend = cls(settings.feather_px, settings.colour_match, DonorLibrary.load(settings.donors))
         backend.batch_size = settings.batch_size
         return backend
 
-    def __init__(self, feather_px: int = 7, colour_match: bool = True):
+    def __init__(self, feather_px: int = 7, colour_match: bool = True, library: DonorLibrary | None = None):
         self.feather_px, self.colour_match = feather_px, colour_match
+        self.library = library or DonorLibrary.load()
 
     def load(self) -> CompositeInpainter:
         return self
 
+    def renderings(self, template: Template) -> tuple[list[Rendering], str]:
+        if template.donor_kind is None:
+            return [], f"composite pastes library photos, and {template.id} names no donor kind"
+        donors = self.library.of_kind(template.donor_kind, template.high)
+        values = [
+            Rendering(value=d.label, high=d.highs[template.high], backend=self.name, how="donor", donor=d.id)
+            for d in donors
+        ]
+        why = f"the donor library has no {template.donor_kind} that says what it means for {template.high}"
+        return values, "" if values else why
+
     def edit_one(self, req: EditRequest) -> Image.Image:
         req.check()
-        if req.donor is None:
-            raise ValueError("composite editing needs a donor image from the source set")
         if req.mask is None:
             raise ValueError("composite editing needs a mask")
+        if req.donor is not None:
+            donor = np.asarray(req.donor.convert("RGB"), dtype=np.uint8)
+        elif req.rendering is not None and req.rendering.donor is not None:
+            with Image.open(self.library.path(req.rendering.donor)) as photo:
+                donor = np.asarray(photo.convert("RGB"), dtype=np.uint8)
+        else:
+            raise ValueError("composite editing needs a donor: an image or a rendering naming a library entry")
         mask: np.ndarray = req.mask
         base = np.asarray(req.image, dtype=np.uint8)
         h, w = base.shape[:2]
-        donor = np.asarray(req.donor.convert("RGB"), dtype=np.uint8)
         if req.partial:
             ys, xs = np.nonzero(mask)
             y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1

@@ -15,7 +15,7 @@ from typing import Protocol
 import numpy as np
 from PIL import Image
 
-from perceptforge.data.schema import Grounding, Idea
+from perceptforge.data.schema import Grounding, Idea, Rendering
 from perceptforge.logic.edit_region import MaskSegmenter
 from perceptforge.logic.templates import Template
 from perceptforge.store.sources import SourceEntry
@@ -31,6 +31,7 @@ class EditRequest:
     seed: int
     donor: Image.Image | None = None  # composite only
     partial: bool = False  # composite: a donor crop into the mask box (True) or a donor scene around the subject
+    rendering: Rendering | None = None  # the declared value: the donor (composite) or colour (recolour) to use
 
     def check(self) -> None:
         """An RGB image and, if given, a non-empty mask of its size; else ValueError saying what is wrong."""
@@ -61,13 +62,20 @@ class Segmenter(Backend, MaskSegmenter, Protocol):
 
 
 class ImageEditor(Backend, Protocol):
-    """Inpainters (mask + text) and instruction editors (text only) alike: one output per request, in order."""
+    """Inpainters (mask + text) and instruction editors (text only) alike: one output per request, in order.
+
+    ``renderings(template)`` declares the values the backend can truly put into an image for that
+    category (the idea stage draws only from these), or none and the reason why."""
 
     def edit(self, requests: list[EditRequest]) -> list[Image.Image]: ...
 
+    def renderings(self, template: Template) -> tuple[list[Rendering], str]: ...
+
 
 class QuestionWriter(Backend, Protocol):
-    def idea(self, template: Template, grounding: Grounding, rng: np.random.Generator) -> Idea: ...
+    def idea(
+        self, template: Template, grounding: Grounding, choices: list[Rendering], rng: np.random.Generator
+    ) -> Idea: ...
 
     def yes_no(self, template: Template, ctx: dict, level: str, high: str) -> str: ...
 

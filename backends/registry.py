@@ -38,6 +38,7 @@ BUILTIN_MODULES = (
     "perceptforge.backends.grounders",
     "perceptforge.backends.segmenters",
     "perceptforge.backends.inpainters",
+    "perceptforge.backends.recolour",
     "perceptforge.backends.editors",
     "perceptforge.backends.writers",
 )

@@ -22,6 +22,7 @@ from perceptforge.backends.devices import release
 from perceptforge.backends.registry import BackendSettings, Runtime, register
 from perceptforge.data import geometry
 from perceptforge.errors import PerceptforgeError
+from perceptforge.logic.edit_region import Hints
 
 
 class GrabCutSettings(BackendSettings):
@@ -60,16 +61,20 @@ class GrabCutSegmenter:
     def load(self) -> GrabCutSegmenter:
         return self
 
-    def box_mask(self, image: np.ndarray, box: Sequence[float]) -> np.ndarray:
+    def _downscaled(self, image: np.ndarray) -> tuple[np.ndarray, float]:
+        """GrabCut's cost grows with pixels: it runs on the image scaled to ``max_side``."""
         check_image(image)
         h, w = image.shape[:2]
-        x0, y0, x1, y1 = geometry.clip_xyxy(box, w, h)
         scale = min(1.0, self.max_side / max(h, w))
-        small = (
-            cv2.resize(image, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
-            if scale < 1
-            else image
-        )
+        if scale == 1:
+            return image, scale
+        size = (max(1, round(w * scale)), max(1, round(h * scale)))
+        return cv2.resize(image, size, interpolation=cv2.INTER_AREA), scale
+
+    def box_mask(self, image: np.ndarray, box: Sequence[float]) -> np.ndarray:
+        h, w = image.shape[:2]
+        x0, y0, x1, y1 = geometry.clip_xyxy(box, w, h)
+        small, scale = self._downscaled(image)
         sh, sw = small.shape[:2]
         rect = (int(x0 * scale), int(y0 * scale), max(1, int((x1 - x0) * scale)), max(1, int((y1 - y0) * scale)))
         rect = (min(rect[0], sw - 1), min(rect[1], sh - 1), min(rect[2], sw - rect[0]), min(rect[3], sh - rect[1]))
@@ -91,6 +96,35 @@ class GrabCutSegmenter:
 
     def candidates(self, image: np.ndarray, box: Sequence[float]) -> list[np.ndarray]:
         return [self.box_mask(image, box)]
+
+    def hinted_candidates(self, image: np.ndarray, box: Sequence[float], hints: Hints) -> list[np.ndarray]:
+        """GrabCut seeded with what the grounding knows: inside the box probably the subject, the hints'
+        inside boxes surely, their outside boxes (within the box) probably background."""
+        if not hints.inside and not hints.outside:
+            return self.candidates(image, box)
+        h, w = image.shape[:2]
+        small, scale = self._downscaled(image)
+        sh, sw = small.shape[:2]
+
+        def cells(b: Sequence[float]) -> tuple[slice, slice]:
+            x0, y0, x1, y1 = geometry.clip_xyxy(b, w, h)
+            return slice(int(y0 * scale), max(int(y0 * scale) + 1, int(y1 * scale))), slice(
+                int(x0 * scale), max(int(x0 * scale) + 1, int(x1 * scale))
+            )
+
+        seed = np.full((sh, sw), cv2.GC_BGD, np.uint8)
+        seed[cells(box)] = cv2.GC_PR_FGD
+        for b in hints.outside:
+            region = seed[cells(b)]
+            region[region == cv2.GC_PR_FGD] = cv2.GC_PR_BGD
+        for b in hints.inside:
+            seed[cells(b)] = cv2.GC_FGD
+        bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
+        cv2.setRNGSeed(0)
+        if (seed == cv2.GC_BGD).any() or (seed == cv2.GC_PR_BGD).any():
+            cv2.grabCut(cv2.cvtColor(small, cv2.COLOR_RGB2BGR), seed, None, bgd, fgd, self.iterations, cv2.GC_INIT_WITH_MASK)
+        fg = (seed == cv2.GC_FGD) | (seed == cv2.GC_PR_FGD)
+        return [cv2.resize(fg.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST).astype(bool)]
 
 
 @register("segmenter", "sam", SamSettings)

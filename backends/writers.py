@@ -1,8 +1,9 @@
 """The LLM stage behind one interface: ideas, question texts and distractors for a template.
 
-- ``template`` (embedded default): deterministic; picks the new value among the template's alternatives
-  with the unit's seeded generator and fills the template's wording.
-- ``openai``: any OpenAI-compatible endpoint with the paper's prompts (``prompts/idea``, ``prompts/questions``).
+- ``template`` (embedded default): deterministic; picks the new value among the values the edit backends
+  can render (the idea stage passes them) with the unit's seeded generator and fills the template's wording.
+- ``openai``: any OpenAI-compatible endpoint with the paper's prompts (``prompts/idea``, ``prompts/questions``);
+  the new value is constrained to the renderable values (an enum in the reply's JSON schema).
   Replies are asked as JSON (a JSON-schema response format), validated with pydantic; a malformed reply
   is sent back with the validation error, and after the retries the unit is quarantined with the raw
   text. Replies are cached on disk by (model, prompt hash, text, seed).
@@ -15,11 +16,11 @@ import re
 from typing import Annotated, Literal, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, create_model, field_validator
 
 from perceptforge.backends.chat import ChatClient, DiskCache, EndpointSettings
 from perceptforge.backends.registry import BackendSettings, Runtime, register
-from perceptforge.data.schema import Grounding, Idea
+from perceptforge.data.schema import Grounding, Idea, Rendering
 from perceptforge.logic import context
 from perceptforge.logic.templates import Template
 from perceptforge.prompts.library import Prompt, load_prompt
@@ -62,9 +63,9 @@ class TemplateWriter:
     def load(self) -> TemplateWriter:
         return self
 
-    def idea(self, template: Template, grounding: Grounding, rng: np.random.Generator) -> Idea:
-        old = context.original_value(template, grounding)
-        choices = [a for a in template.writer.alternatives if a.value.lower() != old.lower()]
+    def idea(
+        self, template: Template, grounding: Grounding, choices: list[Rendering], rng: np.random.Generator
+    ) -> Idea:
         pick = choices[int(rng.integers(0, len(choices)))]
         subject = grounding.subject.label
         caption = f"{grounding.caption.rstrip('.')}; the {subject}'s {template.attribute_name} is now {pick.value}."
@@ -72,10 +73,11 @@ class TemplateWriter:
             category=template.id,
             subject=subject,
             attribute=template.attribute,
-            old=old,
+            old=context.original_value(template, grounding),
             new=pick.value,
             new_caption=caption,
             high_level_value=pick.high,
+            rendering=pick,
         )
 
     def yes_no(self, template: Template, ctx: dict, level: str, high: str) -> str:
@@ -86,6 +88,7 @@ class TemplateWriter:
         return template.writer.mcq.format(subject=ctx["main_subject"], value="", high="")
 
     def distractors(self, template: Template, ctx: dict, rng: np.random.Generator) -> list[str]:
+        """Three other values of the same attribute, from the template's list."""
         taken = {ctx["new_value"].lower(), ctx["original_value"].lower()}
         pool = [a.value for a in template.writer.alternatives if a.value.lower() not in taken]
         if len(pool) < 3:
@@ -220,18 +223,28 @@ class OpenAIWriter:
             return reply
         raise AssertionError("unreachable")
 
-    def idea(self, template: Template, grounding: Grounding, rng: np.random.Generator) -> Idea:
+    def idea(
+        self, template: Template, grounding: Grounding, choices: list[Rendering], rng: np.random.Generator
+    ) -> Idea:
         ctx = context.build(template, grounding)
-        prompt = load_prompt(template.idea_prompt)
-        reply = self.ask(prompt, context.render(prompt, ctx), IdeaReply)
+        prompt, choose = load_prompt(template.idea_prompt), load_prompt("idea/choose_value")
+        by_value = {c.value: c for c in choices}
+        # The reply's schema admits only the renderable values: the model picks, it cannot invent.
+        reply_model = create_model(
+            "IdeaReply", __base__=IdeaReply, new_value=(Literal[tuple(by_value)], ...)  # type: ignore[valid-type]
+        )
+        text = context.render(prompt, ctx) + "\n" + choose.render(choices="; ".join(by_value))
+        reply = self.ask(prompt, text, reply_model)
+        pick = by_value[reply.new_value]
         return Idea(
             category=template.id,
             subject=grounding.subject.label,
             attribute=template.attribute,
             old=ctx["original_value"],
-            new=reply.new_value,
+            new=pick.value,
             new_caption=reply.new_caption,
-            high_level_value=reply.new_high or template.high,
+            high_level_value=pick.high,
+            rendering=pick,
         )
 
     def yes_no(self, template: Template, ctx: dict, level: str, high: str) -> str:

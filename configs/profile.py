@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
 from perceptforge.backends import registry
 from perceptforge.backends.chat import EndpointSettings
+from perceptforge.backends.clip_gate import ClipScorer
 from perceptforge.backends.devices import resolve_device
 from perceptforge.backends.registry import BackendSettings, Runtime
 from perceptforge.errors import InputError, describe_validation_error
@@ -26,8 +27,36 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Span(Section):
+    min: float = Field(ge=0, le=1)
+    max: float = Field(ge=0, le=1)
+
+
+class ClipGate(Section):
+    """The faithfulness gate: CLIP must match the edited region to the new value better than to the old."""
+
+    model: str = Field(description="local folder of a transformers CLIPModel (and its processor)")
+    margin: float = Field(0.0, description="required lead of the new value's similarity over the old value's")
+
+
 class Gates(Section):
     """Quality gates applied before annotators see a pair."""
+
+    mask_area: dict[str, Span] = Field(
+        default_factory=lambda: {
+            "background_substitution": Span(min=0.15, max=0.9),
+            "partial_substitution": Span(min=0.005, max=0.5),
+        },
+        description="edit kind → the share of the image its mask may cover",
+    )
+    max_subject_in_mask: dict[str, float] = Field(
+        default_factory=lambda: {"background_substitution": 0.45, "partial_substitution": 0.8},
+        description="edit kind → the largest share of the subject's box the mask may cover (the subject stays)",
+    )
+    max_old_kept: float = Field(
+        0.2, ge=0, le=1, description="the largest share of the regions the old value names that may stay unedited"
+    )
+    clip: ClipGate | None = None
 
     min_inside_change: float = Field(
         12.0, ge=0, description="mean absolute pixel change (0-255) inside the edit region"
@@ -54,7 +83,9 @@ class Profile(Section):
     seed: int = Field(0, description="the run's seed when the command line gives none")
     grounder: BackendSettings
     segmenter: BackendSettings
-    inpainter: BackendSettings
+    inpainter: list[BackendSettings] = Field(
+        description="mask editors, one or a list: each category is rendered by the ones that declare its values"
+    )
     editor: BackendSettings | None = Field(None, description="None: direct-alteration categories are skipped")
     llm: BackendSettings
     gates: Gates = Gates()
@@ -64,7 +95,7 @@ class Profile(Section):
         return {
             "grounder": self.grounder.backend,
             "segmenter": self.segmenter.backend,
-            "inpainter": self.inpainter.backend,
+            "inpainter": "+".join(s.backend for s in self.inpainter),
             "editor": self.editor.backend if self.editor else "none",
             "llm": self.llm.backend,
         }
@@ -74,9 +105,19 @@ class Profile(Section):
         return Runtime(device=resolve_device(self.device), dtype=self.dtype)
 
     def build(self, role: str, runtime: Runtime | None = None) -> Any:
-        """The backend serving ``role`` (None for an absent optional role), built but not loaded."""
+        """The backend serving ``role`` (None for an absent optional role; a list for ``inpainter``), built
+        but not loaded."""
         settings = getattr(self, role)
-        return None if settings is None else registry.build(role, settings, runtime or self.runtime())
+        runtime = runtime or self.runtime()
+        if isinstance(settings, list):
+            return [registry.build(role, s, runtime) for s in settings]
+        return None if settings is None else registry.build(role, settings, runtime)
+
+    def build_clip_gate(self, runtime: Runtime | None = None) -> ClipScorer | None:
+        """The faithfulness gate's CLIP model when the profile names one, built but not loaded."""
+        if self.gates.clip is None:
+            return None
+        return ClipScorer(self.gates.clip.model, (runtime or self.runtime()).device)
 
     def thread_workers(self) -> int:
         """Threads for the threads runner: enough for every endpoint's allowed requests in flight (each
@@ -92,9 +133,17 @@ def _role_type(role: str) -> Any:
     return Annotated[Union[models], Field(discriminator="backend")]
 
 
+def _as_list(value: Any) -> Any:
+    return [value] if isinstance(value, dict) else value
+
+
 def profile_model() -> type[Profile]:
     """``Profile`` with each backend section validated against the backends registered for its role."""
     fields: dict[str, Any] = {role: (_role_type(role), ...) for role in registry.ROLES if role != "editor"}
+    fields["inpainter"] = (
+        Annotated[list[_role_type("inpainter")], BeforeValidator(_as_list), Field(min_length=1)],  # type: ignore[misc]
+        ...,
+    )
     fields["editor"] = (
         Optional[_role_type("editor")],
         Field(None, description="None: direct-alteration categories are skipped"),

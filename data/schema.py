@@ -123,6 +123,24 @@ class EditKind(str, Enum):
     DIRECT = "direct_alteration"
 
 
+class Rendering(Record):
+    """One value an edit backend of the profile can put into an image, as it declares it: the phrase
+    questions use, what it means at the high level, and how the backend renders it."""
+
+    value: str = Field(min_length=1, description="the attribute's new value as questions name it")
+    high: str = Field(min_length=1, description="what it means at the template's high level")
+    backend: str = Field(min_length=1, description="the backend that renders it, e.g. 'composite'")
+    how: Literal["prompt", "donor", "colour"] = Field(
+        description="prompt: a text-driven model draws the value; donor: a labelled library photo is pasted; "
+        "colour: the region is recoloured"
+    )
+    donor: str | None = Field(None, description="donor library entry id (how = donor)")
+    colour: str | None = Field(None, pattern=r"^#[0-9a-f]{6}$", description="sRGB target colour (how = colour)")
+    region: str | None = Field(
+        None, description="label of the annotated region the edit changes, when not the template's target"
+    )
+
+
 class Idea(Record):
     """The manipulation proposed for one source image and category."""
 
@@ -134,11 +152,14 @@ class Idea(Record):
     new_caption: str = Field(min_length=1)
     high_level_value: str = Field("", description="what the change means at the high level, e.g. 'threatening someone'")
     target: Box | None = Field(None, description="region to edit (partial substitution); None for whole-subject edits")
+    rendering: Rendering | None = Field(None, description="the declared value the edit renders; new is its value")
 
     @model_validator(mode="after")
     def _changes(self) -> Idea:
         if self.old.strip().lower() == self.new.strip().lower():
             raise ValueError(f"idea changes nothing: old and new are both {self.old!r}")
+        if self.rendering is not None and self.rendering.value != self.new:
+            raise ValueError(f"idea's new value {self.new!r} is not the rendered value {self.rendering.value!r}")
         return self
 
 
@@ -161,6 +182,7 @@ class Edit(Record):
     seed: int
     params: dict[str, float | int | str | bool] = Field(default_factory=dict)
     mask_path: str | None = None
+    rendered: Rendering | None = Field(None, description="the value put into the image: donor or colour or prompt")
 
 
 class ImagePair(Record):
@@ -363,12 +385,14 @@ class Candidate(Record):
 
 
 class MaskRecord(Record):
-    """The mask stage's output, ``masks/<unit>.json``: the region to edit and the donor the edit uses."""
+    """The mask stage's output, ``masks/<unit>.json``: the region to edit and its gate measurements."""
 
     unit: str = Field(min_length=1)
     mask: ImageRef | None = Field(description="None for whole-image instruction edits")
-    donor: str | None = Field(None, description="stored path of the donor photo (composite editing)")
     segmenter: BackendRef
+    measurements: dict[str, float] = Field(
+        default_factory=dict, description="gate measurements: mask_area, subject_in_mask (fractions)"
+    )
 
 
 class EditRecord(Record):
@@ -378,6 +402,15 @@ class EditRecord(Record):
     pair: ImagePair
     edit: Edit
     backends: dict[str, BackendRef]
+
+
+class GateRecord(Record):
+    """The gates stage's output, ``gates/<unit>.json``: every measurement, whether the pair passed, and why not."""
+
+    unit: str = Field(min_length=1)
+    measurements: dict[str, float]
+    passed: bool
+    reason: str = ""
 
 
 class SplitManifest(Record):

@@ -10,7 +10,8 @@ import yaml
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from perceptforge.configs.profile import Profile
-from perceptforge.data.schema import BenchmarkItem, Candidate, EditKind
+from perceptforge.data.schema import BenchmarkItem, Candidate, EditKind, Rendering
+from perceptforge.logic import renderings
 from perceptforge.errors import InputError, PerceptforgeError
 from perceptforge.fileio import atomic_write_text, write_json
 from perceptforge.logic.templates import Template, templates
@@ -55,13 +56,24 @@ def select_templates(categories: list[str] | None) -> tuple[dict[str, Template],
     return found, {k: found[k] for k in sorted(set(categories))}
 
 
-def skipped_templates(used: dict[str, Template], prof: Profile) -> dict[str, str]:
-    """template id → why this profile cannot render it."""
-    return {
-        t.id: f"edit kind {t.edit_kind.value} needs an instruction editor; profile '{prof.name}' has none"
-        for t in used.values()
-        if t.edit_kind == EditKind.DIRECT and prof.editor is None
-    }
+def renderable_values(
+    used: dict[str, Template], prof: Profile, mask_editors: list[Any], editor: Any
+) -> tuple[dict[str, list[Rendering]], dict[str, str]]:
+    """(template id → the values the profile's edit backends declare they can render, template id → why
+    none can): instruction edits go to the editor, every other kind to the mask editors."""
+    offers, skipped = {}, {}
+    for t in used.values():
+        backends = ([editor] if editor else []) if t.edit_kind == EditKind.DIRECT else mask_editors
+        if not backends:
+            skipped[t.id] = f"edit kind {t.edit_kind.value} needs an instruction editor; profile '{prof.name}' has none"
+            continue
+        declared = [b.renderings(t) for b in backends]
+        values = renderings.merge([v for v, _ in declared])
+        if values:
+            offers[t.id] = values
+        else:
+            skipped[t.id] = "; ".join(why for _, why in declared)
+    return offers, skipped
 
 
 def select_entries(entries: list[SourceEntry], limit: int | None) -> list[SourceEntry]:

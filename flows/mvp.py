@@ -17,7 +17,7 @@ from perceptforge.flows.common import (
     record_run_settings,
     select_entries,
     select_templates,
-    skipped_templates,
+    renderable_values,
     summarise,
 )
 from perceptforge.outputs.report import write_report
@@ -40,12 +40,13 @@ def mvp_flow(
     prof = load_profile(profile)
     seed = prof.seed if seed is None else seed
     all_templates, used = select_templates(categories)
-    skipped = skipped_templates(used, prof)
+    runtime = prof.runtime()
+    mask_editors, editor = prof.build("inpainter", runtime), prof.build("editor", runtime)
+    offers, skipped = renderable_values(used, prof, mask_editors, editor)
     run = RunDir(Path(out).resolve())
     record_run_settings(run, prof, used)
     source_dir = Path(source).resolve()
     entries = select_entries(read_source_dir(source_dir, getattr(prof.grounder, "file", "annotations.json")), limit)
-    runtime = prof.runtime()
     runner = StageRunner(run, release_models=prof.release_models_between_stages)
 
     sources = ingest.ingest_stage(runner, entries, source_dir)
@@ -53,25 +54,18 @@ def mvp_flow(
     grounder = prof.build("grounder", runtime).load()
     groundings = ground.ground_stage(runner, sources, grounder, list(used.values()))
     writer = prof.build("llm", runtime).load()
-    renderable = [t for t in used.values() if t.id not in skipped]
-    ideas = idea.idea_stage(runner, {sid: e for sid, (e, _) in sources.items()}, groundings, renderable, writer, seed)
+    renderable = [t for t in used.values() if t.id in offers]
+    entries_by_id = {sid: e for sid, (e, _) in sources.items()}
+    ideas = idea.idea_stage(runner, entries_by_id, groundings, renderable, offers, writer, seed)
     candidates = questions.questions_stage(runner, ideas, ingested, writer, all_templates, seed)
     by_unit = {u.name: c for u, c in candidates}
-    donors = [record.stored for e, record in sources.values() if not e.subject]
+    segmenter = prof.build("segmenter", runtime).load()
     masks = mask.mask_stage(
-        runner,
-        candidates,
-        all_templates,
-        ingested,
-        groundings,
-        prof.build("segmenter", runtime).load(),
-        donors,
-        seed,
-        runtime.device,
+        runner, candidates, all_templates, ingested, groundings, segmenter, prof.gates, seed, runtime.device
     )
-    backends = {"inpainter": prof.build("inpainter", runtime).load(), "editor": prof.build("editor", runtime)}
+    backends = {b.name: b.load() for b in mask_editors} | ({editor.name: editor} if editor else {})
     edits = edit.edit_stage(runner, masks, by_unit, all_templates, ingested, backends, seed, runtime.device)
-    passed = gates.gates_stage(runner, edits, prof.gates)
+    passed = gates.gates_stage(runner, edits, by_unit, prof.gates, prof.build_clip_gate(runtime))
     made = items.items_stage(runner, passed, by_unit)
 
     summary = summarise(

@@ -8,6 +8,7 @@ Partial substitution edits the target's mask; direct alteration has no mask (the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -17,16 +18,53 @@ from perceptforge.logic.mask_select import jitter_box, random_resize, select_mas
 from perceptforge.logic.templates import Template
 
 
+@dataclass(frozen=True)
+class Hints:
+    """What the grounding already says about a subject's extent: boxes surely inside it (the middle of its
+    face) and boxes that belong to the background it stands in (the flag its background value names)."""
+
+    inside: tuple[tuple[float, float, float, float], ...] = ()
+    outside: tuple[tuple[float, float, float, float], ...] = ()
+
+
 class MaskSegmenter(Protocol):
-    """The mask calls a segmenter offers; ``backends.protocols.Segmenter`` adds name, model id and loading."""
+    """The mask calls a segmenter offers; ``backends.protocols.Segmenter`` adds name, model id and loading.
+    A segmenter may also offer ``hinted_candidates(image, box, hints)``, used for background substitution."""
 
     def box_mask(self, image: np.ndarray, box: Sequence[float]) -> np.ndarray: ...
 
     def candidates(self, image: np.ndarray, box: Sequence[float]) -> list[np.ndarray]: ...
 
 
-def target_box(template: Template, grounding: Grounding, old_value: str) -> tuple[float, float, float, float]:
-    """The box of what the template edits: the subject, its face, or the object its attribute names."""
+def subject_hints(grounding: Grounding, old_background: str) -> Hints:
+    """The object regions the old background value names (surely not the subject: its flag, its backdrop)
+    and the middle half of each annotated face (surely the subject; other objects, a tripod, may stand
+    half outside the subject's outline)."""
+    wanted = old_background.lower()
+    inside, outside = [], []
+    for r in grounding.regions:
+        if r.role == "object" and r.label.lower() in wanted:
+            outside.append(r.box.xyxy)
+        elif r.role == "face":
+            x0, y0, x1, y1 = r.box.xyxy
+            dx, dy = (x1 - x0) / 4, (y1 - y0) / 4
+            inside.append((x0 + dx, y0 + dy, x1 - dx, y1 - dy))
+    return Hints(tuple(inside), tuple(outside))
+
+
+def target_box(
+    template: Template, grounding: Grounding, old_value: str, region: str | None = None
+) -> tuple[float, float, float, float]:
+    """The box of what the template edits: the subject, its face, or the object its attribute names; or,
+    when the rendered value names one (``region``, e.g. "hair"), the annotated region of that label."""
+    if region is not None:
+        named = [r for r in grounding.regions if r.label.lower() == region.lower()]
+        if not named:
+            raise ValueError(
+                f"source {grounding.source_id}: template {template.id} changes the {region}, but no {region!r} "
+                "region is annotated"
+            )
+        return named[0].box.xyxy
     if template.target in ("subject", "background", "whole"):
         return grounding.subject.box.xyxy
     if template.target == "face":
@@ -52,14 +90,18 @@ def edit_mask(
     old_value: str,
     segmenter: MaskSegmenter,
     rng: np.random.Generator,
+    region: str | None = None,
 ) -> np.ndarray | None:
     """(H, W) bool, True = region to change; None for whole-image instruction edits."""
     if template.edit_kind.value == "direct_alteration":
         return None
     h, w = image.shape[:2]
-    box = target_box(template, grounding, old_value)
+    box = target_box(template, grounding, old_value, region)
     if template.edit_kind.value == "background_substitution" or template.target == "background":
-        candidates = segmenter.candidates(image, jitter_box(box, w, h, rng))
+        jittered = jitter_box(box, w, h, rng)
+        hinted = getattr(segmenter, "hinted_candidates", None)
+        hints = subject_hints(grounding, grounding.attributes.get("background", ""))
+        candidates = hinted(image, jittered, hints) if hinted else segmenter.candidates(image, jittered)
         keep = random_resize(candidates[select_mask(candidates, box)], rng)
         mask = ~keep
     else:

@@ -15,6 +15,47 @@ def region_change(natural: np.ndarray, manipulated: np.ndarray, mask: np.ndarray
     return inside, outside
 
 
+Box = tuple[float, float, float, float]
+
+
+def _box_pixels(mask: np.ndarray, box: Box) -> np.ndarray:
+    h, w = mask.shape
+    x0, y0, x1, y1 = (int(round(v)) for v in box)
+    return mask[max(0, y0) : min(h, y1), max(0, x0) : min(w, x1)]
+
+
+def mask_measurements(mask: np.ndarray, subject_box: Box, old_boxes: list[Box] = ()) -> dict[str, float]:
+    """``mask_area``: the share of the image the mask covers; ``subject_in_mask``: the share of the
+    subject's box it covers (the subject must stay recognisable); with the boxes of what the old value
+    names (the flag of "a flag and a backdrop"), ``old_kept``: the share of them the edit leaves as it was."""
+    inside = _box_pixels(mask, subject_box)
+    measured = {
+        "mask_area": round(float(mask.mean()), 6),
+        "subject_in_mask": round(float(inside.mean()) if inside.size else 0.0, 6),
+    }
+    if old_boxes:
+        named = np.zeros_like(mask)
+        for box in old_boxes:
+            _box_pixels(named, box)[...] = True
+        measured["old_kept"] = round(float((named & ~mask).sum() / max(1, named.sum())), 6)
+    return measured
+
+
+def mask_verdict(
+    measured: dict[str, float], area: tuple[float, float] | None, max_subject: float | None, max_old_kept: float
+) -> str | None:
+    """Why a mask is degenerate for its edit kind (too small to show the change, so large it is a new image,
+    swallowing the subject, or leaving the old value in view), or None."""
+    a = measured["mask_area"]
+    if area is not None and not area[0] <= a <= area[1]:
+        return f"mask area {a:.1%} is outside {area[0]:.1%}–{area[1]:.1%} for this edit kind"
+    if max_subject is not None and measured["subject_in_mask"] > max_subject:
+        return f"mask covers {measured['subject_in_mask']:.0%} of the subject's box (at most {max_subject:.0%})"
+    if measured.get("old_kept", 0.0) > max_old_kept:
+        return f"{measured['old_kept']:.0%} of what the old value names stays in view (at most {max_old_kept:.0%})"
+    return None
+
+
 def phash(image: Image.Image, size: int = 8) -> int:
     """64-bit perceptual hash: DCT of a 32x32 grayscale, low 8x8 frequencies against their median."""
     import cv2
@@ -29,19 +70,27 @@ def hamming(a: int, b: int) -> int:
     return bin(a ^ b).count("1")
 
 
-def check_pair(natural: Image.Image, manipulated: Image.Image, mask: np.ndarray | None, gates) -> str | None:
-    if natural.size != manipulated.size:
-        return f"sizes differ: natural {natural.size}, manipulated {manipulated.size}"
+def pair_measurements(natural: Image.Image, manipulated: Image.Image, mask: np.ndarray | None) -> dict[str, float]:
+    """``inside_change`` and ``outside_change``: mean absolute pixel change in and out of the edit region
+    (a whole-image edit has no outside)."""
     a, b = np.asarray(natural), np.asarray(manipulated)
-    if mask is None:  # a whole-image edit: the whole image must change
-        mask = np.ones(a.shape[:2], bool)
-        inside, outside = region_change(a, b, mask)[0], 0.0
-    else:
-        inside, outside = region_change(a, b, mask)
-    if inside < gates.min_inside_change:
-        return f"too little change inside the edit region: {inside:.1f} < {gates.min_inside_change}"
-    if outside > gates.max_outside_change:
-        return f"too much change outside the edit region: {outside:.1f} > {gates.max_outside_change}"
+    whole = mask is None
+    inside, outside = region_change(a, b, np.ones(a.shape[:2], bool) if mask is None else mask)
+    return {"inside_change": round(inside, 3), "outside_change": 0.0 if whole else round(outside, 3)}
+
+
+def pair_verdict(measured: dict[str, float], min_inside: float, max_outside: float, clip_margin: float | None) -> str | None:
+    """Why a pair fails: too little change where the edit was, too much elsewhere, or (with the CLIP gate)
+    an edited region that does not look more like the new value than the old one; None if it passes."""
+    if measured["inside_change"] < min_inside:
+        return f"too little change inside the edit region: {measured['inside_change']:.1f} < {min_inside}"
+    if measured["outside_change"] > max_outside:
+        return f"too much change outside the edit region: {measured['outside_change']:.1f} > {max_outside}"
+    if clip_margin is not None and measured["clip_new"] - measured["clip_old"] < clip_margin:
+        return (
+            f"the edited region does not match the new value: CLIP {measured['clip_new']:.3f} (new) vs "
+            f"{measured['clip_old']:.3f} (old), margin {clip_margin}"
+        )
     return None
 
 

@@ -6,6 +6,8 @@ flow turns into a quarantine entry. The random generator is always passed in.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from pydantic import ValidationError
 
@@ -67,9 +69,14 @@ def cross_mcq_low(
     return _validated(CrossImageMCQ, question=question, options=options, answer=answer, level="low")
 
 
-def cross_mcq_high(question: str, high: str, rng: np.random.Generator) -> CrossImageMCQ:
-    """Which high-level aspect changed: the five high-level categories as options."""
+def cross_mcq_high(
+    question: str, high: str, rng: np.random.Generator, exclude: Sequence[str] = ()
+) -> CrossImageMCQ:
+    """Which high-level aspect changed: the five high-level categories as options, less those the edit
+    also changes (``exclude``), which would make a second option right."""
     if high not in HIGH_LEVEL_OPTIONS:
         raise ValueError(f"high-level category {high!r} is not one of {HIGH_LEVEL_OPTIONS}")
-    options, answer = place_answer(high, [h for h in HIGH_LEVEL_OPTIONS if h != high], rng)
+    if high in exclude:
+        raise ValueError(f"high-level category {high!r} cannot be both the answer and excluded")
+    options, answer = place_answer(high, [h for h in HIGH_LEVEL_OPTIONS if h != high and h not in exclude], rng)
     return _validated(CrossImageMCQ, question=question, options=options, answer=answer, level="high")

@@ -52,6 +52,12 @@ class Alternative(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     value: str = Field(min_length=1, description="a new value of the attribute")
     high: str = Field(min_length=1, description="what it means at the high level (behaviour, role, emotion, …)")
+    colour: str | None = Field(
+        None, pattern=r"^#[0-9a-f]{6}$", description="sRGB colour: a recolour editor can render this value"
+    )
+    region: str | None = Field(
+        None, description="label of the annotated region this value changes, when not the template's target"
+    )
 
 
 class Writer(BaseModel):
@@ -94,6 +100,14 @@ class Template(BaseModel):
     yes_no_prompt: str
     high_prompt: str
     cross_description: str = Field(min_length=1, description="the release's wording for cross-image MCQs")
+    cross_high_exclude: list[Literal["identity", "emotion", "scenario", "role", "behaviour"]] = Field(
+        default_factory=list,
+        description="high levels this category's edit changes as well (a new background changes the scenario "
+        "too): left out of the cross-image high-level options so that one answer is right",
+    )
+    donor_kind: Literal["scene", "object", "group"] | None = Field(
+        None, description="which donor-library entries a compositing editor may paste for this category"
+    )
     writer: Writer
 
     def category(self) -> Category:

@@ -1,6 +1,8 @@
-"""RUN_DIR/report.html: a contact sheet of every pair (natural, mask overlay, manipulated, questions and
-answers) and bar charts of items per category and level and of failures per stage. Self-contained: the
-images it shows are the run's own files, linked by relative path; the charts are inline SVG."""
+"""RUN_DIR/report.html: a contact sheet of every pair (natural, mask overlay, manipulated, the value the
+edit rendered, gate measurements, every item's id, question and answer), the quarantined units with their
+reasons, measurements and rejected masks, the skipped categories with why, and bar charts of items per
+category and level and of failures per stage. Self-contained: the images it shows are the run's own files,
+linked by relative path; the charts are inline SVG."""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ h1{margin-bottom:4px} .meta{color:#666;margin-bottom:18px}
 table{border-collapse:collapse;font-size:13px;margin-top:8px;width:100%}
 td{border-top:1px solid #eee;padding:4px 6px;vertical-align:top} .ok{color:#0a7d32;font-weight:600}
 .tag{display:inline-block;background:#eef;border-radius:4px;padding:1px 6px;margin-right:6px;font-size:12px}
+.id{font-family:ui-monospace,monospace;font-size:11px;color:#777;margin-right:6px}
+.measure{font-size:12px;color:#555;margin:6px 0} .q td{font-size:12px}
 .tag.kept{background:#d7f0dd} .tag.rejected,.tag.invalid_correction{background:#f6d5d5} .tag.conflict{background:#fbe7c6}
 """
 
@@ -81,6 +85,50 @@ def verification_charts(verification: dict | None) -> str:
     )
 
 
+def rendered_text(rendered: dict | None) -> str:
+    """What the edit put into the image, as a person reads it."""
+    if not rendered:
+        return "not recorded"
+    how = {"donor": f"donor photo <b>{html.escape(str(rendered.get('donor')))}</b>", "prompt": "drawn from its text"}
+    if rendered["how"] == "colour":
+        swatch = f"<span style='display:inline-block;width:12px;height:12px;background:{rendered['colour']}'></span>"
+        return f"recoloured to {swatch} {rendered['colour']} by {html.escape(rendered['backend'])}"
+    return f"{how.get(rendered['how'], rendered['how'])} by {html.escape(rendered['backend'])}"
+
+
+def measurements_text(*records: dict | None) -> str:
+    values = {k: v for r in records if r for k, v in r.get("measurements", {}).items()}
+    return " · ".join(f"{k} {v:.3g}" for k, v in sorted(values.items())) or "none"
+
+
+def quarantine_table(run: RunDir, quarantined: list[dict]) -> str:
+    """Every quarantined unit: its stage, reason, measurements and, for a rejected mask, the mask itself."""
+    if not quarantined:
+        return ""
+    rows = []
+    for q in sorted(quarantined, key=lambda r: r["unit"]):
+        picture = ""
+        if q.get("mask") and q.get("natural"):
+            overlay = mask_overlay(run, q["natural"], q["mask"])
+            picture = f"<img src='{overlay}' loading='lazy' style='width:120px;height:120px;object-fit:contain'>"
+        rows.append(
+            f"<tr><td class='id'>{html.escape(q['unit'])}</td><td>{html.escape(q['stage'])}</td>"
+            f"<td>{html.escape(q['reason'])}: {html.escape(q.get('detail', ''))}</td>"
+            f"<td>{html.escape(measurements_text(q))}</td><td>{picture}</td></tr>"
+        )
+    return (
+        "<h2>quarantined units</h2><table class='q'><tr><th>unit</th><th>stage</th><th>why</th>"
+        f"<th>measurements</th><th>mask</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def skipped_list(skipped: dict[str, str]) -> str:
+    if not skipped:
+        return ""
+    rows = "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in sorted(skipped.items()))
+    return f"<h2>categories this profile cannot render</h2><ul>{rows}</ul>"
+
+
 def write_report(run: RunDir) -> str:
     summary = json.loads(run.sub("summary.json").read_text()) if run.sub("summary.json").exists() else {}
     items = (
@@ -92,7 +140,8 @@ def write_report(run: RunDir) -> str:
     for item in items:
         by_unit[item["lineage"]["artifacts"]["candidate"]].append(item)
     per_cat_level = Counter(f"{i['category']['low']} {i['question'].get('level', '')}" for i in items)
-    failures = Counter(q["stage"] for q in run.quarantined())
+    quarantined = run.quarantined()
+    failures = Counter(q["stage"] for q in quarantined)
     verdicts = verification_by_item(run)
     cards = []
     for _unit, unit_items in sorted(by_unit.items()):
@@ -114,16 +163,22 @@ def write_report(run: RunDir) -> str:
             status = verdicts.get(item["id"], {}).get("status")
             badge = f"<span class='tag {status}'>{status}</span>" if status else ""
             rows.append(
-                f"<tr><td><span class='tag'>{q['kind']} {q.get('level', '')}</span>{badge}{html.escape(q['question'])}<br>{opts}</td>"
+                f"<tr><td><span class='id'>{item['id']}</span><span class='tag'>{q['kind']} {q.get('level', '')}</span>"
+                f"{badge}{html.escape(q['question'])}<br>{opts}</td>"
                 f"<td class='ok'>{html.escape(answer)}</td></tr>"
             )
-        cat = first["category"]
+        cat, unit = first["category"], first["lineage"]["artifacts"]["candidate"].split("/")[-1][: -len(".json")]
+        gate = run.read_record(f"gates/{unit}.json")
+        mask_record = run.read_record(f"masks/{unit}.json")
         figures = "".join(
             f"<figure><img src='{p}' loading='lazy'><figcaption>{n}</figcaption></figure>" for n, p in figs
         )
         cards.append(
-            f"<div class='card'><div><span class='tag'>{cat['low']} {html.escape(cat['name'])}</span>"
-            f"{html.escape(idea['old'])} → <b>{html.escape(idea['new'])}</b> ({html.escape(first['edit']['backend'])}, {html.escape(first['edit']['kind'])})</div>"
+            f"<div class='card'><div><span class='id'>{html.escape(unit)}</span>"
+            f"<span class='tag'>{cat['low']} {html.escape(cat['name'])}</span>"
+            f"{html.escape(idea['old'])} → <b>{html.escape(idea['new'])}</b> ({html.escape(first['edit']['kind'])})</div>"
+            f"<div class='measure'>rendered: {rendered_text(first['edit'].get('rendered'))} · high level: "
+            f"{html.escape(idea.get('high_level_value', ''))}<br>gates: {html.escape(measurements_text(mask_record, gate))}</div>"
             f"<div class='imgs'>{figures}</div>"
             f"<table>{''.join(rows)}</table></div>"
         )
@@ -133,6 +188,7 @@ def write_report(run: RunDir) -> str:
         f"<div class='charts'>{bar_chart('items per category and level', dict(sorted(per_cat_level.items())))}"
         f"{bar_chart('failures per stage', dict(sorted(failures.items())), '#C44E52')}"
         f"{verification_charts(summary.get('verification'))}</div>{''.join(cards)}"
+        f"{quarantine_table(run, quarantined)}{skipped_list(summary.get('skipped_categories', {}))}"
     )
     page = f"<!doctype html><html><head><meta charset='utf-8'><title>perceptforge report</title><style>{CSS}</style></head><body>{body}</body></html>\n"
     atomic_write_text(run.sub("report.html"), page)

@@ -17,7 +17,7 @@ from prefect.cache_policies import NO_CACHE
 
 from perceptforge.backends.devices import device_lock
 from perceptforge.backends.protocols import EditRequest, ImageEditor
-from perceptforge.data.schema import BackendRef, Candidate, EditKind, EditRecord, IngestedSource, MaskRecord
+from perceptforge.data.schema import BackendRef, Candidate, EditRecord, IngestedSource, MaskRecord
 from perceptforge.logic.edit_region import pastes_into_box
 from perceptforge.logic.ids import edit_seed
 from perceptforge.logic.templates import Template
@@ -40,22 +40,25 @@ class EditUnit:
         return self.candidate.unit
 
     @property
-    def backend_role(self) -> str:
-        """``editor`` for whole-image instruction edits, ``inpainter`` for everything with a mask."""
-        return "editor" if self.template.edit_kind == EditKind.DIRECT else "inpainter"
+    def backend(self) -> str:
+        """The name of the backend that declared the unit's value (its idea's rendering)."""
+        rendering = self.candidate.idea.rendering
+        if rendering is None:
+            raise ValueError(f"{self.name}: the idea names no rendering (a run made before renderings existed?)")
+        return rendering.backend
 
 
 def plan_batches(units: list[EditUnit], batch_sizes: dict[str, int]) -> list[list[EditUnit]]:
-    """Chunks of at most ``batch_sizes[role]`` units that share a backend and an image size (one pipeline
+    """Chunks of at most ``batch_sizes[backend]`` units that share a backend and an image size (one pipeline
     call takes one size), in a fixed order that depends only on the units."""
 
     def key(u: EditUnit) -> tuple[str, int, int, str]:
-        return (u.backend_role, u.source.width, u.source.height, u.name)
+        return (u.backend, u.source.width, u.source.height, u.name)
 
     batches: list[list[EditUnit]] = []
     for u in sorted(units, key=key):
         last = batches[-1] if batches else None
-        if last and key(last[0])[:3] == key(u)[:3] and len(last) < batch_sizes.get(u.backend_role, 1):
+        if last and key(last[0])[:3] == key(u)[:3] and len(last) < batch_sizes.get(u.backend, 1):
             last.append(u)
         else:
             batches.append([u])
@@ -65,18 +68,22 @@ def plan_batches(units: list[EditUnit], batch_sizes: dict[str, int]) -> list[lis
 def edit_request(unit: EditUnit, run: RunDir, seed: int) -> EditRequest:
     image = load_rgb(run.sub(unit.source.stored))
     mask = run.load_mask(unit.mask.mask.path) if unit.mask.mask else None
+    rendering = unit.candidate.idea.rendering
     if mask is None:
         return EditRequest(
-            image=image, mask=None, prompt=unit.candidate.instruction or "", seed=edit_seed(seed, unit.name)
+            image=image,
+            mask=None,
+            prompt=unit.candidate.instruction or "",
+            seed=edit_seed(seed, unit.name),
+            rendering=rendering,
         )
-    donor = load_rgb(run.sub(unit.mask.donor)) if unit.mask.donor else None
     return EditRequest(
         image=image,
         mask=mask,
         prompt=unit.candidate.idea.new_caption,
         seed=edit_seed(seed, unit.name),
-        donor=donor,
         partial=pastes_into_box(unit.template),
+        rendering=rendering,
     )
 
 
@@ -101,6 +108,7 @@ def store_edit(
                 "seed": request.seed,
                 "params": {"partial": request.partial},
                 "mask_path": unit.mask.mask.path if unit.mask.mask else None,
+                "rendered": unit.candidate.idea.rendering,
             },
             "backends": {"segmenter": unit.mask.segmenter, "editor": editor},
         }
@@ -114,7 +122,7 @@ def edit_batch(
 
     The backend is called once for the whole batch (under the device's lock: one model stage per GPU);
     if that call fails, each unit is retried alone so only the unit at fault is lost."""
-    backend = backends[batch[0].backend_role]
+    backend = backends[batch[0].backend]
     results: list[EditRecord | Exception] = [RuntimeError("not edited")] * len(batch)
     prepared: list[tuple[int, EditRequest]] = []
     for i, unit in enumerate(batch):
@@ -172,7 +180,7 @@ def edit_stage(
     for u, m in masks:
         c = candidates[u.name]
         units[u.name] = (u, EditUnit(templates[c.lineage.template_id], c, sources[c.lineage.source_id], m))
-    sizes = {role: getattr(b, "batch_size", 1) for role, b in backends.items() if b is not None}
+    sizes = {name: getattr(b, "batch_size", 1) for name, b in backends.items()}
     batches = plan_batches([eu for _, eu in units.values()], sizes)
     planned = [[Unit(eu.name, units[eu.name][0].file, eu) for eu in batch] for batch in batches]
     return runner.map_batches("edit", edit, planned, backends, seed, device, models=backends.values())

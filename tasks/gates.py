@@ -1,8 +1,11 @@
-"""Gates: checks a pair must pass before annotators see it (``logic/gates.py`` holds the measurements)."""
+"""Gates: checks a pair must pass before annotators see it (``logic/gates.py`` holds the measurements).
+Every measurement is written to ``gates/<unit>.json``, passed or not; a failing pair is quarantined with
+its reason and measurements."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -10,42 +13,81 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from perceptforge.configs.profile import Gates
-from perceptforge.data.schema import EditRecord
-from perceptforge.logic.gates import check_pair, near_duplicates, phash
+from perceptforge.data.schema import Candidate, EditRecord, GateRecord
+from perceptforge.logic.gates import hamming, near_duplicates, pair_measurements, pair_verdict, phash
 from perceptforge.store.images import load_rgb
-from perceptforge.store.rundir import RunDir
+from perceptforge.store.rundir import RunDir, safe_name
 from perceptforge.tasks.runner import StageRunner, Unit
 
 
 class QualityGate(ValueError):
-    """The pair failed a quality gate; the message says which and by how much."""
+    """The unit failed a quality gate; the message says which and by how much, ``measurements`` all of them."""
+
+    def __init__(
+        self, reason: str, measurements: dict[str, float] | None = None, evidence: dict[str, str] | None = None
+    ):
+        super().__init__(reason)
+        self.measurements = measurements or {}
+        self.evidence = evidence or {}
 
 
-class NearDuplicate(ValueError):
+class NearDuplicate(QualityGate):
     """The pair's change nearly duplicates another unit's."""
 
 
+def edited_region(image: Image.Image, mask: np.ndarray | None) -> Image.Image:
+    """The mask's bounding box of ``image`` (the whole image for whole-image edits): what CLIP judges."""
+    if mask is None or not mask.any():
+        return image
+    ys, xs = np.nonzero(mask)
+    return image.crop((int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1))
+
+
 @task(name="gate", cache_policy=NO_CACHE)
-def gate(edit: EditRecord, gates: Gates, run_path: Path) -> int:
+def gate(unit: tuple[EditRecord, Candidate], gates: Gates, clip: Any, run_path: Path) -> int | QualityGate:
     """The perceptual hash of what the edit changed, if the pair passes; else QualityGate with the reason."""
+    edit, candidate = unit
     run = RunDir(run_path)
     natural, manipulated = (load_rgb(run.sub(ref.path)) for ref in (edit.pair.natural, edit.pair.manipulated))
+    if natural.size != manipulated.size:
+        return QualityGate(f"sizes differ: natural {natural.size}, manipulated {manipulated.size}")
     mask = run.load_mask(edit.pair.mask.path) if edit.pair.mask else None
-    reason = check_pair(natural, manipulated, mask, gates)
+    measured = pair_measurements(natural, manipulated, mask)
+    if clip is not None:
+        measured |= clip.measure(edited_region(manipulated, mask), candidate.idea.new, candidate.idea.old)
+    reason = pair_verdict(
+        measured, gates.min_inside_change, gates.max_outside_change, gates.clip.margin if gates.clip else None
+    )
+    record = GateRecord(unit=edit.unit, measurements=measured, passed=reason is None, reason=reason or "")
+    run.write_record(f"gates/{safe_name(edit.unit)}.json", record.model_dump(mode="json"))
     if reason:
-        raise QualityGate(reason)
+        return QualityGate(reason, measured)
     # Hash what the edit changed: whole-image hashes of small edits on one photo all look alike.
     change = np.abs(np.asarray(manipulated, np.int16) - np.asarray(natural, np.int16)).astype(np.uint8)
     return phash(Image.fromarray(change))
 
 
 def gates_stage(
-    runner: StageRunner, edits: list[tuple[Unit, EditRecord]], gates: Gates
+    runner: StageRunner,
+    edits: list[tuple[Unit, EditRecord]],
+    candidates: dict[str, Candidate],
+    gates: Gates,
+    clip: Any = None,
 ) -> list[tuple[Unit, EditRecord]]:
     """The edits that pass every gate, in unit order; the others are quarantined with the gate's reason."""
-    passed = runner.map("gates", gate, [Unit(u.name, u.file, e) for u, e in edits], gates)
-    dupes = near_duplicates([(u.name, h) for u, h in passed], gates.min_phash_distance)
+    units = [Unit(u.name, u.file, (e, candidates[u.name])) for u, e in edits]
+    passed = runner.map("gates", gate, units, gates, clip, models=[clip])
+    hashes = dict((u.name, h) for u, h in passed)
+    dupes = near_duplicates(list(hashes.items()), gates.min_phash_distance)
     for u, _ in passed:
         if u.name in dupes:
-            runner.quarantine("gates", u, NearDuplicate(f"manipulated image nearly duplicates {dupes[u.name]}'s"))
-    return [(u, u.value) for u, _ in passed if u.name not in dupes]
+            twin = dupes[u.name]
+            rel = f"gates/{safe_name(u.name)}.json"
+            record = GateRecord.model_validate(runner.run.read_record(rel))
+            measured = record.measurements | {"phash_distance": float(hamming(hashes[u.name], hashes[twin]))}
+            failure = NearDuplicate(f"manipulated image nearly duplicates {twin}'s", measured)
+            runner.run.write_record(
+                rel, record.model_copy(update={"measurements": measured, "passed": False, "reason": str(failure)}).model_dump(mode="json")
+            )
+            runner.quarantine("gates", u, failure)
+    return [(u, u.value[0]) for u, _ in passed if u.name not in dupes]

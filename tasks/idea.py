@@ -9,7 +9,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from perceptforge.backends.protocols import QuestionWriter
-from perceptforge.data.schema import EditKind, Grounding, IdeaRecord
+from perceptforge.data.schema import EditKind, Grounding, IdeaRecord, Rendering
+from perceptforge.logic import context, renderings
 from perceptforge.logic.ids import unit_id, unit_rng
 from perceptforge.logic.templates import Template
 from perceptforge.prompts.library import load_prompt
@@ -18,11 +19,17 @@ from perceptforge.store.sources import SourceEntry
 from perceptforge.tasks.runner import StageRunner, Unit, transient
 
 
-def make_idea(template: Template, grounding: Grounding, writer: QuestionWriter, seed: int) -> IdeaRecord:
-    """The idea, and for direct alteration the editor's instruction (MVP-Bench Appendix D). Raises ValueError
-    with a reason when the grounding lacks what the template changes."""
+def make_idea(
+    template: Template, grounding: Grounding, writer: QuestionWriter, offered: list[Rendering], seed: int
+) -> IdeaRecord:
+    """The idea, its new value one of those the profile's edit backends ``offered`` for the template, and
+    for direct alteration the editor's instruction (MVP-Bench Appendix D). Raises ValueError with a reason
+    when the grounding lacks what the template changes."""
     unit = unit_id(grounding.source_id, template)
-    idea = writer.idea(template, grounding, unit_rng(seed, unit))
+    choices = renderings.choices(offered, context.original_value(template, grounding))
+    if not choices:
+        raise ValueError(f"{unit}: the only value the edit backends can render is the natural image's own")
+    idea = writer.idea(template, grounding, choices, unit_rng(seed, unit))
     instruction = None
     if template.edit_kind == EditKind.DIRECT:
         instruction = load_prompt("editing/instruction").render(main_subject=idea.subject, old=idea.old, new=idea.new)
@@ -30,12 +37,18 @@ def make_idea(template: Template, grounding: Grounding, writer: QuestionWriter, 
 
 
 @task(name="idea", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
-def idea(unit: tuple[Template, Grounding], writer: QuestionWriter, seed: int, run_path: Path) -> IdeaRecord:
-    template, grounding = unit
+def idea(
+    unit: tuple[Template, Grounding, list[Rendering]], writer: QuestionWriter, seed: int, run_path: Path
+) -> IdeaRecord | ValueError:
+    template, grounding, offered = unit
     rel = f"ideas/{safe_name(unit_id(grounding.source_id, template))}.json"
-    record = RunDir(run_path).once(
-        rel, lambda: make_idea(template, grounding, writer, seed).model_dump(mode="json", exclude_none=True)
-    )
+    try:
+        record = RunDir(run_path).once(
+            rel,
+            lambda: make_idea(template, grounding, writer, offered, seed).model_dump(mode="json", exclude_none=True),
+        )
+    except ValueError as exc:  # expected: the source lacks what the category changes; quarantined in one line
+        return exc
     return IdeaRecord.model_validate(record)
 
 
@@ -44,8 +57,13 @@ def idea_stage(
     entries: dict[str, SourceEntry],
     groundings: dict[str, Grounding],
     templates: list[Template],
+    offers: dict[str, list[Rendering]],
     writer: QuestionWriter,
     seed: int,
 ) -> list[tuple[Unit, IdeaRecord]]:
-    units = [Unit(unit_id(sid, t), entries[sid].file_name, (t, g)) for sid, g in groundings.items() for t in templates]
+    units = [
+        Unit(unit_id(sid, t), entries[sid].file_name, (t, g, offers[t.id]))
+        for sid, g in groundings.items()
+        for t in templates
+    ]
     return runner.map("idea", idea, units, writer, seed)

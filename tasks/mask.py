@@ -1,5 +1,7 @@
 """Mask: for each unit, the region its edit changes (Eq. 1 for background substitution, the target's
-mask for partial substitution, none for direct alteration) and, for compositing, the donor photo."""
+mask for partial substitution, none for direct alteration), measured and gated before any pixel is edited:
+a mask too small to show the change, so large the pair is two unrelated images, or swallowing the subject
+is quarantined here with its measurements."""
 
 from __future__ import annotations
 
@@ -11,13 +13,37 @@ from prefect.cache_policies import NO_CACHE
 
 from perceptforge.backends.devices import device_lock
 from perceptforge.backends.protocols import Segmenter
+from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import BackendRef, Candidate, Grounding, IngestedSource, MaskRecord
 from perceptforge.logic.edit_region import edit_mask
+from perceptforge.logic.gates import mask_measurements, mask_verdict
 from perceptforge.logic.ids import unit_rng
 from perceptforge.logic.templates import Template
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir, safe_name
+from perceptforge.tasks.gates import QualityGate
 from perceptforge.tasks.runner import StageRunner, Unit
+
+
+def gate_mask(
+    template: Template, mask: np.ndarray, grounding: Grounding, old_value: str, gates: Gates
+) -> dict[str, float]:
+    """The mask's measurements; QualityGate (carrying them) when the mask is degenerate for its edit kind."""
+    kind = template.edit_kind.value
+    # What a substituted background names (its flag, its shuttle model) must go with it.
+    old_boxes = (
+        [r.box.xyxy for r in grounding.regions if r.role == "object" and r.label.lower() in old_value.lower()]
+        if kind == "background_substitution"
+        else []
+    )
+    measured = mask_measurements(mask, grounding.subject.box.xyxy, old_boxes)
+    span = gates.mask_area.get(kind)
+    reason = mask_verdict(
+        measured, (span.min, span.max) if span else None, gates.max_subject_in_mask.get(kind), gates.max_old_kept
+    )
+    if reason:
+        raise QualityGate(reason, measured)
+    return measured
 
 
 def make_mask(
@@ -27,22 +53,28 @@ def make_mask(
     grounding: Grounding,
     run: RunDir,
     segmenter: Segmenter,
-    donors: list[str],
+    gates: Gates,
     seed: int,
     device: str = "cpu",
 ) -> MaskRecord:
-    # One generator for the mask's jitter and resize, then the donor: the order the edit always drew them in.
     rng = unit_rng(seed, candidate.unit + ":edit")
     image = np.asarray(load_rgb(run.sub(source.stored)))
+    rendering = candidate.idea.rendering
     with device_lock(device):
-        mask = edit_mask(template, grounding, image, candidate.idea.old, segmenter, rng)
-    ref = run.store_mask(mask) if mask is not None else None
-    donor = donors[int(rng.integers(0, len(donors)))] if mask is not None and donors else None
+        mask = edit_mask(
+            template, grounding, image, candidate.idea.old, segmenter, rng, rendering.region if rendering else None
+        )
+    try:
+        measured = gate_mask(template, mask, grounding, candidate.idea.old, gates) if mask is not None else {}
+    except QualityGate as exc:  # keep the rejected mask so the report can show it
+        assert mask is not None
+        exc.evidence = {"natural": source.stored, "mask": run.store_mask(mask).path}
+        raise
     return MaskRecord(
         unit=candidate.unit,
-        mask=ref,
-        donor=donor,
+        mask=run.store_mask(mask) if mask is not None else None,
         segmenter=BackendRef(name=segmenter.name, model_id=segmenter.model_id),
+        measurements=measured,
     )
 
 
@@ -50,19 +82,22 @@ def make_mask(
 def mask(
     unit: tuple[Template, Candidate, IngestedSource, Grounding],
     segmenter: Segmenter,
-    donors: list[str],
+    gates: Gates,
     seed: int,
     device: str,
     run_path: Path,
-) -> MaskRecord:
+) -> MaskRecord | ValueError:
     template, candidate, source, grounding = unit
     run = RunDir(run_path)
-    record = run.once(
-        f"masks/{safe_name(candidate.unit)}.json",
-        lambda: make_mask(template, candidate, source, grounding, run, segmenter, donors, seed, device).model_dump(
-            mode="json"
-        ),
-    )
+    try:
+        record = run.once(
+            f"masks/{safe_name(candidate.unit)}.json",
+            lambda: make_mask(template, candidate, source, grounding, run, segmenter, gates, seed, device).model_dump(
+                mode="json", exclude_none=True
+            ),
+        )
+    except ValueError as exc:  # expected: no region to edit, or a degenerate mask; quarantined in one line
+        return exc
     return MaskRecord.model_validate(record)
 
 
@@ -73,7 +108,7 @@ def mask_stage(
     sources: dict[str, IngestedSource],
     groundings: dict[str, Grounding],
     segmenter: Segmenter,
-    donors: list[str],
+    gates: Gates,
     seed: int,
     device: str,
 ) -> list[tuple[Unit, MaskRecord]]:
@@ -81,4 +116,4 @@ def mask_stage(
     for u, c in candidates:
         sid = c.lineage.source_id
         units.append(Unit(u.name, u.file, (templates[c.lineage.template_id], c, sources[sid], groundings[sid])))
-    return runner.map("mask", mask, units, segmenter, donors, seed, device, models=[segmenter])
+    return runner.map("mask", mask, units, segmenter, gates, seed, device, models=[segmenter])

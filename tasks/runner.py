@@ -2,7 +2,8 @@
 
 A flow hands it a stage (a Prefect task) and its units; the runner submits one task per unit (or per
 batch), collects the results in unit order, quarantines a failed unit with its reason instead of failing
-the run, shows a progress bar per stage, times each stage, frees the stage's models when the profile
+the run (a task *returns* the exception for what is expected — a source without what a category changes,
+a gate's verdict — so Prefect logs no error for it; it raises for faults), shows a progress bar per stage, times each stage, frees the stage's models when the profile
 asks, and publishes the run's summary as Prefect artifacts. Resume is the tasks' own business: each
 writes one file per finished unit through ``RunDir.once``, so a rerun skips what is done.
 """
@@ -62,7 +63,8 @@ class StageRunner:
     console: Console = field(default_factory=lambda: Console(stderr=True))
 
     def quarantine(self, stage: str, unit: Unit, exc: BaseException) -> None:
-        extra = {"raw": exc.raw} if hasattr(exc, "raw") else {}
+        extra = {k: getattr(exc, k) for k in ("raw", "measurements") if hasattr(exc, k)}
+        extra |= getattr(exc, "evidence", {})  # run-relative paths of what shows the failure (a rejected mask)
         self.run.quarantine(unit.name, stage, type(exc).__name__, str(exc), file=unit.file, **extra)
         self.failures[f"{stage}: {type(exc).__name__}"] += 1
         log.warning("%s: %s quarantined: %s: %s", stage, unit.name, type(exc).__name__, exc)
@@ -77,9 +79,13 @@ class StageRunner:
         with _StageProgress(self.console, stage, len(futures)) as advance:
             for unit, future in futures:
                 try:
-                    done.append((unit, future.result()))
+                    result = future.result()
                 except Exception as exc:
-                    self.quarantine(stage, unit, exc)
+                    result = exc
+                if isinstance(result, Exception):  # raised (a fault) or returned (an expected quarantine)
+                    self.quarantine(stage, unit, result)
+                else:
+                    done.append((unit, result))
                 advance()
         self._end(stage, models)
         return done

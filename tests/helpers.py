@@ -2,17 +2,35 @@
 
 import sys
 
+# Gates that let every mask through: for tests of the stages after the mask, not of the gates.
+OPEN_GATES = {"mask_area": {}, "max_subject_in_mask": {}, "max_old_kept": 1.0}
+
 
 def perceptforge_cmd() -> list[str]:
     return [sys.executable, "-m", "perceptforge.cli"]
 
 
-def candidate_for(template, grounding, source_sha256, writer, all_templates, seed) -> dict:
-    """A unit's candidate as the idea and questions stages write it (``candidates/<unit>.json``)."""
+def local_offers(template) -> list:
+    """What the local profile's edit backends declare they can render for ``template`` (empty if none)."""
+    from perceptforge.configs.profile import load_profile
+    from perceptforge.flows.common import renderable_values
+
+    prof = load_profile("local")
+    offers, _ = renderable_values({template.id: template}, prof, prof.build("inpainter"), prof.build("editor"))
+    return offers.get(template.id, [])
+
+
+def candidate_for(template, grounding, source_sha256, writer, all_templates, seed, offered=None) -> dict:
+    """A unit's candidate as the idea and questions stages write it (``candidates/<unit>.json``). The
+    values drawn from are ``offered``, by default the local profile's, else (a category it cannot
+    render) the template's list as a text-driven editor offers it."""
+    from perceptforge.logic.renderings import from_alternatives
     from perceptforge.tasks.idea import make_idea
     from perceptforge.tasks.questions import make_candidate
 
-    idea = make_idea(template, grounding, writer, seed)
+    if offered is None:
+        offered = local_offers(template) or from_alternatives(template, "sd-inpaint")
+    idea = make_idea(template, grounding, writer, offered, seed)
     descriptions = [t.cross_description for t in all_templates.values()]
     return make_candidate(template, grounding, source_sha256, idea, writer, descriptions, seed).model_dump(
         mode="json", exclude_none=True

@@ -2,11 +2,11 @@ import dataclasses
 import random
 
 import pytest
-from helpers import candidate_for
+from helpers import OPEN_GATES, candidate_for
 
 from perceptforge.backends.devices import device_lock
 from perceptforge.backends.writers import TemplateWriter
-from perceptforge.configs.profile import load_profile
+from perceptforge.configs.profile import Gates, load_profile
 from perceptforge.data.schema import Candidate
 from perceptforge.logic.ids import edit_seed
 from perceptforge.logic.templates import templates
@@ -21,7 +21,7 @@ class CountingBackend:
     """The real composite inpainter, with a record of how many requests each call carried."""
 
     def __init__(self, fail_on: str | None = None):
-        self.inner, self.calls, self.fail_on = load_profile("local").build("inpainter"), [], fail_on
+        self.inner, self.calls, self.fail_on = load_profile("local").build("inpainter")[0], [], fail_on
         self.name, self.model_id = self.inner.name, self.inner.model_id
 
     def edit(self, requests):
@@ -37,43 +37,42 @@ def units_and_run(sample_dir, tmp_path_factory):
     entries = read_source_dir(sample_dir)
     sources = {e.source_id: ingest_entry(sample_dir, e, run) for e in entries}
     found = templates()
-    donors = [sources[e.source_id].stored for e in entries if not e.subject]
     segmenter = load_profile("local").build("segmenter")
     units = []
     for e in entries:
         if not e.subject:
             continue
         g, src = grounding_from_entry(e), sources[e.source_id]
-        for tid in ("B1", "I1", "S1"):
+        for tid in ("B1", "S1", "R2"):  # R2's values go to a text-driven editor: a second backend in the plan
             cand = Candidate.model_validate(candidate_for(found[tid], g, src.sha256, TemplateWriter(), found, 0))
-            units.append(
-                EditUnit(found[tid], cand, src, make_mask(found[tid], cand, src, g, run, segmenter, donors, 0))
-            )
-    return units, run, donors
+            mask = make_mask(found[tid], cand, src, g, run, segmenter, Gates(**OPEN_GATES), 0)
+            units.append(EditUnit(found[tid], cand, src, mask))
+    composite = [u for u in units if u.backend == "composite"]
+    return composite, run, units
 
 
 def models(backend):
-    return {"inpainter": backend}
+    return {"composite": backend}
 
 
-def test_plan_is_fixed_by_the_units_and_respects_role_size_and_batch_size(units_and_run):
-    units, _, _ = units_and_run
-    plan = plan_batches(units, {"inpainter": 2})
+def test_plan_is_fixed_by_the_units_and_respects_backend_size_and_batch_size(units_and_run):
+    _, _, units = units_and_run
+    sizes = {"composite": 2, "sd-inpaint": 3}
+    plan = plan_batches(units, sizes)
     shuffled = units[:]
     random.Random(3).shuffle(shuffled)
-    assert [[u.name for u in b] for b in plan_batches(shuffled, {"inpainter": 2})] == [
-        [u.name for u in b] for b in plan
-    ]
+    assert [[u.name for u in b] for b in plan_batches(shuffled, sizes)] == [[u.name for u in b] for b in plan]
     assert sorted(u.name for b in plan for u in b) == sorted(u.name for u in units)
+    assert {u.backend for u in units} == {"composite", "sd-inpaint"}
     for batch in plan:
-        assert len(batch) <= 2
-        assert len({(u.backend_role, u.source.width, u.source.height) for u in batch}) == 1
-    # the three units of one photo share a size, so the 9 units make at least 3 full batches of 2
-    assert sum(len(b) == 2 for b in plan) >= 3
+        assert len(batch) <= sizes[batch[0].backend]
+        assert len({(u.backend, u.source.width, u.source.height) for u in batch}) == 1
+    # two composite units per photo share a size: 3 full batches of 2
+    assert sum(len(b) == 2 and b[0].backend == "composite" for b in plan) == 3
 
 
 def test_one_backend_call_per_batch_and_results_do_not_depend_on_batch_mates(units_and_run):
-    units, run, donors = units_and_run
+    units, run, _ = units_and_run
     backend = CountingBackend()
     together = edit_batch(units[:3], run, models(backend), seed=0)
     assert backend.calls == [3]
@@ -84,7 +83,7 @@ def test_one_backend_call_per_batch_and_results_do_not_depend_on_batch_mates(uni
 
 
 def test_a_failing_unit_is_returned_as_its_error_and_the_rest_of_the_batch_survives(units_and_run):
-    units, run, donors = units_and_run
+    units, run, _ = units_and_run
     missing = dataclasses.replace(
         units[1], source=units[1].source.model_copy(update={"stored": "images/not-there.png"})
     )
@@ -131,7 +130,7 @@ class SlowBackend(CountingBackend):
 def test_one_model_call_at_a_time_per_accelerator(units_and_run, device, expected):
     from concurrent.futures import ThreadPoolExecutor
 
-    units, run, donors = units_and_run
+    units, run, _ = units_and_run
     backend = SlowBackend()
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda b: edit_batch(b, run, models(backend), 0, device), [units[:2], units[2:4]]))

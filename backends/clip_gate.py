@@ -1,0 +1,58 @@
+"""The faithfulness gate's model: a ``transformers`` CLIPModel (weights by local path) that says whether
+the edited region looks more like the new value than like the old one (MVP-Bench's manual check, made
+automatic for the gpu profile)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from perceptforge.backends.devices import release
+from perceptforge.errors import PerceptforgeError
+from perceptforge.prompts.library import load_prompt
+
+
+class ClipScorer:
+    name = "clip"
+
+    def __init__(self, model: str, device: str = "cpu"):
+        self.model_path, self.device = model, device
+        self.model_id = model
+        self.model: Any = None
+        self.processor: Any = None
+
+    def load(self) -> ClipScorer:
+        if self.model is None:
+            from transformers import CLIPModel, CLIPProcessor
+
+            path = Path(self.model_path).expanduser()
+            if not path.is_dir():
+                raise PerceptforgeError(f"{self.model_path}: CLIP model folder not found")
+            self.processor = CLIPProcessor.from_pretrained(path)
+            self.model = CLIPModel.from_pretrained(path).to(self.device).eval()
+        return self
+
+    def unload(self) -> None:
+        self.model = self.processor = None
+        release()
+
+    def similarities(self, image: Image.Image, values: list[str]) -> list[float]:
+        """Cosine similarity of the image to each value's text (``prompts/gates/clip_text``)."""
+        import torch
+
+        self.load()
+        prompt = load_prompt("gates/clip_text")
+        texts = [prompt.render(value=v) for v in values]
+        inputs = self.processor(text=texts, images=image, return_tensors="pt", padding=True).to(self.device)
+        with torch.no_grad():
+            img = self.model.get_image_features(pixel_values=inputs["pixel_values"])
+            txt = self.model.get_text_features(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+        img = img / img.norm(dim=-1, keepdim=True)
+        txt = txt / txt.norm(dim=-1, keepdim=True)
+        return [round(float(s), 6) for s in (txt @ img[0]).tolist()]
+
+    def measure(self, region: Image.Image, new: str, old: str) -> dict[str, float]:
+        sim_new, sim_old = self.similarities(region, [new, old])
+        return {"clip_new": sim_new, "clip_old": sim_old}

@@ -1,0 +1,40 @@
+"""What an edit backend can render for a category, as ``Rendering`` records the idea stage draws from."""
+
+from __future__ import annotations
+
+from perceptforge.data.schema import Rendering
+from perceptforge.logic.templates import Template
+
+
+def from_alternatives(template: Template, backend: str) -> list[Rendering]:
+    """A text-driven model draws any value of the template's list (diffusion inpainting, instruction editing)."""
+    return [
+        Rendering(value=a.value, high=a.high, backend=backend, how="prompt", region=a.region)
+        for a in template.writer.alternatives
+    ]
+
+
+def colours(template: Template, backend: str) -> list[Rendering]:
+    """The template's values that are a colour of a region: what a recolour editor can render."""
+    return [
+        Rendering(value=a.value, high=a.high, backend=backend, how="colour", colour=a.colour, region=a.region)
+        for a in template.writer.alternatives
+        if a.colour
+    ]
+
+
+def merge(offers: list[list[Rendering]]) -> list[Rendering]:
+    """All backends' values, each value once: the first backend that offers it renders it."""
+    seen: set[str] = set()
+    out = []
+    for offer in offers:
+        for r in offer:
+            if r.value.lower() not in seen:
+                seen.add(r.value.lower())
+                out.append(r)
+    return out
+
+
+def choices(offered: list[Rendering], old_value: str) -> list[Rendering]:
+    """The values a unit may get: every offered one but the natural image's own."""
+    return [r for r in offered if r.value.strip().lower() != old_value.strip().lower()]

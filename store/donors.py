@@ -1,0 +1,78 @@
+"""The labelled donor library a compositing editor pastes from: photos with a label phrase, a kind, what
+each means at a high level, and a licence line (``data/donors/donors.yaml`` is the bundled one)."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from perceptforge.errors import InputError, describe_validation_error
+
+DonorKind = Literal["scene", "object", "group"]
+HighLevel = Literal["identity", "emotion", "scenario", "role", "behaviour"]
+
+
+class Donor(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    file: str = Field(min_length=1)
+    mask: str | None = Field(None, description="cut-out mask PNG (white = the object), for object donors")
+    kind: DonorKind
+    label: str = Field(min_length=1, description="the value as questions name it")
+    highs: dict[HighLevel, str] = Field(min_length=1, description="high level → what the entry means there")
+    licence: str = Field(min_length=1)
+
+
+class _LibraryFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: int = Field(ge=1)
+    donors: list[Donor]
+
+
+def bundled_folder() -> Path:
+    return Path(str(resources.files("perceptforge.data").joinpath("donors")))
+
+
+class DonorLibrary:
+    """The entries of one library folder, by id; every file an entry names exists."""
+
+    def __init__(self, folder: Path, donors: list[Donor]):
+        self.folder, self.donors = folder, {d.id: d for d in donors}
+
+    @classmethod
+    def load(cls, folder: str | Path | None = None) -> DonorLibrary:
+        folder = Path(folder).expanduser() if folder else bundled_folder()
+        index = folder / "donors.yaml"
+        try:
+            raw = yaml.safe_load(index.read_text(encoding="utf-8"))
+            parsed = _LibraryFile.model_validate(raw)
+        except FileNotFoundError:
+            raise InputError(str(index), "donor library index not found") from None
+        except yaml.YAMLError as exc:
+            raise InputError(str(index), f"invalid YAML: {exc}") from None
+        except ValidationError as exc:
+            raise InputError(str(index), "; ".join(describe_validation_error(exc))) from None
+        seen: set[str] = set()
+        for d in parsed.donors:
+            if d.id in seen:
+                raise InputError(str(index), f"donor id {d.id!r} appears twice")
+            seen.add(d.id)
+            for name in filter(None, (d.file, d.mask)):
+                if not (folder / name).is_file():
+                    raise InputError(str(index), f"donor {d.id}: file {name!r} not found in {folder}")
+        return cls(folder, parsed.donors)
+
+    def of_kind(self, kind: str, high: str) -> list[Donor]:
+        """The entries of ``kind`` that say what they mean at ``high``, in id order."""
+        return [d for _, d in sorted(self.donors.items()) if d.kind == kind and high in d.highs]
+
+    def path(self, donor_id: str) -> Path:
+        return self.folder / self.donors[donor_id].file
+
+    def mask_path(self, donor_id: str) -> Path | None:
+        mask = self.donors[donor_id].mask
+        return self.folder / mask if mask else None
