@@ -47,11 +47,8 @@ class ClipScorer:
         texts = [prompt.render(value=v) for v in values]
         inputs = self.processor(text=texts, images=image, return_tensors="pt", padding=True).to(self.device)
         with torch.no_grad():
-            img = self.model.get_image_features(pixel_values=inputs["pixel_values"])
-            txt = self.model.get_text_features(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
-        img = img / img.norm(dim=-1, keepdim=True)
-        txt = txt / txt.norm(dim=-1, keepdim=True)
-        return [round(float(s), 6) for s in (txt @ img[0]).tolist()]
+            out = self.model(**inputs)  # image_embeds and text_embeds come out normalised
+        return [round(float(s), 6) for s in (out.text_embeds @ out.image_embeds[0]).tolist()]
 
     def measure(self, region: Image.Image, new: str, old: str) -> dict[str, float]:
         sim_new, sim_old = self.similarities(region, [new, old])

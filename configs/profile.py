@@ -177,4 +177,7 @@ def load_profile(name_or_path: str | os.PathLike) -> Profile:
     try:
         return profile_model().model_validate(raw)
     except ValidationError as exc:
-        raise InputError(str(path), "; ".join(describe_validation_error(exc))) from None
+        problems = describe_validation_error(exc)
+        if isinstance(raw.get("inpainter"), dict):  # written as one backend: name its keys as written
+            problems = [p.replace("inpainter.0.", "inpainter.", 1) for p in problems]
+        raise InputError(str(path), "; ".join(problems)) from None

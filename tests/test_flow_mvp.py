@@ -1,55 +1,97 @@
 import json
 import shutil
+from pathlib import Path
+
+import pytest
 
 from perceptforge.flows.mvp import mvp_flow
+from perceptforge.logic.templates import templates
+from perceptforge.store.donors import DonorLibrary
 
 
-def test_mvp_flow_ingests_and_grounds_sample(prefect_api, sample_dir, tmp_path):
-    out = tmp_path / "run"
-    summary = mvp_flow(source=str(sample_dir), profile="local", out=str(out), seed=0)
-    # 3 people × 11 categories (E2, S2 need an instruction editor); the cameraman has no sign or paper
-    # (B4) and Grace Hopper holds nothing (B3): those two units are quarantined with the reason.
+@pytest.fixture(scope="module")
+def demo_run(prefect_api, sample_dir, tmp_path_factory):
+    """The demo: the local profile on the bundled sample, seed 0."""
+    out = tmp_path_factory.mktemp("demo") / "run"
+    return out, mvp_flow(source=str(sample_dir), profile="local", out=str(out), seed=0)
+
+
+def test_mvp_flow_ingests_grounds_and_renders_only_what_the_local_backends_can(demo_run, sample_dir):
+    out, summary = demo_run
+    # 3 people × the 3 categories the local editors can render: scenes (B1, S1) from the donor library,
+    # hair colours (I1) by recolouring; every other category is skipped with the reason.
     counts = summary["counts"]
-    assert {k: counts[k] for k in ("sources", "ingested", "grounded", "candidates", "edited")} == {
+    assert {k: counts[k] for k in ("sources", "ingested", "grounded", "ideas", "candidates")} == {
         "sources": 6,
         "ingested": 6,
         "grounded": 3,
-        "candidates": 31,
-        "edited": 31,
+        "ideas": 9,
+        "candidates": 9,
     }
-    assert counts["items"] == 5 * counts["pairs"] and counts["pairs"] >= 25
-    assert counts["quarantined"] == 2 + (counts["edited"] - counts["pairs"])  # the two below, plus gate failures
-    assert set(summary["skipped_categories"]) == {"E2", "S2"}
-    assert "needs an instruction editor" in summary["skipped_categories"]["E2"]
-    q = [json.loads(line) for line in (out / "quarantine.jsonl").read_text().splitlines()]
-    assert [(r["unit"], r["stage"]) for r in q if r["stage"] == "idea"] == [("2-B4", "idea"), ("3-B3", "idea")]
-    assert all(r["stage"] == "gates" for r in q if r["stage"] != "idea")
+    assert counts["items"] == 5 * counts["pairs"] and counts["pairs"] >= 3
+    assert counts["quarantined"] == counts["candidates"] - counts["pairs"]
+    skipped = summary["skipped_categories"]
+    assert set(skipped) == {"B2", "B3", "B4", "E1", "E2", "I2", "R1", "R2", "R3", "S2"}
+    assert "needs an instruction editor" in skipped["E2"]
+    assert "the donor library has no group" in skipped["R2"] and "no value of R2 is a colour" in skipped["R2"]
+    q = {r["unit"]: r for r in map(json.loads, (out / "quarantine.jsonl").read_text().splitlines())}
+    assert "no 'hair' region is annotated" in q["3-I1"]["detail"]  # Grace Hopper's hair is under her cap
+    assert "mask area 0.0% is outside" in q["2-I1"]["detail"]  # GrabCut found no hair on the cameraman
+    for r in q.values():
+        assert r["stage"] in ("mask", "gates")
+        if r["reason"] == "QualityGate":  # a gate's verdict comes with every measurement and the mask it judged
+            assert {"mask_area", "subject_in_mask"} <= set(r["measurements"]) and (out / r["mask"]).exists()
     item = json.loads(next((out / "items").iterdir()).read_text())
     for ref in ("natural", "manipulated"):
         assert (out / item["pair"][ref]["path"]).exists()
     assert set(item["lineage"]["artifacts"]) >= {"grounding", "candidate", "edit"}
-    assert item["lineage"]["backends"]["segmenter"]["name"] == "grabcut" and item["edit"]["backend"] == "composite"
-    assert "<img src='images/" in (out / "report.html").read_text()
+    assert item["lineage"]["backends"]["segmenter"]["name"] == "grabcut"
+    report = (out / "report.html").read_text()
+    assert "<img src='images/" in report and "quarantined units" in report and item["id"] in report
+    assert "categories this profile cannot render" in report
+    for unit in {i["lineage"]["artifacts"]["edit"].split("/")[1][:-5] for i in map(json.loads, map(Path.read_text, (out / "items").iterdir()))}:
+        gate = json.loads((out / "gates" / f"{unit}.json").read_text())
+        assert gate["passed"] and {"inside_change", "outside_change"} <= set(gate["measurements"])
     sources = [json.loads(line) for line in (out / "sources.jsonl").read_text().splitlines()]
     assert [s["id"] for s in sources] == ["1", "2", "3", "4", "5", "6"]
-    for s in sources:
-        assert (out / s["stored"]).exists()
     assert sorted(p.name for p in (out / "groundings").iterdir()) == ["1.json", "2.json", "3.json"]
-    first = (out / "sources.jsonl").read_bytes()
+    first = {p.name: p.read_bytes() for p in sorted((out / "items").iterdir())}
     mvp_flow(source=str(sample_dir), profile="local", out=str(out), seed=0)
-    assert (out / "sources.jsonl").read_bytes() == first
-    candidate = json.loads((out / "candidates" / "1-B3.json").read_text())
-    assert (
-        candidate["lineage"]["source_sha256"] == sources[0]["sha256"] and candidate["lineage"]["template_version"] == 1
-    )
+    assert {p.name: p.read_bytes() for p in sorted((out / "items").iterdir())} == first
+    candidate = json.loads((out / "candidates" / "1-B1.json").read_text())
+    assert candidate["lineage"]["source_sha256"] == sources[0]["sha256"]
+    assert candidate["lineage"]["template_version"] == 2
     assert candidate["lineage"]["artifacts"]["grounding"] == "groundings/1.json"
+
+
+def test_every_item_answers_with_the_value_its_edit_rendered(demo_run):
+    out, _ = demo_run
+    library = DonorLibrary.load()
+    found = templates()
+    items = [json.loads(p.read_text()) for p in sorted((out / "items").iterdir())]
+    assert items
+    for item in items:
+        rendered, idea, q = item["edit"]["rendered"], item["idea"], item["question"]
+        assert rendered == idea["rendering"] and rendered["value"] == idea["new"], item["id"]
+        if rendered["how"] == "donor":  # the pasted photo is the library entry whose label is the answer
+            donor = library.donors[rendered["donor"]]
+            assert donor.label == rendered["value"] and item["edit"]["backend"] == "composite"
+            assert donor.highs[item["category"]["high"]] == idea["high_level_value"]
+        else:  # recoloured to the colour the template gives that very value
+            alt = next(a for a in found[item["category"]["low"]].writer.alternatives if a.value == rendered["value"])
+            assert rendered["how"] == "colour" and alt.colour == rendered["colour"] and item["edit"]["backend"] == "recolour"
+        if q["kind"] == "single_mcq":
+            assert q["options"]["ABCDE".index(q["answer"])] == rendered["value"], item["id"]
+        elif q["kind"] == "yes_no_pair":
+            wanted = rendered["value"] if q["level"] == "low" else rendered["high"]
+            assert wanted in q["question"] and q["answer_manipulated"] == "yes", item["id"]
 
 
 def test_candidates_are_byte_identical_per_seed(prefect_api, sample_dir, tmp_path):
     def run(name, seed):
         out = tmp_path / name
         mvp_flow(
-            source=str(sample_dir), profile="local", out=str(out), seed=seed, limit=2, categories=["B1", "B3", "I1"]
+            source=str(sample_dir), profile="local", out=str(out), seed=seed, limit=2, categories=["B1", "S1", "I1"]
         )
         return {f"{d}/{p.name}": p.read_bytes() for d in ("candidates", "items") for p in sorted((out / d).iterdir())}
 

@@ -17,6 +17,7 @@ from perceptforge.backends.writers import (
 )
 from perceptforge.errors import PerceptforgeError
 from perceptforge.logic import context
+from perceptforge.logic.renderings import from_alternatives
 from perceptforge.logic.templates import templates
 from perceptforge.store.sources import grounding_from_entry, read_source_dir
 
@@ -33,31 +34,48 @@ def writer(server, tmp_path, **kw):
 
 
 IDEA = json.dumps(
-    {"new_value": "a gun", "new_high": "threatening the crowd", "new_caption": "A woman astronaut holds a gun."}
+    {"new_value": "a microphone", "new_high": "singing", "new_caption": "A woman astronaut holds a microphone."}
 )
 
 
-def test_valid_json_idea_uses_the_paper_prompt_and_is_cached(astronaut, tmp_path):
+def choices(template_id):
+    return from_alternatives(templates()[template_id], "sd-inpaint")
+
+
+def test_valid_json_idea_uses_the_paper_prompt_is_held_to_the_renderable_values_and_cached(astronaut, tmp_path):
     b3 = templates()["B3"]
     with ChatServer(lambda req: IDEA) as server:
         w = writer(server, tmp_path)
-        idea = w.idea(b3, astronaut, np.random.default_rng(0))
-        assert (idea.old, idea.new, idea.high_level_value) == ("a space helmet", "a gun", "threatening the crowd")
+        idea = w.idea(b3, astronaut, choices("B3"), np.random.default_rng(0))
+        # the high level is the one declared with the value, not the model's free text
+        assert (idea.old, idea.new, idea.high_level_value) == ("a space helmet", "a microphone", "giving a speech")
+        assert idea.rendering is not None and idea.rendering.value == "a microphone"
         sent = server.requests[0]["messages"][0]["content"]
         assert sent.startswith(
             "I have an image and need help generating an idea to manipulate it. Change the woman to engage"
         )
         assert "Original Object: a space helmet" in sent
+        assert "Choose the New value from this list only" in sent and "a tennis racket; a paintbrush" in sent
+        schema = server.requests[0]["response_format"]["json_schema"]["schema"]
+        assert schema["properties"]["new_value"]["enum"] == [a.value for a in b3.writer.alternatives]
         assert server.requests[0]["response_format"]["type"] == "json_schema" and server.requests[0]["seed"] == 0
-        w.idea(b3, astronaut, np.random.default_rng(0))
+        w.idea(b3, astronaut, choices("B3"), np.random.default_rng(0))
         assert len(server.requests) == 1  # the second answer came from the disk cache
         assert w.client.usage.requests == 1 and w.client.usage.prompt_tokens == 10
 
 
+def test_a_value_no_backend_can_render_is_sent_back(astronaut, tmp_path):
+    invented = json.dumps({"new_value": "a gun", "new_caption": "A woman astronaut holds a gun."})
+    with ChatServer(script=[(200, invented), (200, IDEA)]) as server:
+        idea = writer(server, tmp_path).idea(templates()["B3"], astronaut, choices("B3"), np.random.default_rng(0))
+        assert idea.new == "a microphone"
+        assert "new_value" in server.requests[1]["messages"][2]["content"]
+
+
 def test_malformed_then_valid_sends_the_error_back(astronaut, tmp_path):
     with ChatServer(script=[(200, "New Behaviour: robbing"), (200, IDEA)]) as server:
-        idea = writer(server, tmp_path).idea(templates()["B3"], astronaut, np.random.default_rng(0))
-        assert idea.new == "a gun"
+        idea = writer(server, tmp_path).idea(templates()["B3"], astronaut, choices("B3"), np.random.default_rng(0))
+        assert idea.new == "a microphone"
         follow_up = server.requests[1]["messages"]
         assert follow_up[1] == {"role": "assistant", "content": "New Behaviour: robbing"}
         assert "did not validate" in follow_up[2]["content"] and "new_caption" in follow_up[2]["content"]
@@ -66,7 +84,7 @@ def test_malformed_then_valid_sends_the_error_back(astronaut, tmp_path):
 def test_still_malformed_is_quarantined_with_raw_text(astronaut, tmp_path):
     with ChatServer(lambda req: "I'd rather not.") as server:
         with pytest.raises(LLMReplyError) as exc:
-            writer(server, tmp_path).idea(templates()["B3"], astronaut, np.random.default_rng(0))
+            writer(server, tmp_path).idea(templates()["B3"], astronaut, choices("B3"), np.random.default_rng(0))
         assert exc.value.raw == "I'd rather not." and "failed validation after 2 tries" in str(exc.value)
 
 

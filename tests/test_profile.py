@@ -12,12 +12,12 @@ def test_bundled_profiles_load():
     assert local.backend_names() == {
         "grounder": "annotations",
         "segmenter": "grabcut",
-        "inpainter": "composite",
+        "inpainter": "composite+recolour",
         "editor": "none",
         "llm": "template",
     }
     gpu = load_profile("gpu")
-    assert gpu.segmenter.backend == "sam" and gpu.inpainter.backend == "sd-inpaint"
+    assert gpu.segmenter.backend == "sam" and [i.backend for i in gpu.inpainter] == ["sd-inpaint"]
     assert gpu.editor.backend == "instruct-pix2pix" and gpu.llm.backend == "openai"
 
 
@@ -40,8 +40,18 @@ def test_bad_value_and_bad_backend(tmp_path):
     with pytest.raises(InputError) as exc:
         load_profile(path)
     msg = str(exc.value)
-    assert "inpainter.composite.feather_px: Input should be greater than or equal to 0" in msg
+    assert "inpainter.0.composite.feather_px: Input should be greater than or equal to 0" in msg  # a list
     assert "llm: Input tag 'gpt' found using 'backend' does not match" in msg
+
+
+def test_one_inpainter_may_be_written_without_a_list(tmp_path):
+    one = load_profile_text("gpu").replace("strength: 1.0", "strength: 3.0")
+    path = tmp_path / "one.yaml"
+    path.write_text(one)
+    with pytest.raises(InputError) as exc:
+        load_profile(path)
+    assert "inpainter.sd-inpaint.strength: Input should be less than or equal to 1" in str(exc.value)
+    assert [i.backend for i in load_profile("gpu").inpainter] == ["sd-inpaint"]
 
 
 def test_secret_is_never_in_profile(monkeypatch):

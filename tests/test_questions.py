@@ -63,3 +63,10 @@ def test_cross_mcqs():
         q.cross_mcq_low("Q?", "Substitute the background.", DESCRIPTIONS[:3], np.random.default_rng(0))
     with pytest.raises(ValueError, match="not one of"):
         q.cross_mcq_high("Q?", "mood", np.random.default_rng(0))
+
+
+def test_cross_high_leaves_out_what_the_edit_also_changes():
+    mcq = q.cross_mcq_high("Which aspect?", "behaviour", np.random.default_rng(0), exclude=["scenario"])
+    assert sorted(mcq.options) == ["behaviour", "emotion", "identity", "role"] and mcq.answer_text == "behaviour"
+    with pytest.raises(ValueError, match="both the answer and excluded"):
+        q.cross_mcq_high("Which aspect?", "behaviour", np.random.default_rng(0), exclude=["behaviour"])

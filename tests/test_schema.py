@@ -101,3 +101,17 @@ def test_exported_json_schema_is_current():
     committed = json.loads((Path(s.__file__).parent / "schema.json").read_text())
     assert committed == s.json_schema(), "run `perceptforge schema --out data/schema.json`"
     assert {"BenchmarkItem", "YesNoPair", "SplitManifest"} <= set(committed["$defs"])
+
+
+def test_atomic_writes_give_files_the_users_umask(tmp_path):
+    """A run or a split is shared: its files are created as open() would create them, not 0600."""
+    import os
+    import stat
+    import subprocess
+    import sys
+
+    for umask, mode in ((0o022, 0o644), (0o027, 0o640)):
+        path = tmp_path / f"f{umask:o}.txt"
+        code = f"import os; os.umask({umask}); from perceptforge.fileio import atomic_write_text; atomic_write_text({str(path)!r}, 'x')"
+        subprocess.run([sys.executable, "-c", code], check=True)
+        assert stat.S_IMODE(os.stat(path).st_mode) == mode

@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 
 import numpy as np
@@ -100,3 +101,76 @@ def test_unit_rng_is_independent_of_order():
     assert unit_rng(0, "1-B1").integers(0, 1000) == unit_rng(0, "1-B1").integers(0, 1000)
     assert np.array_equal(unit_rng(0, "1-B1").random(3), unit_rng(0, "1-B1").random(3))
     assert not np.array_equal(unit_rng(0, "1-B1").random(3), unit_rng(1, "1-B1").random(3))
+
+
+# The release's cross-image wordings (MVP-Bench mcq_questions.json, every cross-image MCQ option), byte
+# for byte, typos included: the official scorer matches them.
+RELEASE_CROSS_WORDINGS = {
+    "Substitute the background.",
+    "Replace the content in the paper or sign.",
+    "Introduce a group of people.",
+    "Substitute the main subject with celebrities.",
+    "Change the appearence of the main subject.",
+    "Alter the main subject's movement.",
+    "Change the main subject's clothes.",
+    "Change the main subject's facial expression.",
+    "Change the main subject's gesture.",
+    "Change aesthetic features (including style and lightness).",
+    "Replace the object held by the main subject.",
+    "Substitute the main subject with virtual character.",
+}
+PRONOUNS = re.compile(r"\b(he|she|his|her|hers|him|they|them|their|theirs)\b", re.I)
+BAD_ARTICLE = re.compile(r"\ba [aeiou]|\ban [^aeiou\W]|\b(a|an|the) (a|an|the)\b", re.I)
+# High-level values may not infer character, crime or a social group from how someone looks.
+STEREOTYPES = re.compile(
+    r"gang|criminal|crime|thie|robb|terror|prison|punk|monk|riot|threat|attack|trespass|trial|\bfighter|alcohol|"
+    r"dangerous|violent|suspect|illegal|poor|rich|religio",
+    re.I,
+)
+
+
+def test_cross_wordings_are_the_releases_byte_for_byte():
+    assert {t.cross_description for t in templates().values()} == RELEASE_CROSS_WORDINGS
+
+
+@pytest.mark.parametrize("subject", ["woman", "man"])
+def test_every_question_of_every_template_with_every_value_is_sound(subject, sample_dir):
+    """Renders each template's questions with each of its values for a woman and a man: wording, grammar,
+    no pronouns to get wrong, no stereotyping high level, and single-image options that are all values of
+    the question's own attribute."""
+    from perceptforge.data.schema import Idea, IdeaRecord
+    from perceptforge.logic.renderings import from_alternatives
+    from perceptforge.tasks.questions import make_candidate
+
+    found = templates()
+    entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("astronaut.jpg"))
+    grounding = grounding_from_entry(entry)
+    grounding = grounding.model_copy(update={"subject": grounding.subject.model_copy(update={"label": subject})})
+    writer, descriptions = TemplateWriter(), [t.cross_description for t in found.values()]
+    checked = 0
+    for template in found.values():
+        old = grounding.attributes[template.attribute]
+        attribute_values = {a.value for a in template.writer.alternatives} | {old}
+        for rendering in from_alternatives(template, "sd-inpaint"):
+            assert not STEREOTYPES.search(rendering.high), f"{template.id}: {rendering.high!r}"
+            idea = Idea(
+                category=template.id, subject=subject, attribute=template.attribute, old=old, new=rendering.value,
+                new_caption="c", high_level_value=rendering.high, rendering=rendering,
+            )
+            record = IdeaRecord(unit=f"1-{template.id}", idea=idea)
+            candidate = make_candidate(template, grounding, "a" * 64, record, writer, descriptions, seed=0)
+            for entry_ in candidate.questions:
+                q = entry_.question
+                text = q.question
+                where = f"{template.id} / {rendering.value!r}: {text!r}"
+                assert text.endswith("?") and text[0].isupper() and "  " not in text, where
+                if q.kind != "cross_mcq":  # the release's fixed wordings are kept as they are
+                    assert not PRONOUNS.search(text) and not BAD_ARTICLE.search(text), where
+                if q.kind == "single_mcq":
+                    assert set(q.options) <= attribute_values and len(set(q.options)) == 5, where
+                    assert q.answer_text == rendering.value, where
+                if q.kind == "yes_no_pair":
+                    wanted = rendering.value if q.level == "low" else rendering.high
+                    assert wanted in text, where
+                checked += 1
+    assert checked == 5 * sum(len(t.writer.alternatives) for t in found.values())

@@ -1,0 +1,188 @@
+"""Gates that stop degenerate edits: mask area and subject kept (mask stage), change inside/outside and
+CLIP faithfulness (pair stage), with every measurement recorded, quarantined units included."""
+
+import json
+
+import numpy as np
+import pytest
+from helpers import candidate_for
+from PIL import Image
+
+from perceptforge.backends.writers import TemplateWriter
+from perceptforge.configs.profile import ClipGate, Gates
+from perceptforge.data.schema import Candidate
+from perceptforge.logic.gates import mask_measurements, mask_verdict, pair_measurements, pair_verdict
+from perceptforge.logic.templates import templates
+from perceptforge.store.rundir import RunDir
+from perceptforge.store.sources import grounding_from_entry, read_source_dir
+from perceptforge.tasks.gates import QualityGate, gate
+from perceptforge.tasks.ingest import ingest_entry
+from perceptforge.tasks.mask import make_mask, mask_stage
+from perceptforge.tasks.runner import StageRunner, Unit
+
+
+def test_mask_measurements_on_tiny_masks():
+    mask = np.zeros((10, 10), bool)
+    mask[:, :5] = True
+    m = mask_measurements(mask, (0, 0, 10, 4), old_boxes=[(0, 0, 2, 10), (8, 0, 10, 10)])
+    assert m == {"mask_area": 0.5, "subject_in_mask": 0.5, "old_kept": 0.5}
+    assert mask_verdict(m, (0.1, 0.9), 0.6, 0.6) is None
+    assert "outside 60.0%–90.0%" in mask_verdict(m, (0.6, 0.9), None, 1.0)
+    assert "covers 50% of the subject's box" in mask_verdict(m, None, 0.4, 1.0)
+    assert "50% of what the old value names stays in view" in mask_verdict(m, None, None, 0.3)
+
+
+def test_pair_verdict_reads_change_and_clip():
+    a = Image.new("RGB", (4, 4), (0, 0, 0))
+    b = Image.new("RGB", (4, 4), (30, 30, 30))
+    inside = np.zeros((4, 4), bool)
+    inside[:2] = True
+    m = pair_measurements(a, b, inside)
+    assert m == {"inside_change": 30.0, "outside_change": 30.0}
+    assert "too much change outside" in pair_verdict(m, 12, 6, None)
+    assert pair_measurements(a, b, None)["outside_change"] == 0.0
+    clip = {"inside_change": 30.0, "outside_change": 0.0, "clip_new": 0.2, "clip_old": 0.25}
+    assert "does not match the new value" in pair_verdict(clip, 12, 6, 0.0)
+    assert pair_verdict(clip, 12, 6, -0.1) is None
+
+
+class FixedMask:
+    """A segmenter that returns a hand-built mask: the gate, not segmentation, is under test here."""
+
+    name, model_id = "fixed", "fixed"
+
+    def __init__(self, mask):
+        self.mask = mask
+
+    def box_mask(self, image, box):
+        return self.mask
+
+    def candidates(self, image, box):
+        return [self.mask]
+
+
+@pytest.fixture(scope="module")
+def astronaut_unit(sample_dir, tmp_path_factory):
+    run = RunDir(tmp_path_factory.mktemp("run"))
+    entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("astronaut.jpg"))
+    source, grounding = ingest_entry(sample_dir, entry, run), grounding_from_entry(entry)
+    i1 = templates()["I1"]  # recolours the hair: a partial edit
+    candidate = Candidate.model_validate(candidate_for(i1, grounding, source.sha256, TemplateWriter(), templates(), 0))
+    return run, i1, candidate, source, grounding
+
+
+def hand_built(share: float) -> np.ndarray:
+    mask = np.zeros((512, 512), bool)
+    mask.flat[: round(share * mask.size)] = True
+    return mask
+
+
+@pytest.mark.parametrize("share", [0.001, 1.0])
+def test_masks_of_a_thousandth_and_of_the_whole_image_are_stopped_by_area(astronaut_unit, share):
+    run, template, candidate, source, grounding = astronaut_unit
+    with pytest.raises(QualityGate, match="mask area") as exc:
+        make_mask(template, candidate, source, grounding, run, FixedMask(hand_built(share)), Gates(), 0)
+    assert exc.value.measurements["mask_area"] == pytest.approx(share, abs=1e-5)
+    assert (run.path / exc.value.evidence["mask"]).exists()  # the rejected mask is kept for the report
+
+
+def test_a_degenerate_mask_is_quarantined_with_its_measurements(prefect_api, astronaut_unit, caplog):
+    import logging
+
+    from prefect import flow
+
+    run, template, candidate, source, grounding = astronaut_unit
+    runner = StageRunner(run)
+
+    @flow
+    def masks():
+        units = [(Unit(candidate.unit, "images/astronaut.jpg", None), candidate)]
+        return mask_stage(
+            runner, units, {template.id: template}, {"1": source}, {"1": grounding},
+            FixedMask(hand_built(1.0)), Gates(), 0, "cpu",
+        )
+
+    with caplog.at_level(logging.INFO):
+        assert masks() == []
+    # an expected quarantine is one warning line, never an error with a traceback
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"mask: {candidate.unit} quarantined: QualityGate: mask area 100.0% is outside 0.5%–50.0% for this edit kind"
+    ]
+    record = json.loads(run.sub("quarantine", f"{candidate.unit}.json").read_text())
+    assert record["stage"] == "mask" and record["reason"] == "QualityGate"
+    assert "mask area 100.0% is outside 0.5%–50.0%" in record["detail"]
+    assert record["measurements"]["mask_area"] == 1.0 and record["mask"].startswith("images/")
+
+
+def test_a_mask_that_swallows_the_subject_is_stopped(astronaut_unit):
+    run, template, candidate, source, grounding = astronaut_unit
+    x0, y0, x1, y1 = (int(v) for v in grounding.subject.box.xyxy)
+    keep = np.zeros((512, 512), bool)
+    keep[y0:y1, x0 : x0 + (x1 - x0) * 3 // 10] = True  # the segmenter kept a strip of the subject: the rest goes
+    b1 = templates()["B1"]
+    b1_candidate = Candidate.model_validate(candidate_for(b1, grounding, source.sha256, TemplateWriter(), templates(), 0))
+    with pytest.raises(QualityGate, match="of the subject's box"):
+        make_mask(b1, b1_candidate, source, grounding, run, FixedMask(keep), Gates(), 0)
+
+
+def save_tiny_clip(folder):
+    """A random CLIP (tiny text and vision towers) with a byte-level tokenizer and its processor."""
+    from tiny_models import write_byte_clip_tokenizer
+    from transformers import (
+        CLIPConfig,
+        CLIPImageProcessor,
+        CLIPModel,
+        CLIPProcessor,
+        CLIPTextConfig,
+        CLIPTokenizer,
+        CLIPVisionConfig,
+    )
+
+    write_byte_clip_tokenizer(folder / "_tokenizer")
+    tokenizer = CLIPTokenizer.from_pretrained(folder / "_tokenizer", model_max_length=77)
+    text = CLIPTextConfig(
+        hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        vocab_size=len(tokenizer), max_position_embeddings=77, bos_token_id=0, eos_token_id=1, pad_token_id=1,
+    )
+    vision = CLIPVisionConfig(
+        hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=32, patch_size=8
+    )
+    import torch
+
+    torch.manual_seed(0)
+    CLIPModel(CLIPConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=8)).save_pretrained(folder)
+    processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    CLIPProcessor(image_processor=processor, tokenizer=tokenizer).save_pretrained(folder)
+    return folder
+
+
+def test_clip_gate_measures_new_against_old_and_stops_an_unfaithful_edit(tmp_path, astronaut_unit):
+    from perceptforge.backends.clip_gate import ClipScorer
+
+    run, template, candidate, source, grounding = astronaut_unit
+    scorer = ClipScorer(str(save_tiny_clip(tmp_path / "clip"))).load()
+    natural = Image.open(run.sub(source.stored))
+    sims = scorer.similarities(natural, ["bright green hair", "short brown hair"])
+    assert len(sims) == 2 and all(-1 <= s <= 1 for s in sims) and sims[0] != sims[1]
+    assert scorer.similarities(natural, ["bright green hair"])[0] == pytest.approx(sims[0], abs=1e-5)
+
+    mask = make_mask(template, candidate, source, grounding, run, FixedMask(hand_built(0.1)), Gates(), 0)
+    manipulated = Image.fromarray(np.asarray(natural)[:, ::-1].copy())  # a change, inside and out
+    edit = {
+        "unit": candidate.unit,
+        "pair": {"natural": run.store_image(natural), "manipulated": run.store_image(manipulated), "mask": mask.mask},
+        "edit": {"kind": "partial_substitution", "backend": "recolour", "seed": 0},
+        "backends": {},
+    }
+    from perceptforge.data.schema import EditRecord
+
+    record = EditRecord.model_validate(edit)
+    strict = Gates(min_inside_change=0, max_outside_change=255, clip=ClipGate(model="x", margin=2.0))
+    verdict = gate.fn((record, candidate), strict, scorer, run.path)
+    assert isinstance(verdict, QualityGate) and "does not match the new value" in str(verdict)
+    saved = json.loads(run.sub("gates", f"{candidate.unit}.json").read_text())
+    assert not saved["passed"] and {"clip_new", "clip_old", "inside_change"} <= set(saved["measurements"])
+    lenient = Gates(min_inside_change=0, max_outside_change=255, clip=ClipGate(model="x", margin=-2.0))
+    assert isinstance(gate.fn((record, candidate), lenient, scorer, run.path), int)
+    assert json.loads(run.sub("gates", f"{candidate.unit}.json").read_text())["passed"]
