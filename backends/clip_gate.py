@@ -31,7 +31,7 @@ class ClipScorer:
             if not path.is_dir():
                 raise PerceptforgeError(f"{self.model_path}: CLIP model folder not found")
             self.processor = CLIPProcessor.from_pretrained(path)
-            self.model = CLIPModel.from_pretrained(path).to(self.device).eval()
+            self.model = CLIPModel.from_pretrained(path).to(self.device).eval()  # type: ignore[arg-type]
         return self
 
     def unload(self) -> None:

@@ -12,9 +12,9 @@ from perceptforge.backends.devices import pick_dtype, release, run_batched
 from perceptforge.backends.protocols import EditRequest
 from perceptforge.backends.registry import Runtime
 from perceptforge.data.schema import Rendering
+from perceptforge.errors import PerceptforgeError
 from perceptforge.logic import renderings
 from perceptforge.logic.templates import Template
-from perceptforge.errors import PerceptforgeError
 
 
 def to_multiple(image: Image.Image, multiple: int = 8, max_side: int = 512) -> Image.Image:

@@ -122,7 +122,15 @@ class GrabCutSegmenter:
         bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
         cv2.setRNGSeed(0)
         if (seed == cv2.GC_BGD).any() or (seed == cv2.GC_PR_BGD).any():
-            cv2.grabCut(cv2.cvtColor(small, cv2.COLOR_RGB2BGR), seed, None, bgd, fgd, self.iterations, cv2.GC_INIT_WITH_MASK)
+            cv2.grabCut(
+                cv2.cvtColor(small, cv2.COLOR_RGB2BGR),
+                seed,
+                (0, 0, 1, 1),
+                bgd,
+                fgd,
+                self.iterations,
+                cv2.GC_INIT_WITH_MASK,
+            )
         fg = (seed == cv2.GC_FGD) | (seed == cv2.GC_PR_FGD)
         return [cv2.resize(fg.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST).astype(bool)]
 

@@ -231,7 +231,9 @@ class OpenAIWriter:
         by_value = {c.value: c for c in choices}
         # The reply's schema admits only the renderable values: the model picks, it cannot invent.
         reply_model = create_model(
-            "IdeaReply", __base__=IdeaReply, new_value=(Literal[tuple(by_value)], ...)  # type: ignore[valid-type]
+            "IdeaReply",
+            __base__=IdeaReply,
+            new_value=(Literal[tuple(by_value)], ...),  # type: ignore[arg-type]
         )
         text = context.render(prompt, ctx) + "\n" + choose.render(choices="; ".join(by_value))
         reply = self.ask(prompt, text, reply_model)

@@ -49,6 +49,7 @@ def pure_time(source: Path, run: Path, seed: int, categories: list[str]) -> floa
     """The same work without Prefect: the flow's pure functions, one unit after another."""
     from perceptforge.backends.writers import TemplateWriter
     from perceptforge.configs.profile import load_profile
+    from perceptforge.flows.common import renderable_values
     from perceptforge.logic.templates import templates
     from perceptforge.store.rundir import RunDir
     from perceptforge.store.sources import grounding_from_entry, read_source_dir
@@ -62,24 +63,25 @@ def pure_time(source: Path, run: Path, seed: int, categories: list[str]) -> floa
     found = templates()
     used = {k: found[k] for k in categories}
     descriptions = [t.cross_description for t in found.values()]
-    segmenter, backends = prof.build("segmenter"), {"inpainter": prof.build("inpainter")}
+    editors = prof.build("inpainter")
+    segmenter, backends = prof.build("segmenter"), {b.name: b for b in editors}
+    offers, _ = renderable_values(used, prof, editors, None)
     writer, rd = TemplateWriter(), RunDir(run)
     t0 = time.perf_counter()
     entries = read_source_dir(source)
     recs = {e.source_id: ingest_entry(source, e, rd) for e in entries}
-    donors = [recs[e.source_id].stored for e in entries if not e.subject]
     for e in entries:
         if not e.subject:
             continue
         g, src = grounding_from_entry(e), recs[e.source_id]
         for t in used.values():
             try:
-                cand = make_candidate(t, g, src.sha256, make_idea(t, g, writer, seed), writer, descriptions, seed)
-            except ValueError:
+                idea = make_idea(t, g, writer, offers[t.id], seed)
+                cand = make_candidate(t, g, src.sha256, idea, writer, descriptions, seed)
+                mask = make_mask(t, cand, src, g, rd, segmenter, prof.gates, seed)
+            except ValueError:  # what the flow quarantines: no such attribute, a degenerate mask
                 continue
-            edit_batch(
-                [EditUnit(t, cand, src, make_mask(t, cand, src, g, rd, segmenter, donors, seed))], rd, backends, seed
-            )
+            edit_batch([EditUnit(t, cand, src, mask)], rd, backends, seed)
     return time.perf_counter() - t0
 
 
@@ -89,14 +91,16 @@ def measure(n_items: int, workers: int) -> dict:
 
     configure_prefect()
     from perceptforge.configs.profile import load_profile
-    from perceptforge.flows.common import task_runner
+    from perceptforge.flows.common import renderable_values, task_runner
     from perceptforge.flows.mvp import mvp_flow
     from perceptforge.logic.templates import templates
 
     sample = Path(str(resources.files("perceptforge.data").joinpath("sample")))
-    # 11 categories × 5 questions per photo on the local profile; small sizes take fewer categories.
-    copies = max(1, round(n_items / 55))
-    categories = sorted(t for t, tpl in templates().items() if tpl.edit_kind.value != "direct_alteration")
+    prof = load_profile("local")
+    offers, _ = renderable_values(templates(), prof, prof.build("inpainter"), None)
+    # The categories the local profile can render × 5 questions per photo; small sizes take fewer categories.
+    copies = max(1, round(n_items / (5 * len(offers))))
+    categories = sorted(offers)
     categories = categories[: max(1, min(len(categories), round(n_items / 5)))]
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "src"

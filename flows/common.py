@@ -11,9 +11,9 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from perceptforge.configs.profile import Profile
 from perceptforge.data.schema import BenchmarkItem, Candidate, EditKind, Rendering
-from perceptforge.logic import renderings
 from perceptforge.errors import InputError, PerceptforgeError
 from perceptforge.fileio import atomic_write_text, write_json
+from perceptforge.logic import renderings
 from perceptforge.logic.templates import Template, templates
 from perceptforge.prompts.library import load_prompt
 from perceptforge.store.rundir import RunDir

@@ -15,9 +15,9 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from perceptforge.configs.profile import load_profile
 from perceptforge.flows.common import (
     record_run_settings,
+    renderable_values,
     select_entries,
     select_templates,
-    renderable_values,
     summarise,
 )
 from perceptforge.outputs.report import write_report

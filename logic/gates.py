@@ -3,6 +3,8 @@ matching sizes, and no two pairs whose manipulated images are near-duplicates (p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from PIL import Image
 
@@ -24,7 +26,7 @@ def _box_pixels(mask: np.ndarray, box: Box) -> np.ndarray:
     return mask[max(0, y0) : min(h, y1), max(0, x0) : min(w, x1)]
 
 
-def mask_measurements(mask: np.ndarray, subject_box: Box, old_boxes: list[Box] = ()) -> dict[str, float]:
+def mask_measurements(mask: np.ndarray, subject_box: Box, old_boxes: Sequence[Box] = ()) -> dict[str, float]:
     """``mask_area``: the share of the image the mask covers; ``subject_in_mask``: the share of the
     subject's box it covers (the subject must stay recognisable); with the boxes of what the old value
     names (the flag of "a flag and a backdrop"), ``old_kept``: the share of them the edit leaves as it was."""
@@ -79,7 +81,9 @@ def pair_measurements(natural: Image.Image, manipulated: Image.Image, mask: np.n
     return {"inside_change": round(inside, 3), "outside_change": 0.0 if whole else round(outside, 3)}
 
 
-def pair_verdict(measured: dict[str, float], min_inside: float, max_outside: float, clip_margin: float | None) -> str | None:
+def pair_verdict(
+    measured: dict[str, float], min_inside: float, max_outside: float, clip_margin: float | None
+) -> str | None:
     """Why a pair fails: too little change where the edit was, too much elsewhere, or (with the CLIP gate)
     an edited region that does not look more like the new value than the old one; None if it passes."""
     if measured["inside_change"] < min_inside:

@@ -69,9 +69,7 @@ def cross_mcq_low(
     return _validated(CrossImageMCQ, question=question, options=options, answer=answer, level="low")
 
 
-def cross_mcq_high(
-    question: str, high: str, rng: np.random.Generator, exclude: Sequence[str] = ()
-) -> CrossImageMCQ:
+def cross_mcq_high(question: str, high: str, rng: np.random.Generator, exclude: Sequence[str] = ()) -> CrossImageMCQ:
     """Which high-level aspect changed: the five high-level categories as options, less those the edit
     also changes (``exclude``), which would make a second option right."""
     if high not in HIGH_LEVEL_OPTIONS:

@@ -110,7 +110,7 @@ def quarantine_table(run: RunDir, quarantined: list[dict]) -> str:
         picture = ""
         if q.get("mask") and q.get("natural"):
             overlay = mask_overlay(run, q["natural"], q["mask"])
-            picture = f"<img src='{overlay}' loading='lazy' style='width:120px;height:120px;object-fit:contain'>"
+            picture = f"<img src='{overlay}' style='width:120px;height:120px;object-fit:contain'>"
         rows.append(
             f"<tr><td class='id'>{html.escape(q['unit'])}</td><td>{html.escape(q['stage'])}</td>"
             f"<td>{html.escape(q['reason'])}: {html.escape(q.get('detail', ''))}</td>"

@@ -87,7 +87,10 @@ def gates_stage(
             measured = record.measurements | {"phash_distance": float(hamming(hashes[u.name], hashes[twin]))}
             failure = NearDuplicate(f"manipulated image nearly duplicates {twin}'s", measured)
             runner.run.write_record(
-                rel, record.model_copy(update={"measurements": measured, "passed": False, "reason": str(failure)}).model_dump(mode="json")
+                rel,
+                record.model_copy(
+                    update={"measurements": measured, "passed": False, "reason": str(failure)}
+                ).model_dump(mode="json"),
             )
             runner.quarantine("gates", u, failure)
     return [(u, u.value[0]) for u, _ in passed if u.name not in dupes]

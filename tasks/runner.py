@@ -3,9 +3,10 @@
 A flow hands it a stage (a Prefect task) and its units; the runner submits one task per unit (or per
 batch), collects the results in unit order, quarantines a failed unit with its reason instead of failing
 the run (a task *returns* the exception for what is expected — a source without what a category changes,
-a gate's verdict — so Prefect logs no error for it; it raises for faults), shows a progress bar per stage, times each stage, frees the stage's models when the profile
-asks, and publishes the run's summary as Prefect artifacts. Resume is the tasks' own business: each
-writes one file per finished unit through ``RunDir.once``, so a rerun skips what is done.
+a gate's verdict — so Prefect logs no error for it; it raises for faults), shows a progress bar per
+stage, times each stage, frees the stage's models when the profile asks, and publishes the run's summary
+as Prefect artifacts. Resume is the tasks' own business: each writes one file per finished unit through
+``RunDir.once``, so a rerun skips what is done.
 """
 
 from __future__ import annotations

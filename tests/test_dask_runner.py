@@ -13,14 +13,14 @@ def test_mvp_flow_on_local_dask_cluster(prefect_api, sample_dir, tmp_path):
 
     flow = mvp_flow.with_options(task_runner=task_runner("dask", max_workers=2))
     summary = flow(
-        source=str(sample_dir), profile="local", out=str(tmp_path / "dask"), seed=1, limit=1, categories=["B1", "B3"]
+        source=str(sample_dir), profile="local", out=str(tmp_path / "dask"), seed=1, limit=1, categories=["B1", "I1"]
     )
     assert summary["counts"]["candidates"] == 2 and summary["counts"]["items"] == 5 * summary["counts"]["pairs"]
     threads = mvp_flow(
-        source=str(sample_dir), profile="local", out=str(tmp_path / "threads"), seed=1, limit=1, categories=["B1", "B3"]
+        source=str(sample_dir), profile="local", out=str(tmp_path / "threads"), seed=1, limit=1, categories=["B1", "I1"]
     )
     assert threads["counts"] == summary["counts"]
-    for name in ("1-B1.json", "1-B3.json"):  # the runner does not change results
+    for name in ("1-B1.json", "1-I1.json"):  # the runner does not change results
         assert json.loads((tmp_path / "dask" / "candidates" / name).read_text()) == json.loads(
             (tmp_path / "threads" / "candidates" / name).read_text()
         )

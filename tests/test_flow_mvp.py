@@ -49,7 +49,10 @@ def test_mvp_flow_ingests_grounds_and_renders_only_what_the_local_backends_can(d
     report = (out / "report.html").read_text()
     assert "<img src='images/" in report and "quarantined units" in report and item["id"] in report
     assert "categories this profile cannot render" in report
-    for unit in {i["lineage"]["artifacts"]["edit"].split("/")[1][:-5] for i in map(json.loads, map(Path.read_text, (out / "items").iterdir()))}:
+    for unit in {
+        i["lineage"]["artifacts"]["edit"].split("/")[1][:-5]
+        for i in map(json.loads, map(Path.read_text, (out / "items").iterdir()))
+    }:
         gate = json.loads((out / "gates" / f"{unit}.json").read_text())
         assert gate["passed"] and {"inside_change", "outside_change"} <= set(gate["measurements"])
     sources = [json.loads(line) for line in (out / "sources.jsonl").read_text().splitlines()]
@@ -79,7 +82,11 @@ def test_every_item_answers_with_the_value_its_edit_rendered(demo_run):
             assert donor.highs[item["category"]["high"]] == idea["high_level_value"]
         else:  # recoloured to the colour the template gives that very value
             alt = next(a for a in found[item["category"]["low"]].writer.alternatives if a.value == rendered["value"])
-            assert rendered["how"] == "colour" and alt.colour == rendered["colour"] and item["edit"]["backend"] == "recolour"
+            assert (
+                rendered["how"] == "colour"
+                and alt.colour == rendered["colour"]
+                and item["edit"]["backend"] == "recolour"
+            )
         if q["kind"] == "single_mcq":
             assert q["options"]["ABCDE".index(q["answer"])] == rendered["value"], item["id"]
         elif q["kind"] == "yes_no_pair":

@@ -98,8 +98,15 @@ def test_a_degenerate_mask_is_quarantined_with_its_measurements(prefect_api, ast
     def masks():
         units = [(Unit(candidate.unit, "images/astronaut.jpg", None), candidate)]
         return mask_stage(
-            runner, units, {template.id: template}, {"1": source}, {"1": grounding},
-            FixedMask(hand_built(1.0)), Gates(), 0, "cpu",
+            runner,
+            units,
+            {template.id: template},
+            {"1": source},
+            {"1": grounding},
+            FixedMask(hand_built(1.0)),
+            Gates(),
+            0,
+            "cpu",
         )
 
     with caplog.at_level(logging.INFO):
@@ -121,7 +128,9 @@ def test_a_mask_that_swallows_the_subject_is_stopped(astronaut_unit):
     keep = np.zeros((512, 512), bool)
     keep[y0:y1, x0 : x0 + (x1 - x0) * 3 // 10] = True  # the segmenter kept a strip of the subject: the rest goes
     b1 = templates()["B1"]
-    b1_candidate = Candidate.model_validate(candidate_for(b1, grounding, source.sha256, TemplateWriter(), templates(), 0))
+    b1_candidate = Candidate.model_validate(
+        candidate_for(b1, grounding, source.sha256, TemplateWriter(), templates(), 0)
+    )
     with pytest.raises(QualityGate, match="of the subject's box"):
         make_mask(b1, b1_candidate, source, grounding, run, FixedMask(keep), Gates(), 0)
 
@@ -142,8 +151,15 @@ def save_tiny_clip(folder):
     write_byte_clip_tokenizer(folder / "_tokenizer")
     tokenizer = CLIPTokenizer.from_pretrained(folder / "_tokenizer", model_max_length=77)
     text = CLIPTextConfig(
-        hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        vocab_size=len(tokenizer), max_position_embeddings=77, bos_token_id=0, eos_token_id=1, pad_token_id=1,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        vocab_size=len(tokenizer),
+        max_position_embeddings=77,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=1,
     )
     vision = CLIPVisionConfig(
         hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=32, patch_size=8
@@ -151,7 +167,9 @@ def save_tiny_clip(folder):
     import torch
 
     torch.manual_seed(0)
-    CLIPModel(CLIPConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=8)).save_pretrained(folder)
+    CLIPModel(CLIPConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=8)).save_pretrained(
+        folder
+    )
     processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
     CLIPProcessor(image_processor=processor, tokenizer=tokenizer).save_pretrained(folder)
     return folder

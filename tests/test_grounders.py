@@ -32,14 +32,18 @@ def vlm_answer(table):
                 return reply
         if "New Caption" in text:
             return json.dumps(
-                {"new_value": "a gun", "new_high": "threatening someone", "new_caption": "A woman holds a gun."}
+                {
+                    "new_value": "a starry sky full of galaxies",
+                    "new_high": "in outer space",
+                    "new_caption": "A woman poses in front of a starry sky.",
+                }
             )
         if "Distractors" in text:
-            return json.dumps({"distractors": ["a cup", "a book", "a phone"]})
+            return json.dumps({"distractors": ["a beach", "a forest", "a city street"]})
         if "multiple-choice question" in text:
-            return json.dumps({"question": "What is the woman holding?"})
+            return json.dumps({"question": "What is behind the woman?"})
         if "Yes/No question" in text:
-            return json.dumps({"question": "Is the woman holding a gun?"})
+            return json.dumps({"question": "Is the woman in front of a starry sky full of galaxies?"})
         return "posing for a portrait"
 
     return answer
@@ -75,18 +79,20 @@ def test_flow_on_endpoint_backends(prefect_api, sample_dir, tmp_path):
             f"llm: {{backend: openai, base_url: '{server.base_url}', model: tiny}}\n"
         )
         summary = mvp_flow(
-            source=str(sample_dir), profile=str(profile), out=str(tmp_path / "run"), limit=1, categories=["B3"]
+            source=str(sample_dir), profile=str(profile), out=str(tmp_path / "run"), limit=1, categories=["S1"]
         )
     assert summary["counts"]["candidates"] == 1, summary
     assert summary["token_use"]["llm"]["requests"] >= 4 and summary["token_use"]["grounder"]["prompt_tokens"] > 0
     versions = json.loads((tmp_path / "run" / "templates.json").read_text())
-    assert versions["B3"]["version"] == 1 and {p["id"] for p in versions["B3"]["prompts"]} >= {
-        "idea/object_substitution"
+    assert versions["S1"]["version"] == 2 and {p["id"] for p in versions["S1"]["prompts"]} >= {
+        "idea/background_substitution"
     }
-    record = json.loads((tmp_path / "run" / "candidates" / "1-B3.json").read_text())
-    assert record["idea"]["new"] == "a gun" and record["lineage"]["backends"]["llm"] == {
-        "name": "openai",
-        "model_id": "tiny",
-    }
-    assert {p["id"] for p in record["lineage"]["prompts"]} >= {"idea/object_substitution", "questions/yes_no_object"}
-    assert record["questions"][2]["question"]["options"].count("a gun") == 1
+    record = json.loads((tmp_path / "run" / "candidates" / "1-S1.json").read_text())
+    # the model chose among the donor scenes the compositing editor can paste; the value is that entry
+    assert (
+        record["idea"]["new"] == "a starry sky full of galaxies"
+        and record["idea"]["rendering"]["donor"] == "deep-space"
+    )
+    assert record["lineage"]["backends"]["llm"] == {"name": "openai", "model_id": "tiny"}
+    assert {p["id"] for p in record["lineage"]["prompts"]} >= {"idea/background_substitution", "idea/choose_value"}
+    assert record["questions"][2]["question"]["options"].count("a starry sky full of galaxies") == 1

@@ -34,7 +34,7 @@ def test_every_labeling_config_is_valid_on_the_server(label_studio):
 
 
 def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, capfd, monkeypatch):
-    run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["B1"])
+    run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["S1"])
     ls, root = label_studio.client(), label_studio.document_root
     first = push(run, ls, root)
     assert first["imported"] == 5 and set(first["projects"]) == {"yes_no_pair", "single_mcq", "cross_mcq"}
@@ -44,7 +44,7 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
     assert len(tasks) == 5
     items = {i.id: i for i in load_items(run)}
     task = next(iter(tasks.values()))
-    assert task["data"]["lineage"]["template_id"] == "B1" and task["data"]["natural"].startswith(
+    assert task["data"]["lineage"]["template_id"] == "S1" and task["data"]["natural"].startswith(
         "/data/local-files/?d="
     )
     assert label_studio.client().http().get(task["data"]["natural"]).status_code == 200  # served from the run's images
@@ -135,7 +135,7 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
     monkeypatch.setattr(sync, "project_settings", original_settings)
 
     # More items in the run: a new push adds only those, and annotated tasks stay as they were.
-    make_run(run, sample_dir, limit=1, categories=["B1", "R1"])
+    make_run(run, sample_dir, limit=1, categories=["S1", "I1"])
     before = tasks_by_item(ls, run)
     added = push(run, ls, root)
     assert added["imported"] == len(load_items(run)) - 5 > 0 and added["already_there"] == 5
@@ -155,7 +155,7 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
 
 
 def test_server_gone_mid_push_then_push_completes(label_studio, prefect_api, sample_dir, tmp_path):
-    run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["B1", "B3", "I1"])
+    run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["S1", "I1"])
     n = len(load_items(run))
     ls = label_studio.client()
 
@@ -207,7 +207,7 @@ def test_verify_flow_waits_then_pulls(label_studio, prefect_api, sample_dir, tmp
     from perceptforge.flows.verify import verify_flow
 
     monkeypatch.setenv("LABEL_STUDIO_API_KEY", label_studio.admin.token)
-    run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["R1"])
+    run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["I1"])
     args = {"run_dir": str(run), "document_root": str(label_studio.document_root), "url": label_studio.url}
     timed_out = verify_flow(**args, timeout_s=1, poll_s=0.5)
     assert timed_out["still_waiting"] == 5 and timed_out["status"] == {"incomplete": 5}

@@ -37,7 +37,7 @@ def test_an_annotator_accepts_an_item_in_the_labeling_ui(label_studio, browser, 
     from playwright.sync_api import expect
 
     run = tmp_path / "run"
-    mvp_flow(source=str(sample_dir), profile="local", out=str(run), seed=0, limit=1, categories=["B1"])
+    mvp_flow(source=str(sample_dir), profile="local", out=str(run), seed=0, limit=1, categories=["S1"])
     ls = label_studio.client()
     project = push(run, ls, label_studio.document_root)["projects"]["yes_no_pair"]
     annotator = label_studio.annotators[0]

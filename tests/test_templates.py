@@ -154,8 +154,14 @@ def test_every_question_of_every_template_with_every_value_is_sound(subject, sam
         for rendering in from_alternatives(template, "sd-inpaint"):
             assert not STEREOTYPES.search(rendering.high), f"{template.id}: {rendering.high!r}"
             idea = Idea(
-                category=template.id, subject=subject, attribute=template.attribute, old=old, new=rendering.value,
-                new_caption="c", high_level_value=rendering.high, rendering=rendering,
+                category=template.id,
+                subject=subject,
+                attribute=template.attribute,
+                old=old,
+                new=rendering.value,
+                new_caption="c",
+                high_level_value=rendering.high,
+                rendering=rendering,
             )
             record = IdeaRecord(unit=f"1-{template.id}", idea=idea)
             candidate = make_candidate(template, grounding, "a" * 64, record, writer, descriptions, seed=0)
