@@ -20,7 +20,6 @@ class Donor(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     file: str = Field(min_length=1)
-    mask: str | None = Field(None, description="cut-out mask PNG (white = the object), for object donors")
     kind: DonorKind
     label: str = Field(min_length=1, description="the value as questions name it")
     highs: dict[HighLevel, str] = Field(min_length=1, description="high level → what the entry means there")
@@ -61,9 +60,8 @@ class DonorLibrary:
             if d.id in seen:
                 raise InputError(str(index), f"donor id {d.id!r} appears twice")
             seen.add(d.id)
-            for name in filter(None, (d.file, d.mask)):
-                if not (folder / name).is_file():
-                    raise InputError(str(index), f"donor {d.id}: file {name!r} not found in {folder}")
+            if not (folder / d.file).is_file():
+                raise InputError(str(index), f"donor {d.id}: file {d.file!r} not found in {folder}")
         return cls(folder, parsed.donors)
 
     def of_kind(self, kind: str, high: str) -> list[Donor]:
@@ -72,7 +70,3 @@ class DonorLibrary:
 
     def path(self, donor_id: str) -> Path:
         return self.folder / self.donors[donor_id].file
-
-    def mask_path(self, donor_id: str) -> Path | None:
-        mask = self.donors[donor_id].mask
-        return self.folder / mask if mask else None
