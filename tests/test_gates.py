@@ -135,47 +135,9 @@ def test_a_mask_that_swallows_the_subject_is_stopped(astronaut_unit):
         make_mask(b1, b1_candidate, source, grounding, run, FixedMask(keep), Gates(), 0)
 
 
-def save_tiny_clip(folder):
-    """A random CLIP (tiny text and vision towers) with a byte-level tokenizer and its processor."""
-    from tiny_models import write_byte_clip_tokenizer
-    from transformers import (
-        CLIPConfig,
-        CLIPImageProcessor,
-        CLIPModel,
-        CLIPProcessor,
-        CLIPTextConfig,
-        CLIPTokenizer,
-        CLIPVisionConfig,
-    )
-
-    write_byte_clip_tokenizer(folder / "_tokenizer")
-    tokenizer = CLIPTokenizer.from_pretrained(folder / "_tokenizer", model_max_length=77)
-    text = CLIPTextConfig(
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        vocab_size=len(tokenizer),
-        max_position_embeddings=77,
-        bos_token_id=0,
-        eos_token_id=1,
-        pad_token_id=1,
-    )
-    vision = CLIPVisionConfig(
-        hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=32, patch_size=8
-    )
-    import torch
-
-    torch.manual_seed(0)
-    CLIPModel(CLIPConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=8)).save_pretrained(
-        folder
-    )
-    processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
-    CLIPProcessor(image_processor=processor, tokenizer=tokenizer).save_pretrained(folder)
-    return folder
-
-
 def test_clip_gate_measures_new_against_old_and_stops_an_unfaithful_edit(tmp_path, astronaut_unit):
+    from tiny_models import save_tiny_clip
+
     from perceptforge.backends.clip_gate import ClipScorer
 
     run, template, candidate, source, grounding = astronaut_unit

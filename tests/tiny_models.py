@@ -125,6 +125,49 @@ def write_byte_clip_tokenizer(folder: Path) -> None:
     (folder / "merges.txt").write_text("#version: 0.2\n")
 
 
+def byte_clip_tokenizer(folder: Path):
+    """The byte-level CLIP tokenizer, written to ``folder`` and loaded back."""
+    from transformers import CLIPTokenizer
+
+    write_byte_clip_tokenizer(folder)
+    return CLIPTokenizer.from_pretrained(folder, model_max_length=77)
+
+
+def tiny_clip_text_config(vocab_size: int, hidden_size: int = 32, layers: int = 2, heads: int = 4, **extra):
+    from transformers import CLIPTextConfig
+
+    return CLIPTextConfig(
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size + 5,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        vocab_size=vocab_size,
+        max_position_embeddings=77,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=1,
+        **extra,
+    )
+
+
+def save_tiny_clip(folder: Path) -> Path:
+    """A random CLIP (tiny text and vision towers) with the byte-level tokenizer and its processor."""
+    import torch
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPVisionConfig
+
+    torch.manual_seed(0)
+    tokenizer = byte_clip_tokenizer(folder / "_tokenizer")
+    text = tiny_clip_text_config(len(tokenizer), hidden_size=16, layers=1, heads=2)
+    vision = CLIPVisionConfig(
+        hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=32, patch_size=8
+    )
+    config = CLIPConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=8)
+    CLIPModel(config).save_pretrained(folder)
+    processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    CLIPProcessor(image_processor=processor, tokenizer=tokenizer).save_pretrained(folder)
+    return folder
+
+
 def save_tiny_sd(folder: Path, kind: str) -> Path:
     """A tiny random Stable Diffusion pipeline: ``kind`` is "inpaint" (UNet in_channels 9) or "ip2p" (8)."""
     import torch
@@ -136,26 +179,11 @@ def save_tiny_sd(folder: Path, kind: str) -> Path:
         StableDiffusionInstructPix2PixPipeline,
         UNet2DConditionModel,
     )
-    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+    from transformers import CLIPTextModel
 
     torch.manual_seed(0)
-    tok_dir = folder / "_tokenizer"
-    write_byte_clip_tokenizer(tok_dir)
-    tokenizer = CLIPTokenizer.from_pretrained(tok_dir, model_max_length=77)
-    text_encoder = CLIPTextModel(
-        CLIPTextConfig(
-            hidden_size=32,
-            intermediate_size=37,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            vocab_size=len(tokenizer),
-            max_position_embeddings=77,
-            projection_dim=32,
-            bos_token_id=0,
-            eos_token_id=1,
-            pad_token_id=1,
-        )
-    )
+    tokenizer = byte_clip_tokenizer(folder / "_tokenizer")
+    text_encoder = CLIPTextModel(tiny_clip_text_config(len(tokenizer), projection_dim=32))
     unet = UNet2DConditionModel(
         block_out_channels=(32, 64),
         layers_per_block=1,
