@@ -38,8 +38,11 @@ def ingest_entry(source_dir: Path, entry: SourceEntry, run: RunDir) -> IngestedS
 
 # Resume is by the files each unit writes, so Prefect's own input caching stays off (inputs hold clients).
 @task(name="ingest", cache_policy=NO_CACHE)
-def ingest(entry: SourceEntry, source_dir: Path, run_path: Path) -> IngestedSource:
-    return ingest_entry(source_dir, entry, RunDir(run_path))
+def ingest(entry: SourceEntry, source_dir: Path, run_path: Path) -> IngestedSource | Exception:
+    try:
+        return ingest_entry(source_dir, entry, RunDir(run_path))
+    except (PerceptforgeError, ValueError) as exc:  # a bad source file: quarantined in one line, not a traceback
+        return exc
 
 
 def ingest_stage(

@@ -95,14 +95,17 @@ def write_questions(
     cross_descriptions: list[str],
     seed: int,
     run_path: Path,
-) -> Candidate:
+) -> Candidate | ValueError:
     template, grounding, source, idea = unit
-    record = RunDir(run_path).once(
-        f"candidates/{safe_name(idea.unit)}.json",
-        lambda: make_candidate(template, grounding, source.sha256, idea, writer, cross_descriptions, seed).model_dump(
-            mode="json", exclude_none=True
-        ),
-    )
+    try:
+        record = RunDir(run_path).once(
+            f"candidates/{safe_name(idea.unit)}.json",
+            lambda: make_candidate(
+                template, grounding, source.sha256, idea, writer, cross_descriptions, seed
+            ).model_dump(mode="json", exclude_none=True),
+        )
+    except ValueError as exc:  # a question that cannot be made sound: quarantined in one line
+        return exc
     return Candidate.model_validate(record)
 
 

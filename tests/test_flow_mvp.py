@@ -107,7 +107,9 @@ def test_candidates_are_byte_identical_per_seed(prefect_api, sample_dir, tmp_pat
     assert a != c
 
 
-def test_corrupt_and_escaping_images_are_quarantined(prefect_api, sample_dir, tmp_path):
+def test_corrupt_and_escaping_images_are_quarantined(prefect_api, sample_dir, tmp_path, caplog):
+    import logging
+
     src = tmp_path / "src"
     shutil.copytree(sample_dir, src)
     (src / "images" / "coffee.jpg").write_bytes(b"garbage")
@@ -115,8 +117,12 @@ def test_corrupt_and_escaping_images_are_quarantined(prefect_api, sample_dir, tm
     doc["images"][4]["file_name"] = "../../outside.jpg"
     (src / "annotations.json").write_text(json.dumps(doc))
     out = tmp_path / "run"
-    summary = mvp_flow(source=str(src), profile="local", out=str(out))
+    with caplog.at_level(logging.INFO):
+        summary = mvp_flow(source=str(src), profile="local", out=str(out), categories=["S1"])
     assert summary["counts"]["ingested"] == 4
+    # every quarantine, bad files included, is one warning line: no error, no traceback
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("ingest: source-4 quarantined" in r.getMessage() for r in caplog.records)
     q = [
         json.loads(line)
         for line in (out / "quarantine.jsonl").read_text().splitlines()
