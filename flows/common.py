@@ -67,7 +67,10 @@ def renderable_values(
         if not backends:
             skipped[t.id] = f"edit kind {t.edit_kind.value} needs an instruction editor; profile '{prof.name}' has none"
             continue
-        declared = [b.renderings(t) for b in backends]
+        declared = [
+            b.renderings(t) if hasattr(b, "renderings") else ([], f"{b.name} does not declare what it can render")
+            for b in backends
+        ]
         values = renderings.merge([v for v, _ in declared])
         if values:
             offers[t.id] = values
