@@ -85,6 +85,8 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}", f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise InputError(str(path), "JSON nested too deeply to read") from None
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
@@ -100,6 +102,8 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
             empty = False
             try:
                 obj = json.loads(raw)
+            except RecursionError:
+                raise InputError(f"{path}:{lineno}", "JSON nested too deeply to read") from None
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 hint = ""
                 if lineno == 1 and b"," in raw and not raw.lstrip().startswith((b"{", b"[")):

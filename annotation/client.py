@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -66,7 +67,16 @@ class LabelStudio:
             raise ServerRefused(
                 f"Label Studio at {self.url}: HTTP {response.status_code} while {doing}: {detail}", response.status_code
             )
-        return response.json() if response.content else None
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:  # a proxy's or a login page's HTML under HTTP 200
+            kind = response.headers.get("content-type", "no content type")
+            raise ServerRefused(
+                f"Label Studio at {self.url} answered {doing} with {kind}, not JSON: is this URL the Label Studio API?",
+                response.status_code,
+            ) from None
 
     # --- projects ------------------------------------------------------------------------------------
     def projects(self) -> list[dict]:
@@ -152,5 +162,11 @@ def connect(url: str | None = None, token: str | None = None) -> LabelStudio:
         raise PerceptforgeError(
             "no Label Studio server: start one with `make label-studio`, or set LABEL_STUDIO_URL and "
             "LABEL_STUDIO_API_KEY"
+        )
+    parts = urlsplit(url)
+    if parts.username or parts.password:  # they would be printed in links and replace the token header
+        shown = parts._replace(netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else "")).geturl()
+        raise PerceptforgeError(
+            f"the Label Studio URL carries credentials: give {shown} and the token in LABEL_STUDIO_API_KEY"
         )
     return LabelStudio(url, token)

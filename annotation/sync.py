@@ -12,6 +12,7 @@ export and the run's original items, so pulling twice writes the same bytes. Lay
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import shutil
@@ -90,12 +91,29 @@ def push(
     chunk_size: int = 100,
     on_chunk: Callable[[int], None] | None = None,
 ) -> dict:
-    """Create or update one project per item kind and import the items it does not have yet."""
+    """Create or update one project per item kind and import the items it does not have yet. Two pushes
+    of one run to one server take turns (a lock file in the run directory), so the second finds the
+    first one's projects and tasks instead of making its own."""
     run = RunDir(Path(run_dir).resolve())
     try:
         local_files_url(run.path, document_root)
     except ValueError as exc:
         raise PerceptforgeError(str(exc)) from None
+    server = hashlib.sha256(ls.url.rstrip("/").encode()).hexdigest()[:12]
+    lock_path = run.sub("annotation", f".push-{server}.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when the process dies
+        return _push_locked(run, ls, document_root, chunk_size, on_chunk)
+
+
+def _push_locked(
+    run: RunDir,
+    ls: LabelStudio,
+    document_root: Path,
+    chunk_size: int,
+    on_chunk: Callable[[int], None] | None,
+) -> dict:
     items = load_items(run.path)
     by_kind: dict[str, list] = defaultdict(list)
     for item in items:

@@ -149,6 +149,10 @@ class ChatClient:
             try:
                 with self._slots:
                     reply = self._client.chat.completions.create(**kwargs)
+                if not getattr(reply, "choices", None):  # a web page or a proxy's answer under HTTP 200
+                    raise PerceptforgeError(
+                        f"{self.base_url}: the answer is not a chat completion: {str(reply)[:80]!r}"
+                    )
                 self.usage.add(getattr(reply, "usage", None))
                 return reply.choices[0].message.content or ""
             except retryable as exc:

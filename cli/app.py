@@ -22,6 +22,10 @@ class App(typer.Typer):
         except PerceptforgeError as exc:
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             sys.exit(2)
+        except OSError as exc:  # a full disk, a read-only folder: the place and the reason, not a traceback
+            where = f"{exc.filename}: " if exc.filename else ""
+            err_console.print(f"[bold red]error:[/] {where}{exc.strerror or exc}", highlight=False, soft_wrap=True)
+            sys.exit(2)
 
 
 def new_app(help: str) -> App:

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from perceptforge.cli.app import console, new_app
+from perceptforge.cli.app import console, err_console, new_app
 from perceptforge.cli.templates import app as templates_app
 from perceptforge.settings import configure_prefect
 
@@ -36,20 +36,31 @@ def _run_mvp(
     categories: Optional[str] = None,
     runner: Optional[str] = None,
     dask_address: Optional[str] = None,
+    fresh: bool = False,
 ) -> dict:
     configure_prefect()
-    from perceptforge.configs.profile import load_profile
     from perceptforge.flows.common import task_runner
-    from perceptforge.flows.mvp import mvp_flow
+    from perceptforge.flows.mvp import mvp_flow, plan_mvp
 
-    prof = load_profile(profile)
+    cats = [c.strip() for c in categories.split(",") if c.strip()] if categories else None
+    # Source, profile, templates and run directory are checked before the flow starts: a problem is one line.
+    plan = plan_mvp(source, profile, out, seed, limit, cats, fresh)
+    prof = plan.profile
     kind = runner or prof.runner.kind
     workers = prof.thread_workers() if kind == "threads" else prof.runner.max_workers
+    workers = prof.workers_within_memory(workers, max((e.width * e.height for e in plan.entries), default=0))
     flow = mvp_flow.with_options(task_runner=task_runner(kind, workers, dask_address or prof.runner.dask_address))
-    cats = [c.strip() for c in categories.split(",") if c.strip()] if categories else None
     # No spinner here: the stage runner draws a progress bar per stage.
     console.print(f"[bold]mvp flow[/] on {source} → {out}")
-    return flow(source=str(source), profile=profile, out=str(out), seed=seed, limit=limit, categories=cats)
+    return flow(source=str(source), profile=profile, out=str(out), seed=seed, limit=limit, categories=cats, fresh=fresh)
+
+
+def _require_items(summary: dict) -> None:
+    """A run that built nothing is a failure: exit 1 with what went wrong."""
+    if summary["counts"].get("items", 0) == 0:
+        reasons = ", ".join(f"{n} × {r}" for r, n in summary["failures"].items()) or "no unit reached the items stage"
+        err_console.print(f"[bold red]error:[/] the run built no items ({reasons})", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def _print_summary(summary: dict, out: Path) -> None:
@@ -73,7 +84,7 @@ def run_mvp(
     profile: str = typer.Option("local", "--profile", help="bundled profile name (local, gpu) or a YAML path"),
     out: Path = typer.Option(..., "--out", help="run directory (created; an existing one is resumed)"),
     seed: Optional[int] = typer.Option(
-        None, "--seed", help="seed for every random choice of the run (default: the profile's seed)"
+        None, "--seed", min=0, help="seed for every random choice of the run (default: the profile's seed)"
     ),
     limit: Optional[int] = typer.Option(
         None,
@@ -90,24 +101,29 @@ def run_mvp(
     dask_address: Optional[str] = typer.Option(
         None, "--dask-address", help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786"
     ),
+    fresh: bool = typer.Option(
+        False, "--fresh", help="clear OUT first when it holds a run of other settings (seed, profile, sources …)"
+    ),
 ) -> None:
     """Build MVP-Bench-style items (MVP-Bench §4.1) from SOURCE into the run directory OUT."""
-    summary = _run_mvp(source, profile, out, seed, limit, categories, runner, dask_address)
+    summary = _run_mvp(source, profile, out, seed, limit, categories, runner, dask_address, fresh)
     _print_summary(summary, out)
     console.print(f"run directory: [bold]{out.resolve()}[/]")
     console.print(f"report:        [bold]{summary['report']}[/]")
+    _require_items(summary)
 
 
 @app.command()
 def demo(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="run directory for the demo"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", min=0),
 ) -> None:
     """Run the mvp flow on the bundled photos with the local (CPU, offline) profile."""
     summary = _run_mvp(bundled_sample(), "local", out, seed, None)
     _print_summary(summary, out)
     console.print(f"run directory: [bold]{out.resolve()}[/]")
     console.print(f"report:        [bold]{summary['report']}[/]")
+    _require_items(summary)
 
 
 @profile_app.command("check")

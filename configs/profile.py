@@ -69,6 +69,18 @@ class Runner(Section):
     kind: Literal["threads", "dask"] = "threads"
     max_workers: int = Field(2, ge=1)
     dask_address: str | None = None
+    memory_budget_gb: float = Field(
+        8.0, gt=0, description="workers are cut so that workers × the largest source's peak memory fits in this"
+    )
+    peak_bytes_per_pixel: float = Field(
+        80.0, gt=0, description="peak memory per source pixel of one unit (benchmarks/image_memory.py measures it)"
+    )
+
+
+class Ingest(Section):
+    max_pixels: int = Field(
+        40_000_000, ge=1, description="larger source images are refused before decoding (Pillow's own cap is 89 MP)"
+    )
 
 
 class Profile(Section):
@@ -90,6 +102,7 @@ class Profile(Section):
     llm: BackendSettings
     gates: Gates = Gates()
     runner: Runner = Runner()
+    ingest: Ingest = Ingest()
 
     def backend_names(self) -> dict[str, str]:
         return {
@@ -118,6 +131,13 @@ class Profile(Section):
         if self.gates.clip is None:
             return None
         return ClipScorer(self.gates.clip.model, (runtime or self.runtime()).device)
+
+    def workers_within_memory(self, workers: int, largest_pixels: int) -> int:
+        """``workers`` cut so that each one's peak on the largest source fits the memory budget together."""
+        per_worker = largest_pixels * self.runner.peak_bytes_per_pixel
+        if per_worker <= 0:
+            return workers
+        return max(1, min(workers, int(self.runner.memory_budget_gb * 2**30 // per_worker)))
 
     def thread_workers(self) -> int:
         """Threads for the threads runner: enough for every endpoint's allowed requests in flight (each

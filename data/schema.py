@@ -166,7 +166,8 @@ class Idea(Record):
 class ImageRef(Record):
     """An image stored content-addressed in a run or split directory."""
 
-    path: str = Field(min_length=1, description="relative path, e.g. 'images/<sha256>.png'")
+    # Only the content-addressed form: a path read from a record can then never leave its directory.
+    path: str = Field(pattern=r"^images/[0-9a-f]{64}\.png$", description="'images/<sha256>.png', relative")
     sha256: SHA256
     width: int = Field(gt=0)
     height: int = Field(gt=0)

@@ -3,7 +3,12 @@ settings, pick the task runner, and write the summary (with its Prefect artifact
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -86,6 +91,72 @@ def select_entries(entries: list[SourceEntry], limit: int | None) -> list[Source
         return entries
     subjects = [e for e in entries if e.subject][:limit]
     return sorted(subjects + [e for e in entries if not e.subject], key=lambda e: e.source_id)
+
+
+def sources_digest(source_dir: Path, annotation_file: str, entries: list[SourceEntry]) -> str:
+    """The annotation file's bytes and each image's name and size: what a run was built from."""
+    h = hashlib.sha256((source_dir / annotation_file).read_bytes())
+    for e in sorted(entries, key=lambda e: e.source_id):
+        path = source_dir / e.file_name
+        h.update(f"\n{e.source_id}\t{e.file_name}\t{path.stat().st_size if path.is_file() else -1}".encode())
+    return h.hexdigest()
+
+
+def run_identity(
+    flow: str, prof: Profile, seed: int, used: dict[str, Template], sources: str, limit: int | None
+) -> dict[str, Any]:
+    profile = hashlib.sha256(json.dumps(prof.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+    return {
+        "flow": flow,
+        "profile": profile,
+        "seed": seed,
+        "categories": sorted(used),
+        "sources": sources,
+        "limit": limit,
+    }
+
+
+def identity_conflict(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """What makes ``new`` another run than ``old``; None when resume can serve it (the same, or only more
+    categories or a larger ``--limit``: the items already made stay right)."""
+    differs = []
+    for key in ("flow", "profile", "seed", "sources"):
+        if old.get(key) != new[key]:
+            differs.append(f"{key} {old.get(key)!r} → {new[key]!r}" if key == "seed" else key)
+    if not set(old.get("categories", [])) <= set(new["categories"]):
+        differs.append(f"categories {old.get('categories')} → {new['categories']}")
+    old_limit, new_limit = old.get("limit"), new["limit"]
+    if new_limit is not None and (old_limit is None or new_limit < old_limit):
+        differs.append(f"limit {old_limit} → {new_limit}")
+    return ", ".join(differs) or None
+
+
+def prepare_run(out: Path, identity: dict[str, Any], fresh: bool = False, check_only: bool = False) -> RunDir:
+    """The run directory for ``identity``, created if need be. A directory that holds another run stops
+    here with one line naming what differs, unless ``fresh`` (then it is cleared: only a run directory,
+    never an arbitrary folder). ``check_only``: the checks alone, nothing written (the CLI runs them
+    before it starts the flow)."""
+    if out.exists() and not out.is_dir():
+        raise InputError(str(out), "--out is a file, not a directory")
+    run = RunDir(out.resolve())
+    marker = run.sub("run.json")
+    previous = json.loads(marker.read_text()) if marker.is_file() else None
+    if out.is_dir() and any(out.iterdir()):
+        if previous is None:
+            raise InputError(str(out), "is not empty and holds no run (run.json): choose another --out")
+        conflict = identity_conflict(previous, identity)
+        if conflict and not fresh:
+            raise InputError(str(out), f"holds another run ({conflict}): give another --out, or --fresh to start over")
+        if fresh and not check_only:
+            for child in out.iterdir():
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(str(out), f"cannot create or write the run directory ({existing} is not a writable folder)")
+    if not check_only:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(marker, identity)
+    return run
 
 
 def record_run_settings(run: RunDir, prof: Profile, used: dict[str, Template]) -> None:

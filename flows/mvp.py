@@ -7,24 +7,70 @@ progress, model release, artifacts. Categories the profile cannot render are ski
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from perceptforge.configs.profile import load_profile
+from perceptforge.configs.profile import Profile, load_profile
+from perceptforge.errors import InputError
 from perceptforge.flows.common import (
+    prepare_run,
     record_run_settings,
     renderable_values,
+    run_identity,
     select_entries,
     select_templates,
+    sources_digest,
     summarise,
 )
+from perceptforge.logic.templates import Template
 from perceptforge.outputs.report import write_report
-from perceptforge.store.rundir import RunDir
-from perceptforge.store.sources import read_source_dir
+from perceptforge.store.sources import SourceEntry, read_source_dir
 from perceptforge.tasks import edit, gates, ground, idea, ingest, items, mask, questions
 from perceptforge.tasks.runner import StageRunner
+
+
+@dataclass(frozen=True)
+class MvpPlan:
+    profile: Profile
+    seed: int
+    all_templates: dict[str, Template]
+    used: dict[str, Template]
+    source_dir: Path
+    entries: list[SourceEntry]
+    out: Path
+    identity: dict[str, Any]
+
+
+def plan_mvp(
+    source: str | Path,
+    profile: str,
+    out: str | Path,
+    seed: int | None = None,
+    limit: int | None = None,
+    categories: list[str] | None = None,
+    fresh: bool = False,
+) -> MvpPlan:
+    """Everything a run is decided by, read and checked before any stage: the profile, the templates, the
+    source directory and its annotation file, and the run directory's identity. Each problem is one
+    line (an InputError naming the file or option); nothing is written."""
+    prof = load_profile(profile)
+    seed = prof.seed if seed is None else seed
+    if seed < 0:
+        raise InputError("--seed", f"must be 0 or more, got {seed}")
+    all_templates, used = select_templates(categories)
+    source_dir = Path(source).resolve()
+    annotation_file = getattr(prof.grounder, "file", "annotations.json")
+    entries = read_source_dir(source_dir, annotation_file)
+    if not entries:
+        raise InputError(str(source_dir / annotation_file), "lists no images")
+    digest = sources_digest(source_dir, annotation_file, entries)
+    identity = run_identity("mvp", prof, seed, used, digest, limit)
+    prepare_run(Path(out), identity, fresh, check_only=True)
+    return MvpPlan(prof, seed, all_templates, used, source_dir, select_entries(entries, limit), Path(out), identity)
 
 
 @flow(name="mvp", task_runner=ThreadPoolTaskRunner(max_workers=2))  # type: ignore[arg-type]
@@ -35,21 +81,26 @@ def mvp_flow(
     seed: int | None = None,
     limit: int | None = None,
     categories: list[str] | None = None,
+    fresh: bool = False,
 ) -> dict:
     """Build MVP-Bench-style items from a source directory into the run directory ``out``."""
-    prof = load_profile(profile)
-    seed = prof.seed if seed is None else seed
-    all_templates, used = select_templates(categories)
+    plan = plan_mvp(source, profile, out, seed, limit, categories, fresh)
+    prof, seed, all_templates, used, source_dir, entries = (
+        plan.profile,
+        plan.seed,
+        plan.all_templates,
+        plan.used,
+        plan.source_dir,
+        plan.entries,
+    )
+    run = prepare_run(plan.out, plan.identity, fresh)
+    record_run_settings(run, prof, used)
     runtime = prof.runtime()
     mask_editors, editor = prof.build("inpainter", runtime), prof.build("editor", runtime)
     offers, skipped = renderable_values(used, prof, mask_editors, editor)
-    run = RunDir(Path(out).resolve())
-    record_run_settings(run, prof, used)
-    source_dir = Path(source).resolve()
-    entries = select_entries(read_source_dir(source_dir, getattr(prof.grounder, "file", "annotations.json")), limit)
     runner = StageRunner(run, release_models=prof.release_models_between_stages)
 
-    sources = ingest.ingest_stage(runner, entries, source_dir)
+    sources = ingest.ingest_stage(runner, entries, source_dir, prof.ingest.max_pixels)
     ingested = {sid: record for sid, (_, record) in sources.items()}
     grounder = prof.build("grounder", runtime).load()
     groundings = ground.ground_stage(runner, sources, grounder, list(used.values()))

@@ -18,9 +18,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from perceptforge.data.schema import LETTERS, BenchmarkItem, FileEntry, SplitManifest
+from perceptforge.data.schema import LETTERS, BenchmarkItem, FileEntry, ImageRef, SplitManifest
 from perceptforge.errors import InputError, describe_validation_error
 from perceptforge.fileio import atomic_write_bytes, atomic_write_text, dumps_canonical, sha256_file, write_json
+from perceptforge.store.rundir import RunDir
 
 FORMATS = ("jsonl", "parquet", "vlmevalkit")
 
@@ -60,20 +61,34 @@ def assign_splits(items: list[BenchmarkItem], seed: int, val_fraction: float) ->
     return splits
 
 
-def _b64(path: Path) -> str:
-    return base64.b64encode(path.read_bytes()).decode()
+def image_bytes(run_dir: Path, item: BenchmarkItem, ref: ImageRef) -> bytes:
+    """An item's image from the run directory; a missing one is an error naming the item and the path."""
+    path = RunDir(run_dir).inside(ref.path)
+    if not path.is_file():
+        raise InputError(str(path), f"image of item {item.id} is missing from the run directory")
+    return path.read_bytes()
+
+
+def _b64(run_dir: Path, item: BenchmarkItem, ref: ImageRef) -> str:
+    return base64.b64encode(image_bytes(run_dir, item, ref)).decode()
 
 
 def write_jsonl_split(items, splits, run_dir: Path, out: Path) -> list[Path]:
+    """``val.jsonl``, ``test.jsonl`` and every image they name; the list is what the split holds, whether
+    this call copied a file or an earlier (or interrupted) export did."""
     written = []
     for split in ("val", "test"):
         rows = [{**item.model_dump(mode="json"), "split": split} for item in items if splits[item.id] == split]
         written.append(atomic_write_text(out / f"{split}.jsonl", "".join(dumps_canonical(r) + "\n" for r in rows)))
     for item in items:
         for ref in (item.pair.natural, item.pair.manipulated, item.pair.mask):
-            if ref is not None and not (out / ref.path).exists():
-                atomic_write_bytes(out / ref.path, (run_dir / ref.path).read_bytes())
-                written.append(out / ref.path)
+            if ref is None:
+                continue
+            target = out / ref.path
+            data = image_bytes(run_dir, item, ref)
+            if not target.is_file() or sha256_file(target) != ref.sha256:
+                atomic_write_bytes(target, data)
+            written.append(target)
     return written
 
 
@@ -103,11 +118,11 @@ def write_parquet(items, splits, run_dir: Path, out: Path) -> Path:
                 "category_low": item.category.low,
                 **fields,
                 "natural_image": {
-                    "bytes": (run_dir / item.pair.natural.path).read_bytes(),
+                    "bytes": image_bytes(run_dir, item, item.pair.natural),
                     "path": item.pair.natural.path,
                 },
                 "manipulated_image": {
-                    "bytes": (run_dir / item.pair.manipulated.path).read_bytes(),
+                    "bytes": image_bytes(run_dir, item, item.pair.manipulated),
                     "path": item.pair.manipulated.path,
                 },
                 "lineage": dumps_canonical(item.lineage.model_dump(mode="json")),
@@ -162,9 +177,9 @@ def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path) -> Path:
         if q.kind not in ("single_mcq", "cross_mcq", "absent_mcq"):
             continue
         if q.kind == "cross_mcq":
-            image = repr([_b64(run_dir / item.pair.natural.path), _b64(run_dir / item.pair.manipulated.path)])
+            image = repr([_b64(run_dir, item, item.pair.natural), _b64(run_dir, item, item.pair.manipulated)])
         else:
-            image = _b64(run_dir / item.pair.manipulated.path)
+            image = _b64(run_dir, item, item.pair.manipulated)
         options = list(q.options) + [""] * (len(LETTERS) - len(q.options))
         writer.writerow(
             [

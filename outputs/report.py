@@ -51,9 +51,16 @@ def bar_chart(title: str, counts: dict[str, int], colour: str = "#4C72B0") -> st
     return f'<div><h3>{html.escape(title)}</h3><svg width="{width}" height="{height}">{"".join(rows)}</svg></div>'
 
 
+def image_src(run: RunDir, rel: str) -> str:
+    """A run-relative image path for an ``src`` attribute: refused if it leaves the run, always escaped."""
+    run.inside(rel)
+    return html.escape(rel, quote=True)
+
+
 def mask_overlay(run: RunDir, natural_path: str, mask_path: str) -> str:
     """Natural image with the mask tinted red, stored content-addressed; returns its path."""
-    natural = np.asarray(load_rgb(run.sub(natural_path)), np.float32)
+    natural = np.asarray(load_rgb(run.inside(natural_path)), np.float32)
+    run.inside(mask_path)
     mask = run.load_mask(mask_path)
     tinted = natural.copy()
     tinted[mask] = tinted[mask] * 0.45 + np.array([255, 40, 40], np.float32) * 0.55
@@ -110,7 +117,7 @@ def quarantine_table(run: RunDir, quarantined: list[dict]) -> str:
         picture = ""
         if q.get("mask") and q.get("natural"):
             overlay = mask_overlay(run, q["natural"], q["mask"])
-            picture = f"<img src='{overlay}' style='width:120px;height:120px;object-fit:contain'>"
+            picture = f"<img src='{image_src(run, overlay)}' style='width:120px;height:120px;object-fit:contain'>"
         rows.append(
             f"<tr><td class='id'>{html.escape(q['unit'])}</td><td>{html.escape(q['stage'])}</td>"
             f"<td>{html.escape(q['reason'])}: {html.escape(q.get('detail', ''))}</td>"
@@ -171,7 +178,8 @@ def write_report(run: RunDir) -> str:
         gate = run.read_record(f"gates/{unit}.json")
         mask_record = run.read_record(f"masks/{unit}.json")
         figures = "".join(
-            f"<figure><img src='{p}' loading='lazy'><figcaption>{n}</figcaption></figure>" for n, p in figs
+            f"<figure><img src='{image_src(run, p)}' loading='lazy'><figcaption>{n}</figcaption></figure>"
+            for n, p in figs
         )
         cards.append(
             f"<div class='card'><div><span class='id'>{html.escape(unit)}</span>"

@@ -11,11 +11,18 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from perceptforge.errors import InputError
 
 
-def load_rgb(path: str | Path) -> Image.Image:
-    """Open an image as upright RGB (grayscale, palette, CMYK, RGBA and 16-bit inputs converted)."""
+def load_rgb(path: str | Path, max_pixels: int | None = None) -> Image.Image:
+    """Open an image as upright RGB (grayscale, palette, CMYK, RGBA and 16-bit inputs converted). With
+    ``max_pixels``, a larger image is refused from its header, before a byte of pixels is decoded."""
     path = Path(path)
     try:
         with Image.open(path) as im:
+            if max_pixels is not None and im.width * im.height > max_pixels:
+                raise InputError(
+                    str(path),
+                    f"{im.width}x{im.height} is {im.width * im.height / 1e6:.1f} MP, above the profile's "
+                    f"ingest.max_pixels ({max_pixels / 1e6:.1f} MP)",
+                )
             im.load()
             upright = ImageOps.exif_transpose(im)
     except FileNotFoundError:

@@ -4,12 +4,15 @@ Each unit of work writes one file when it finishes (atomically), so "done" means
 Files are named by content or by stable ids, never by order of completion, which keeps reruns
 byte-identical. Layout::
 
+    RUN_DIR/run.json              the run's identity (flow, profile digest, seed, categories, sources digest,
+                                  limit): a rerun with another identity is refused (flows/common.prepare_run)
     RUN_DIR/profile.yaml          resolved profile (no secrets: only environment-variable names)
     RUN_DIR/sources.jsonl         ingested source images (SourceImage records), sorted by id
     RUN_DIR/images/<sha256>.png   content-addressed images (natural, manipulated) and masks
     RUN_DIR/groundings/<id>.json  one grounding per source image
     RUN_DIR/ideas/<unit>.json     IdeaRecord;  candidates/<unit>.json  Candidate (idea + questions + lineage)
     RUN_DIR/masks/<unit>.json     MaskRecord;  edits/<unit>.json  EditRecord;  items/<id>.json  BenchmarkItem
+    RUN_DIR/gates/<unit>.json     GateRecord: every gate measurement, passed or not
     RUN_DIR/quarantine/<unit>.json one file per failed unit: stage, reason, detail
     RUN_DIR/quarantine.jsonl      the same, gathered and sorted at the end of the run
     RUN_DIR/summary.json          counts per stage and category, failures by reason, wall time per stage
@@ -26,6 +29,7 @@ import numpy as np
 from PIL import Image
 
 from perceptforge.data.schema import ImageRef
+from perceptforge.errors import InputError
 from perceptforge.fileio import atomic_write_bytes, dumps_canonical, sha256_bytes, write_json, write_jsonl
 from perceptforge.store.images import load_rgb, png_bytes
 
@@ -37,6 +41,14 @@ def safe_name(unit_id: str) -> str:
 class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
+
+    def inside(self, rel: str) -> Path:
+        """``rel`` (a path read from a record) resolved, refused when it leaves the run directory."""
+        root = self.path.resolve()
+        target = (root / rel).resolve()
+        if not target.is_relative_to(root):
+            raise InputError(rel, f"points outside the run directory {root}")
+        return target
 
     def sub(self, *parts: str) -> Path:
         return self.path.joinpath(*parts)
@@ -79,6 +91,10 @@ class RunDir:
         record = {"unit": unit_id, "stage": stage, "reason": reason, "detail": detail, **extra}
         self.write_record(f"quarantine/{safe_name(unit_id)}.json", record)
         return record
+
+    def clear_quarantine(self, unit_id: str) -> None:
+        """A unit that succeeded drops the quarantine record an earlier, failed attempt left."""
+        self.sub("quarantine", f"{safe_name(unit_id)}.json").unlink(missing_ok=True)
 
     def quarantined(self) -> list[dict]:
         folder = self.sub("quarantine")

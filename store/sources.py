@@ -14,6 +14,7 @@ returned as that image's problem, so the caller can quarantine it and go on with
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,10 +41,27 @@ class SourceEntry:
     regions: list[dict] = field(default_factory=list)
 
 
+# C0/C1 controls (NUL included) and the bidirectional embeddings, overrides and isolates: invisible, they
+# would reorder or hide text in questions and in report.html.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f]")
+
+
+def clean_text(value: object, where: str) -> str:
+    """``value`` as text; control or bidirectional-override characters are refused, naming the place."""
+    text = str(value)
+    bad = _CONTROLS.search(text)
+    if bad:
+        raise InputError(where, f"contains the control character U+{ord(bad.group()):04X}: {text!r}")
+    return text
+
+
 def read_source_dir(source_dir: str | Path, annotation_file: str = "annotations.json") -> list[SourceEntry]:
-    """Parse the annotation file; structural errors (not a COCO file) raise, naming the file."""
+    """Parse the annotation file; structural errors (not a COCO file, duplicate ids, text with control
+    characters, attributes that are not a mapping) raise, naming the file and the entry."""
     source_dir = Path(source_dir)
-    path = source_dir / annotation_file
+    if not source_dir.is_dir():
+        raise InputError(str(source_dir), "the source must be a directory (images and an annotation file)")
+    path = resolve_inside(source_dir, annotation_file)
     doc = read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("images"), list):
         raise InputError(str(path), "not a COCO-style file: expected an object with an 'images' list")
@@ -54,25 +72,45 @@ def read_source_dir(source_dir: str | Path, annotation_file: str = "annotations.
             raise InputError(f"{path}: annotations[{k}]", "needs 'image_id' and 'bbox'")
         by_image.setdefault(ann["image_id"], []).append(ann)
     entries = []
+    seen: dict[str, int] = {}
     for k, img in enumerate(doc["images"]):
+        where = f"{path}: images[{k}]"
         try:
             image_id, file_name = img["id"], img["file_name"]
             width, height = int(img["width"]), int(img["height"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{path}: images[{k}]", f"needs id, file_name, width, height ({exc})") from None
+            raise InputError(where, f"needs id, file_name, width, height ({exc})") from None
+        # Ids become file names and dictionary keys as text: 1 and "1" would be one source.
+        if str(image_id) in seen:
+            raise InputError(where, f"id {image_id!r} is already used by images[{seen[str(image_id)]}]")
+        seen[str(image_id)] = k
+        attributes = img.get("attributes") or {}
+        if not isinstance(attributes, dict):
+            raise InputError(
+                where, f"'attributes' must be a mapping of attribute → value, got {type(attributes).__name__}"
+            )
         lic = licences.get(img.get("license"), {})
+        subject = img.get("subject")
+        regions = by_image.get(image_id, [])
+        for ann in regions:
+            if ann.get("label") is not None:
+                clean_text(ann["label"], f"{where} annotation {ann.get('id')} label")
         entries.append(
             SourceEntry(
-                source_id=str(image_id),
-                file_name=str(file_name),
+                source_id=clean_text(image_id, f"{where} id"),
+                file_name=clean_text(file_name, f"{where} file_name"),
                 width=width,
                 height=height,
                 licence=str(lic.get("name") or "unknown"),
                 attribution=str(lic.get("url") or ""),
-                caption=str(img.get("caption") or ""),
-                subject=img.get("subject"),
-                attributes={k2: str(v) for k2, v in (img.get("attributes") or {}).items() if v},
-                regions=by_image.get(image_id, []),
+                caption=clean_text(img.get("caption") or "", f"{where} caption"),
+                subject=clean_text(subject, f"{where} subject") if subject else None,
+                attributes={
+                    clean_text(a, f"{where} attributes"): clean_text(v, f"{where} attributes.{a}")
+                    for a, v in attributes.items()
+                    if v
+                },
+                regions=regions,
             )
         )
     return entries

@@ -16,10 +16,11 @@ from perceptforge.store.sources import SourceEntry, resolve_inside
 from perceptforge.tasks.runner import StageRunner, Unit
 
 
-def ingest_entry(source_dir: Path, entry: SourceEntry, run: RunDir) -> IngestedSource:
-    """Decode one source image and store it; the record links to the stored copy."""
+def ingest_entry(source_dir: Path, entry: SourceEntry, run: RunDir, max_pixels: int | None = None) -> IngestedSource:
+    """Decode one source image and store it; the record links to the stored copy. An image above
+    ``max_pixels`` is refused before it is decoded (its memory would scale with it in every stage)."""
     path = resolve_inside(source_dir, entry.file_name)
-    image = load_rgb(path)
+    image = load_rgb(path, max_pixels)
     if (image.width, image.height) != (entry.width, entry.height):
         raise PerceptforgeError(
             f"{entry.file_name}: annotation says {entry.width}x{entry.height}, image is {image.width}x{image.height}"
@@ -38,18 +39,18 @@ def ingest_entry(source_dir: Path, entry: SourceEntry, run: RunDir) -> IngestedS
 
 # Resume is by the files each unit writes, so Prefect's own input caching stays off (inputs hold clients).
 @task(name="ingest", cache_policy=NO_CACHE)
-def ingest(entry: SourceEntry, source_dir: Path, run_path: Path) -> IngestedSource | Exception:
+def ingest(entry: SourceEntry, source_dir: Path, max_pixels: int | None, run_path: Path) -> IngestedSource | Exception:
     try:
-        return ingest_entry(source_dir, entry, RunDir(run_path))
+        return ingest_entry(source_dir, entry, RunDir(run_path), max_pixels)
     except (PerceptforgeError, ValueError) as exc:  # a bad source file: quarantined in one line, not a traceback
         return exc
 
 
 def ingest_stage(
-    runner: StageRunner, entries: list[SourceEntry], source_dir: Path
+    runner: StageRunner, entries: list[SourceEntry], source_dir: Path, max_pixels: int | None = None
 ) -> dict[str, tuple[SourceEntry, IngestedSource]]:
     """source id → (entry, ingested record); ``sources.jsonl`` lists every ingested source, sorted by id."""
     units = [Unit(f"source-{e.source_id}", e.file_name, e) for e in entries]
-    done = runner.map("ingest", ingest, units, source_dir)
+    done = runner.map("ingest", ingest, units, source_dir, max_pixels)
     write_jsonl(runner.run.sub("sources.jsonl"), [record.model_dump(mode="json") for _, record in done])
     return {u.value.source_id: (u.value, record) for u, record in done}

@@ -86,6 +86,7 @@ class StageRunner:
                 if isinstance(result, Exception):  # raised (a fault) or returned (an expected quarantine)
                     self.quarantine(stage, unit, result)
                 else:
+                    self.run.clear_quarantine(unit.name)
                     done.append((unit, result))
                 advance()
         self._end(stage, models)
@@ -108,6 +109,7 @@ class StageRunner:
                     if isinstance(result, Exception):
                         self.quarantine(stage, unit, result)
                     else:
+                        self.run.clear_quarantine(unit.name)
                         done.append((unit, result))
                     advance()
         self._end(stage, models)

@@ -58,8 +58,8 @@ def mcq_item():
                 "answer": "A",
             },
             "pair": {
-                "natural": {"path": "images/n.png", "sha256": "0" * 64, "width": 4, "height": 4},
-                "manipulated": {"path": "images/m.png", "sha256": "1" * 64, "width": 4, "height": 4},
+                "natural": {"path": f"images/{'0' * 64}.png", "sha256": "0" * 64, "width": 4, "height": 4},
+                "manipulated": {"path": f"images/{'1' * 64}.png", "sha256": "1" * 64, "width": 4, "height": 4},
             },
             "lineage": {
                 "source_id": "1",

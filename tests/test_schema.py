@@ -93,8 +93,13 @@ def test_item_discriminates_question_kind_and_rejects_unknown_field():
 
 
 def test_pair_sizes_must_match():
-    a = {"path": "a.png", "sha256": SHA, "width": 4, "height": 4}
+    a = {"path": f"images/{SHA}.png", "sha256": SHA, "width": 4, "height": 4}
     assert "differ in size" in errors_of(s.ImagePair, natural=a, manipulated={**a, "width": 5})[0]
+
+
+def test_image_paths_are_content_addressed_names_only():
+    for bad in ("../../../../etc/hostname", "images/x' onerror='alert(7).png", f"/abs/images/{SHA}.png"):
+        assert "should match pattern" in errors_of(s.ImageRef, path=bad, sha256=SHA, width=4, height=4)[0]
 
 
 def test_exported_json_schema_is_current():
