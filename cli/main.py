@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from importlib import resources
 from pathlib import Path
 from typing import Optional
@@ -10,6 +11,7 @@ import typer
 
 from perceptforge.cli.app import console, err_console, new_app
 from perceptforge.cli.templates import app as templates_app
+from perceptforge.errors import PerceptforgeError
 from perceptforge.settings import configure_prefect
 
 app = new_app(
@@ -21,6 +23,15 @@ profile_app = new_app("Inspect and validate profiles (which backend serves each 
 app.add_typer(run_app, name="run")
 app.add_typer(profile_app, name="profile")
 app.add_typer(templates_app, name="templates")
+
+
+class _PrintedByTheCli(logging.Filter):
+    """Prefect logs a failed flow's traceback. An input error or a stopped run (a full disk) is printed by the
+    CLI as one line instead; real faults keep their traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, PerceptforgeError)
 
 
 def bundled_sample() -> Path:
@@ -50,6 +61,8 @@ def _run_mvp(
     workers = prof.thread_workers() if kind == "threads" else prof.runner.max_workers
     workers = prof.workers_within_memory(workers, max((e.width * e.height for e in plan.entries), default=0))
     flow = mvp_flow.with_options(task_runner=task_runner(kind, workers, dask_address or prof.runner.dask_address))
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        logging.getLogger(name).addFilter(_PrintedByTheCli())
     # No spinner here: the stage runner draws a progress bar per stage.
     console.print(f"[bold]mvp flow[/] on {source} → {out}")
     return flow(source=str(source), profile=profile, out=str(out), seed=seed, limit=limit, categories=cats, fresh=fresh)

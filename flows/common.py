@@ -154,8 +154,11 @@ def prepare_run(out: Path, identity: dict[str, Any], fresh: bool = False, check_
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise InputError(str(out), f"cannot create or write the run directory ({existing} is not a writable folder)")
     if not check_only:
-        out.mkdir(parents=True, exist_ok=True)
-        write_json(marker, identity)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            write_json(marker, identity)
+        except OSError as exc:
+            raise InputError(str(out), f"cannot create or write the run directory: {exc.strerror}") from None
     return run
 
 

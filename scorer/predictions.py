@@ -97,6 +97,8 @@ def _is_json_lines(path: Path) -> bool:
         return False
     try:
         json.loads(first)
+    except RecursionError:
+        return True  # iter_jsonl reports it, naming the line
     except (json.JSONDecodeError, UnicodeDecodeError):
         return not first.lstrip().startswith(b"{")  # "{" alone: a pretty-printed document
     return rest

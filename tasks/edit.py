@@ -161,7 +161,10 @@ def edit(
     out: list[EditRecord | Exception] = []
     for rel, old, new in zip(rels, done, fresh):
         if old is None and isinstance(new, EditRecord):
-            run.write_record(rel, new.model_dump(mode="json"))
+            try:
+                run.write_record(rel, new.model_dump(mode="json"))
+            except OSError as exc:  # a full disk: the runner stops the run with one line
+                new = exc
         out.append(EditRecord.model_validate(old) if old is not None else new)
     return out
 

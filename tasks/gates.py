@@ -44,8 +44,15 @@ def edited_region(image: Image.Image, mask: np.ndarray | None) -> Image.Image:
 
 
 @task(name="gate", cache_policy=NO_CACHE)
-def gate(unit: tuple[EditRecord, Candidate], gates: Gates, clip: Any, run_path: Path) -> int | QualityGate:
+def gate(unit: tuple[EditRecord, Candidate], gates: Gates, clip: Any, run_path: Path) -> int | Exception:
     """The perceptual hash of what the edit changed, if the pair passes; else QualityGate with the reason."""
+    try:
+        return judge_pair(unit, gates, clip, run_path)
+    except OSError as exc:  # a full disk: the runner stops the run with one line
+        return exc
+
+
+def judge_pair(unit: tuple[EditRecord, Candidate], gates: Gates, clip: Any, run_path: Path) -> int | QualityGate:
     edit, candidate = unit
     run = RunDir(run_path)
     natural, manipulated = (load_rgb(run.sub(ref.path)) for ref in (edit.pair.natural, edit.pair.manipulated))

@@ -19,7 +19,7 @@ from perceptforge.tasks.runner import StageRunner, Unit, transient
 @task(name="ground", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
 def ground(
     unit: tuple[SourceEntry, IngestedSource], grounder: Grounder, used: list[Template], run_path: Path
-) -> Grounding | ValueError:
+) -> Grounding | Exception:
     entry, source = unit
     run = RunDir(run_path)
     try:
@@ -27,7 +27,10 @@ def ground(
             f"groundings/{safe_name(entry.source_id)}.json",
             lambda: grounder.ground(load_rgb(run.sub(source.stored)), entry, used).model_dump(mode="json"),
         )
-    except ValueError as exc:  # an answer that does not validate: quarantined in one line (endpoint faults retry)
+    except (
+        ValueError,
+        OSError,
+    ) as exc:  # an answer that does not validate: quarantined in one line (endpoint faults retry)
         return exc
     return Grounding.model_validate(record)
 

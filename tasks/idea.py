@@ -39,7 +39,7 @@ def make_idea(
 @task(name="idea", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
 def idea(
     unit: tuple[Template, Grounding, list[Rendering]], writer: QuestionWriter, seed: int, run_path: Path
-) -> IdeaRecord | ValueError:
+) -> IdeaRecord | Exception:
     template, grounding, offered = unit
     rel = f"ideas/{safe_name(unit_id(grounding.source_id, template))}.json"
     try:
@@ -47,7 +47,10 @@ def idea(
             rel,
             lambda: make_idea(template, grounding, writer, offered, seed).model_dump(mode="json", exclude_none=True),
         )
-    except ValueError as exc:  # expected: the source lacks what the category changes; quarantined in one line
+    except (
+        ValueError,
+        OSError,
+    ) as exc:  # expected: the source lacks what the category changes; quarantined in one line
         return exc
     return IdeaRecord.model_validate(record)
 

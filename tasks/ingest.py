@@ -42,7 +42,11 @@ def ingest_entry(source_dir: Path, entry: SourceEntry, run: RunDir, max_pixels: 
 def ingest(entry: SourceEntry, source_dir: Path, max_pixels: int | None, run_path: Path) -> IngestedSource | Exception:
     try:
         return ingest_entry(source_dir, entry, RunDir(run_path), max_pixels)
-    except (PerceptforgeError, ValueError) as exc:  # a bad source file: quarantined in one line, not a traceback
+    except (
+        PerceptforgeError,
+        ValueError,
+        OSError,
+    ) as exc:  # a bad source file: quarantined in one line, not a traceback
         return exc
 
 

@@ -14,11 +14,14 @@ from perceptforge.tasks.runner import StageRunner, Unit
 
 
 @task(name="items", cache_policy=NO_CACHE)
-def write_items(unit: tuple[Candidate, EditRecord], run_path: Path) -> list[BenchmarkItem]:
+def write_items(unit: tuple[Candidate, EditRecord], run_path: Path) -> list[BenchmarkItem] | OSError:
     run = RunDir(run_path)
     items = build_items(*unit)
-    for item in items:
-        run.write_record(f"items/{item.id}.json", item.model_dump(mode="json"))
+    try:
+        for item in items:
+            run.write_record(f"items/{item.id}.json", item.model_dump(mode="json"))
+    except OSError as exc:  # a full disk: the runner stops the run with one line
+        return exc
     return items
 
 

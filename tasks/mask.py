@@ -86,7 +86,7 @@ def mask(
     seed: int,
     device: str,
     run_path: Path,
-) -> MaskRecord | ValueError:
+) -> MaskRecord | Exception:
     template, candidate, source, grounding = unit
     run = RunDir(run_path)
     try:
@@ -96,7 +96,7 @@ def mask(
                 mode="json", exclude_none=True
             ),
         )
-    except ValueError as exc:  # expected: no region to edit, or a degenerate mask; quarantined in one line
+    except (ValueError, OSError) as exc:  # expected: no region to edit, or a degenerate mask; quarantined in one line
         return exc
     return MaskRecord.model_validate(record)
 

@@ -95,7 +95,7 @@ def write_questions(
     cross_descriptions: list[str],
     seed: int,
     run_path: Path,
-) -> Candidate | ValueError:
+) -> Candidate | Exception:
     template, grounding, source, idea = unit
     try:
         record = RunDir(run_path).once(
@@ -104,7 +104,7 @@ def write_questions(
                 template, grounding, source.sha256, idea, writer, cross_descriptions, seed
             ).model_dump(mode="json", exclude_none=True),
         )
-    except ValueError as exc:  # a question that cannot be made sound: quarantined in one line
+    except (ValueError, OSError) as exc:  # a question that cannot be made sound: quarantined in one line
         return exc
     return Candidate.model_validate(record)
 

@@ -11,6 +11,7 @@ as Prefect artifacts. Resume is the tasks' own business: each writes one file pe
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from collections import Counter
@@ -34,9 +35,18 @@ from rich.progress import (
 from rich.text import Text
 
 from perceptforge.backends.chat import EndpointUnavailable
+from perceptforge.errors import PerceptforgeError
 from perceptforge.store.rundir import RunDir
 
 log = logging.getLogger("perceptforge")
+# Out of space, or the folder turned read-only: every later write fails too, so the run stops at once.
+_STOPS_THE_RUN = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
+
+
+class RunStopped(PerceptforgeError):
+    """The run cannot go on (the disk is full); rerunning the same command resumes it."""
+
+
 U = TypeVar("U")
 
 
@@ -64,6 +74,12 @@ class StageRunner:
     console: Console = field(default_factory=lambda: Console(stderr=True))
 
     def quarantine(self, stage: str, unit: Unit, exc: BaseException) -> None:
+        if isinstance(exc, OSError) and exc.errno in _STOPS_THE_RUN:
+            where = exc.filename or self.run.path
+            raise RunStopped(
+                f"{where}: {exc.strerror} — the run stopped at stage {stage}; make room and run the same "
+                "command again to resume"
+            )
         extra = {k: getattr(exc, k) for k in ("raw", "measurements") if hasattr(exc, k)}
         extra |= getattr(exc, "evidence", {})  # run-relative paths of what shows the failure (a rejected mask)
         self.run.quarantine(unit.name, stage, type(exc).__name__, str(exc), file=unit.file, **extra)
