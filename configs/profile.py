@@ -73,7 +73,7 @@ class Runner(Section):
         8.0, gt=0, description="workers are cut so that workers × the largest source's peak memory fits in this"
     )
     peak_bytes_per_pixel: float = Field(
-        80.0, gt=0, description="peak memory per source pixel of one unit (benchmarks/image_memory.py measures it)"
+        100.0, gt=0, description="peak memory per source pixel of a run (benchmarks/image_memory.py: ~100)"
     )
 
 

@@ -131,3 +131,66 @@ def test_corrupt_and_escaping_images_are_quarantined(prefect_api, sample_dir, tm
     assert [r["unit"] for r in q] == ["source-4", "source-5"]
     assert "cannot decode image" in q[0]["detail"]
     assert "outside the source directory" in q[1]["detail"]
+
+
+def test_identity_conflicts_name_what_differs_and_let_resume_grow():
+    from perceptforge.flows.common import identity_conflict
+
+    old = {"flow": "mvp", "profile": "p", "seed": 0, "categories": ["B1"], "sources": "s", "limit": 1}
+    assert identity_conflict(old, {**old}) is None
+    assert identity_conflict(old, {**old, "categories": ["B1", "S1"], "limit": 2}) is None  # more: resume serves it
+    assert identity_conflict(old, {**old, "limit": None}) is None
+    assert identity_conflict(old, {**old, "seed": 7}) == "seed 0 → 7"
+    assert identity_conflict(old, {**old, "categories": ["R1"]}) == "categories ['B1'] → ['R1']"
+    assert identity_conflict({**old, "limit": None}, {**old, "limit": 1}) == "limit None → 1"
+    assert identity_conflict(old, {**old, "profile": "q", "sources": "t"}) == "profile, sources"
+
+
+def test_fresh_clears_only_a_run_directory(tmp_path):
+    from perceptforge.errors import InputError
+    from perceptforge.flows.common import prepare_run
+
+    ident = {"flow": "mvp", "profile": "p", "seed": 0, "categories": ["B1"], "sources": "s", "limit": None}
+    run = prepare_run(tmp_path / "run", ident)
+    (run.path / "items").mkdir()
+    (run.path / "items" / "x.json").write_text("{}")
+    with pytest.raises(InputError, match=r"holds another run \(seed 0 → 3\)"):
+        prepare_run(tmp_path / "run", {**ident, "seed": 3})
+    prepare_run(tmp_path / "run", {**ident, "seed": 3}, fresh=True)
+    assert not (run.path / "items").exists() and json.loads((run.path / "run.json").read_text())["seed"] == 3
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("precious")
+    with pytest.raises(InputError, match="holds no run"):
+        prepare_run(folder, ident, fresh=True)
+    assert (folder / "thesis.tex").read_text() == "precious"
+
+
+def test_workers_are_cut_to_the_memory_budget():
+    from perceptforge.configs.profile import load_profile
+
+    prof = load_profile("local")  # 8 GiB budget, 100 bytes per pixel at peak
+    assert prof.workers_within_memory(4, 512 * 512) == 4
+    assert prof.workers_within_memory(4, 40_000_000) == 2
+    assert prof.workers_within_memory(4, 200_000_000) == 1
+
+
+def test_a_source_above_the_pixel_limit_is_refused_before_decoding(tmp_path, sample_dir):
+    from perceptforge.errors import InputError
+    from perceptforge.store.rundir import RunDir
+    from perceptforge.store.sources import read_source_dir
+    from perceptforge.tasks.ingest import ingest_entry
+
+    entry = read_source_dir(sample_dir)[0]
+    with pytest.raises(InputError, match=r"512x512 is 0.3 MP, above the profile's ingest.max_pixels"):
+        ingest_entry(sample_dir, entry, RunDir(tmp_path), max_pixels=100_000)
+    assert not (tmp_path / "images").exists()
+
+
+def test_a_unit_that_succeeds_on_resume_drops_its_old_quarantine_record(tmp_path):
+    from perceptforge.store.rundir import RunDir
+
+    run = RunDir(tmp_path)
+    run.quarantine("1-B1", "mask", "OSError", "disk full")
+    run.clear_quarantine("1-B1")
+    assert run.quarantined() == []

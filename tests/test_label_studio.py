@@ -268,3 +268,19 @@ def test_serve_initialises_starts_and_stops_on_sigterm(label_studio, tmp_path, c
     assert creds["token"] not in out and creds["password"] not in out and "credentials.json" in out
     with pytest.raises(httpx.TransportError):  # nothing listens any more: the server went down with serve
         httpx.get(f"{creds['url']}/health", timeout=2)
+
+
+def test_two_pushes_at_once_make_one_set_of_projects_and_tasks(label_studio, prefect_api, sample_dir, tmp_path):
+    """Two `annotate push` of one run at the same moment: the second waits for the first (a lock in the run
+    directory) and then finds its projects and tasks, so nothing is created twice."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["I1"])
+    with ThreadPoolExecutor(2) as pool:
+        reports = list(pool.map(lambda _: push(run, label_studio.client(), label_studio.document_root), range(2)))
+    assert sorted(r["imported"] for r in reports) == [0, 5]
+    assert reports[0]["projects"] == reports[1]["projects"]
+    assert len(tasks_by_item(label_studio.client(), run)) == 5
+    projects = label_studio.client().projects()
+    ours = {p["title"] for p in projects if p["id"] in reports[0]["projects"].values()}
+    assert sum(p["title"] in ours for p in projects) == len(ours) == 3  # no project made twice
