@@ -98,8 +98,9 @@ def rendered_text(rendered: dict | None) -> str:
         return "not recorded"
     how = {"donor": f"donor photo <b>{html.escape(str(rendered.get('donor')))}</b>", "prompt": "drawn from its text"}
     if rendered["how"] == "colour":
-        swatch = f"<span style='display:inline-block;width:12px;height:12px;background:{rendered['colour']}'></span>"
-        return f"recoloured to {swatch} {rendered['colour']} by {html.escape(rendered['backend'])}"
+        colour = html.escape(str(rendered["colour"]), quote=True)
+        swatch = f"<span style='display:inline-block;width:12px;height:12px;background:{colour}'></span>"
+        return f"recoloured to {swatch} {colour} by {html.escape(rendered['backend'])}"
     return f"{how.get(rendered['how'], rendered['how'])} by {html.escape(rendered['backend'])}"
 
 
@@ -168,9 +169,11 @@ def write_report(run: RunDir) -> str:
                 answer = f"{q['answer']}"
                 opts = " · ".join(f"<b>{'ABCDE'[k]}</b> {html.escape(o)}" for k, o in enumerate(q["options"]))
             status = verdicts.get(item["id"], {}).get("status")
+            status = html.escape(str(status), quote=True) if status else None
             badge = f"<span class='tag {status}'>{status}</span>" if status else ""
             rows.append(
-                f"<tr><td><span class='id'>{item['id']}</span><span class='tag'>{q['kind']} {q.get('level', '')}</span>"
+                f"<tr><td><span class='id'>{html.escape(item['id'])}</span>"
+                f"<span class='tag'>{html.escape(q['kind'])} {html.escape(q.get('level', ''))}</span>"
                 f"{badge}{html.escape(q['question'])}<br>{opts}</td>"
                 f"<td class='ok'>{html.escape(answer)}</td></tr>"
             )
