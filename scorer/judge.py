@@ -48,6 +48,12 @@ class Judge:
             return False
         return None
 
+    def yes_no(self, question: str, output: str) -> str | None:
+        """MVP-Bench's GPT match for Yes/No answers the rule cannot read: "yes", "no", or None (Unknown)."""
+        reply = self._ask("judge/yes_no", question=question, output=output).strip().lower()
+        word = re.match(r"\W*(yes|no|unknown)\b", reply)
+        return word.group(1) if word and word.group(1) != "unknown" else None
+
     def choice(self, question: str, letters: str, output: str) -> str | None:
         reply = self._ask("judge/choice", question=question, letters=", ".join(letters), output=output).strip()
         match = re.fullmatch(r"\(?([A-Z])\)?\.?", reply)

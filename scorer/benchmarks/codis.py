@@ -5,6 +5,11 @@ Predictions: ``{id, context: 1|2, output}`` records, or the release's example la
 (case, punctuation, articles), it contains its own answer and not the other context's answer; it is
 wrong when it contains only the other answer; anything else is *unjudged* — reported and counted as
 not right. With ``--judge`` the unjudged ones go to the LLM judge (the paper's Table 12 prompt).
+
+``--protocol official`` is the release's ``data/eval.py``: it averages over the pairs the predictions
+submit (a pair absent from them is not counted), where every output goes to its GPT judge; without
+``--judge`` the outputs rules cannot decide are reported as needing a judge and counted as not right.
+``strict`` counts an absent pair as wrong, and the summary says how many were absent.
 """
 
 from __future__ import annotations
@@ -72,8 +77,15 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     pairs = read_data(data)
     known = {f"{pid}#{c}" for pid in pairs for c in (1, 2)}
     preds = read_predictions(predictions, _keys, known=known)
+    official = protocol == "official"
     scored, missing, codis_pairs = ItemLog(), [], []
+    absent = 0
     for pid, pair in pairs.items():
+        if not any(f"{pid}#{c}" in preds.by_key for c in (1, 2)):
+            absent += 1
+            if official:  # the official script iterates over the submitted outputs only
+                missing += [f"{pid}#1", f"{pid}#2"]
+                continue
         flags, outs = [], []
         for c in (1, 2):
             key = f"{pid}#{c}"
@@ -94,6 +106,8 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         codis_pairs.append(m.CodisPair(pair["category"], (flags[0], flags[1]), outs[0] != outs[1]))
     metrics = m.codis(codis_pairs)
     metrics["unjudged"] = sum(1 for s in scored if s.method in ("unjudged", "empty"))
+    metrics["absent_pairs"] = absent
+    metrics["absent_pairs_counted"] = "not counted (official)" if official else "counted as wrong"
     rows = [[c, v["Acc_p"], v["Acc_q"]] for c, v in metrics["categories"].items()]
     rows.append(["overall", metrics["overall"]["Acc_p"], metrics["overall"]["Acc_q"]])
     tables = [
@@ -101,7 +115,11 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         Table(
             "CODIS context",
             ["metric", "value"],
-            [["context awareness", metrics["context_awareness"]], ["unjudged outputs", metrics["unjudged"]]],
+            [
+                ["context awareness", metrics["context_awareness"]],
+                ["unjudged outputs", metrics["unjudged"]],
+                [f"absent pairs ({metrics['absent_pairs_counted']})", absent],
+            ],
         ),
     ]
     bars = {c: v["Acc_p"] for c, v in metrics["categories"].items()}

@@ -1,9 +1,17 @@
 """MME-RealWorld: five-option MCQ records; (E) means "the image does not feature it".
 
-Outputs come inline (``Output``) or from a separate ``{Question_id, output}`` file. The official script
-takes the first capital A–E after stripping answer prefixes, so an empty output becomes A and "Based on
-the image, the answer is D" becomes B; ``--protocol official`` reproduces that, ``strict`` (default)
-reports such outputs as unparsed instead.
+Outputs come inline (``Output``) or from a separate ``{Question_id, output}`` file.
+``--protocol official`` is the release's ``eval_your_results.py``, quirks included:
+
+- it strips answer prefixes, but its list lacks two commas, so "The best option is" and "Best answer:"
+  are never stripped alone ("Best answer: C" reads as B, from "Best"), and "Answer:" is not in it
+  ("Answer: E" reads as A); then the first capital A–E anywhere ("Based on the image, …" reads as B);
+- with no capital A–E (and at most ten words), the first option whose text contains the output, lowered
+  ("d" is the first option with a "d" in it; an empty output is A);
+- categories are lower-cased, and every ``…/attribute/…`` category is merged into ``…/attribute``,
+  before the per-category average (Avg-C).
+
+``strict`` (default) reports unreadable outputs as unparsed and keeps the release's categories.
 """
 
 from __future__ import annotations
@@ -20,32 +28,42 @@ from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import PredictionSet, read_predictions
 from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 
-_PREFIXES = (
+# The official list as Python reads it: two missing commas join four prefixes into two.
+_OFFICIAL_PREFIXES = (
     "The best answer is",
     "The correct answer is",
     "The answer is",
     "The answer",
-    "The best option is",
-    "The correct option is",
-    "Best answer:",
-    "Best option:",
-    "Answer:",
-    "Option:",
+    "The best option isThe correct option is",
+    "Best answer:Best option:",
 )
 from perceptforge.prompts.library import load_prompt
 from perceptforge.scorer.predictions import iter_records
 from perceptforge.scorer.requests import Request, image_under
 
 
-def official_extract(output: str | None) -> Extraction:
-    """The official rule: strip known prefixes, then the first of A–E anywhere (empty → 'A')."""
-    s = (output or "").strip()
-    for prefix in _PREFIXES:
+def official_extract(output: str | None, choices: list[str]) -> Extraction:
+    """The official rule (see the module docstring); ``choices`` are the release's "(A) …" strings."""
+    if output is None:
+        return Extraction(None, "empty")
+    s = output.strip()
+    for prefix in _OFFICIAL_PREFIXES:
         s = s.replace(prefix, "")
     if len(s.split()) > 10 and not re.search("[ABCDE]", s):
         return Extraction(None, "official_first_capital")
     match = re.search(r"[ABCDE]", s)
-    return Extraction(match.group(0) if match else "A", "official_first_capital")
+    if match:
+        return Extraction(match.group(0), "official_first_capital")
+    for choice in choices:
+        if s.lower() in choice.lower():
+            return Extraction(choice[1], "official_option_text")
+    return Extraction(None, "official_option_text")
+
+
+def official_category(category: str) -> str:
+    """The official grouping: lower-cased, ``vehicle/attribute/color`` → ``vehicle/attribute``."""
+    c = category.lower()
+    return c.split("/")[0] + "/attribute" if "attribute" in c else c
 
 
 def read_data(paths: list[Path]) -> list[dict]:
@@ -90,7 +108,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
             missing.append(qid)
         choices = [re.sub(r"^\([A-E]\)\s*", "", c) for c in rec["Answer choices"]]
         if official:
-            ex = official_extract(output)
+            ex = official_extract(output, rec["Answer choices"])
         else:
             ex = extract_choice(output, len(choices), choices)
             ex = judge_unparsed(
@@ -103,7 +121,8 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         correct = ex.value == str(rec["Ground truth"]).strip()
         task = str(rec["Task"]).lower()
         scored.append(ScoredItem(qid, f"{task}/{rec['Subtask']}", output, ex.value, ex.method, correct))
-        mme.append(m.MMERecord(task, rec["Subtask"], rec["Category"], correct))
+        category = official_category(rec["Category"]) if official else rec["Category"]
+        mme.append(m.MMERecord(task, rec["Subtask"], category, correct))
         model_e.append(ex.value == "E")
     metrics = m.mme_realworld(mme)
     metrics["E_rate"] = {

@@ -1,10 +1,18 @@
 """MVP-Bench release: ``all_questions.json`` (+ ``mcq_questions.json`` for CircularEval).
 
 Both files are JSON Lines despite their names. Yes/No records come in pairs (``y/n-s`` on the natural
-image, ``y/n-e`` on the edited one); ``id`` links a pair. The official script's own rules
-(``--protocol official``): MCQ letter = the output split on "." then "," (first piece, stripped);
-Yes/No by the opening word; iAcc over images with more than one question and mAcc over pairs with
-more than three records. ``strict`` keeps the metric definitions and uses our extraction.
+image, ``y/n-e`` on the edited one); ``id`` links a pair. ``--protocol official`` is the release's
+``evaluate.py``, quirks included:
+
+- vanilla MCQ (``all_questions.json``): the first piece of the output split on "." then "," then ")",
+  stripped of parentheses, compared case-insensitively ("(C) text" and "c" are C);
+- CircularEval (``mcq_questions.json``): the first piece split on "." then ",", compared exactly;
+- Yes/No: only an exact first clause ("Yes", "no.", "No, …") is read by rule; everything else goes to
+  the GPT judge. With ``--judge`` it goes to ours; without, it is reported as needing a judge and counted
+  as the script counts an undecided answer (wrong), never read by our own rule;
+- iAcc over images with more than one question, mAcc over pairs with more than three records.
+
+``strict`` keeps the metric definitions and uses our extraction.
 """
 
 from __future__ import annotations
@@ -44,22 +52,43 @@ def options_of(question: str) -> list[str]:
 
 
 def official_letter(output: str | None) -> Extraction:
+    """CircularEval's rule: the first piece of the output split on "." then ","; compared exactly."""
     if output is None:
         return Extraction(None, "empty")
-    return Extraction(output.split(".")[0].split(",")[0].strip() or None, "official_split")
+    return Extraction(output.strip().split(".")[0].strip().split(",")[0].strip() or None, "official_split")
+
+
+def official_vanilla_letter(output: str | None) -> Extraction:
+    """The vanilla MCQ rule: split on ".", ",", ")"; parentheses stripped; upper-cased here because the
+    script compares case-insensitively."""
+    if output is None:
+        return Extraction(None, "empty")
+    piece = output.split(".")[0].strip().split(",")[0].strip().split(")")[0].strip("()").strip()
+    return Extraction(piece.upper() or None, "official_split")
 
 
 def official_yes_no(output: str | None) -> Extraction:
-    word = (output or "").strip().lower()
-    for answer in ("yes", "no"):
-        if word.startswith(answer):
-            return Extraction(answer, "official_prefix")
-    return Extraction(None, "unparsed")
+    """The exact first clause, or ``needs_judge``: the script sends every other answer to its GPT judge."""
+    if output is None:
+        return Extraction(None, "empty")
+    clause = output.split(".")[0].strip().split(",")[0].strip().lower()
+    if clause in ("yes", "no"):
+        return Extraction(clause, "official_first_clause")
+    return Extraction(None, "needs_judge")
+
+
+def _yes_no(rec: dict, output: str | None, official: bool, judge=None) -> Extraction:
+    if not official:
+        return extract_yes_no(output)
+    ex = official_yes_no(output)
+    if ex.method == "needs_judge" and judge is not None and output:
+        return Extraction(judge.yes_no(rec["question"], output), "judge")
+    return ex
 
 
 def _mcq(rec: dict, output: str | None, official: bool, judge=None) -> Extraction:
     if official:
-        return official_letter(output)
+        return official_letter(output) if "mcq_id" in rec else official_vanilla_letter(output)
     opts = options_of(rec["question"])
     ex = extract_choice(output, len(opts) or 5, opts)
     return judge_unparsed(ex, judge, rec["question"], LETTERS[: len(opts) or 5], output)
@@ -83,7 +112,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
             missing.append(qid)
         output = pred.output if pred else None
         if rec["type"].startswith("y/n"):
-            ex = official_yes_no(output) if official else extract_yes_no(output)
+            ex = _yes_no(rec, output, official, judge)
             correct = ex.value is not None and ex.value == str(rec["answer"]).strip().lower()
             side = "S" if rec["type"] == "y/n-s" else "E"
             yes_no.append(m.YesNoRecord(rec["id"], side, rec["level"], rec["question"], correct))
@@ -111,6 +140,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
             "circular": {g: m.circular(rotations[g]) if g in rotations else None for g in groups},
         },
         "unparsed": items.unparsed,
+        "needs_judge": sum(1 for i in items if i.method == "needs_judge"),
         "random_choice": {"yes_no": 50.0, "mcq_vanilla": 20.0, "mcq_circular": 100 * 0.2**5},
     }
     tables = [
