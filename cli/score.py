@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from perceptforge.cli.app import console
+from perceptforge.cli.app import console, err_console
 from perceptforge.errors import PerceptforgeError
 from perceptforge.scorer import benchmarks
 
@@ -46,6 +46,9 @@ def score(
     items_out: Optional[Path] = typer.Option(None, "--items", help="write one JSON line per scored item"),
     bootstrap: int = typer.Option(0, "--bootstrap", min=0, help="bootstrap resamples for 95% intervals (0: none)"),
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap"),
+    allow_missing: bool = typer.Option(
+        False, "--allow-missing", help="exit 0 even when no item of the data has a prediction"
+    ),
 ) -> None:
     """Score model predictions with the papers' metrics, per category, with a random-choice row."""
     from perceptforge.scorer import report
@@ -73,3 +76,11 @@ def score(
         report.write_plot(result, plot)
     if items_out:
         report.write_items(result, items_out)
+    if len(result.items) and len(result.missing) >= len(result.items) and not allow_missing:
+        err_console.print(
+            f"[bold red]error:[/] no item of the data has a prediction ({len(result.missing)} missing): "
+            "wrong --predictions? (--allow-missing scores it anyway)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)

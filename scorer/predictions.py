@@ -119,7 +119,10 @@ def read_predictions(
             except KeyError as exc:
                 raise InputError(where, f"prediction record lacks {exc}") from None
             for key, output in pairs:
-                if output is not None and not isinstance(output, str):
+                if output is None:  # a null or absent output is no prediction: counted as missing, said so
+                    result.warnings.append(f"{where}: id {key} has no output; counted as missing")
+                    continue
+                if not isinstance(output, str):
                     output = json.dumps(output) if not isinstance(output, (int, float)) else str(output)
                 if known is not None and key not in known:
                     result.unknown.append(f"{where}: id {key}")

@@ -133,3 +133,32 @@ def test_mme_realworld_separate_output_file(tmp_path):
     assert strict["perception"]["Avg"] == 50.0 and strict["unparsed"] == 1  # "" is unparsed, not "A"
     assert official["perception"]["Avg"] == 0.0  # the official rule reads "Based" as B… and "" as A
     assert strict["E_rate"] == {"model": 0.0, "ground_truth": 50.0}
+
+
+def test_null_output_counts_as_missing_and_no_predictions_at_all_fails(answers, tmp_path, cli_env):
+    preds = write(
+        tmp_path, "p.jsonl", '{"idx": "val_Counting_1", "output": null}\n{"idx": "val_Jigsaw_1", "output": "B"}\n'
+    )
+    r = blink.score([answers], [preds])
+    assert sorted(r.missing) == ["val_Counting_1", "val_Counting_2"]
+    assert r.warnings == [f"{preds}:1: id val_Counting_1 has no output; counted as missing"]
+    nothing = write(tmp_path, "other.jsonl", '{"idx": "val_Nope_1", "output": "A"}\n')
+    proc = run_score(["blink", "--data", answers, "--predictions", nothing], cli_env)
+    assert proc.returncode == 1 and "no item of the data has a prediction (3 missing)" in proc.stderr
+    allowed = run_score(["blink", "--data", answers, "--predictions", nothing, "--allow-missing"], cli_env)
+    assert allowed.returncode == 0, allowed.stderr
+
+
+def test_the_example_of_unknown_ids_is_the_first_offending_line(tmp_path):
+    from perceptforge.scorer.benchmarks import mvp_bench
+
+    data = write(
+        tmp_path,
+        "all.json",
+        json.dumps({"question_id": "q1", "id": 1, "image": "Single_Images/1_e.jpg", "question": "Q?",
+                    "answer": "A", "type": "mcq-e", "level": "high"}) + "\n",
+    )  # fmt: skip
+    lines = [{"question_id": f"zz{k}", "output": "A"} for k in range(12)] + [{"question_id": "q1", "output": "A"}]
+    preds = write(tmp_path, "p.jsonl", "".join(json.dumps(x) + "\n" for x in lines))
+    r = mvp_bench.score([data], [preds])
+    assert r.unknown[0] == f"{preds}:1: id zz0" and len(r.unknown) == 12

@@ -129,7 +129,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
             else:
                 vanilla[group].append(correct)
         items.append(ScoredItem(qid, group, output, ex.value, ex.method if pred else "missing", correct))
-    unknown = sorted((p.where + f": id {k}" for k, p in preds.by_key.items() if k not in seen))
+    unknown = [p.where + f": id {k}" for k, p in preds.by_key.items() if k not in seen]  # in file order
 
     yn = m.mvp_yes_no(yes_no, official=official)
     groups = ("cross_low", "cross_high", "single_high")
