@@ -114,6 +114,9 @@ def _letters_named(text: str, valid: str) -> set[str]:
     return found
 
 
+_IMAGE_LABEL = re.compile(r"\b(first|second|third|fourth)\s+(?:image|picture|photo)\s*\(([A-Z])\)", re.I)
+
+
 def _sentences(text: str) -> list[str]:
     return [p for p in re.split(r"(?<=[.!?])\s+|\n+", text) if p.strip()]
 
@@ -135,6 +138,17 @@ class ChoiceText:
     valid: str
     sentences: tuple[str, ...]
     options: tuple[str, ...]  # normalised option texts ("" where unknown)
+
+    @property
+    def letters_label_images(self) -> bool:
+        """ "The third image (C)" where the option "the third image" is B: the output labels the images
+        with letters of its own, so a letter in brackets is not an option; only the option texts can say
+        which was chosen."""
+        for m in _IMAGE_LABEL.finditer(self.text):
+            phrase = _norm_text(f"{m.group(1)} image")
+            if phrase in self.options and self.valid[self.options.index(phrase)] != m.group(2):
+                return True
+        return False
 
     def option_hits(self, sentence: str) -> set[str]:
         padded = f" {_norm_text(sentence)} "
@@ -169,12 +183,14 @@ def leading(c: ChoiceText) -> str | None:
 
 
 def sole_paren(c: ChoiceText) -> str | None:
+    if c.letters_label_images:
+        return None
     parens = {m.group(1) for m in re.finditer(r"\((" + _letter_class(c.valid) + r")\)", c.text)}
     return parens.pop() if len(parens) == 1 else None
 
 
 def lead_subject(c: ChoiceText) -> str | None:
-    if not c.sentences:
+    if not c.sentences or c.letters_label_images:
         return None
     first_sentence = c.sentences[0]
     first = _lead_subject(c.valid).match(first_sentence)
@@ -209,6 +225,8 @@ def option_text(c: ChoiceText) -> str | None:
 
 
 def named_letter(c: ChoiceText) -> str | None:
+    if c.letters_label_images:
+        return None
     named = _letters_named(c.text, c.valid)
     return named.pop() if len(named) == 1 else None
 
@@ -261,7 +279,7 @@ def extract_yes_no(output: str | None) -> Extraction:
         return Extraction("no", "leading")
     if _REFUSAL.search(text):
         return Extraction(None, "refusal")
-    decl = re.findall(r"answer(?:\s+is)?\s*[:：]?\s*(yes|no)\b", text, re.I)
+    decl = re.findall(r"answer(?:\s+is)?\s*[:：]?\s*(yes|no)\b(?!\s+(?:and|or)\s+(?:yes|no)\b)", text, re.I)
     if decl:
         return Extraction(decl[-1].lower(), "declaration")
     words = {w.lower() for w in re.findall(r"\b(yes|no)\b", text, re.I)}

@@ -137,6 +137,16 @@ CASES = [
         ],
         "B",
     ),
+    # misreads found on BLINK's released outputs: the model lettering the images itself ("the third image
+    # (C)" where the option "the third image" is B) must not be read as an option letter
+    (
+        "The third image (C) is most similar to the first one. Both the first and third images feature a "
+        "grilled cheese sandwich, whereas the second image (B) shows a salad.",
+        2,
+        ["the second image", "the third image"],
+        "B",
+    ),
+    ("The second image (A) matches the first one best.", 2, ["the second image", "the third image"], "A"),
 ]
 
 
@@ -168,6 +178,7 @@ def test_unparsed_says_why():
         ("Maybe", None),
         ("Yes and no", "yes"),
         ("It could be yes or no.", None),
+        ("Maybe? The answer is yes and no", None),  # strict never guesses
     ],
 )
 def test_extract_yes_no(output, expected):
