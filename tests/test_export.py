@@ -129,6 +129,12 @@ def test_tsv_and_jsonl_round_trip_through_scorer(tmp_path):
     assert r["kinds"]["single_mcq"] == 100.0 and r["kinds"]["yes_no_pair"] == 50.0
     assert r["yes_no"]["qAcc"]["low"] == 0.0 and r["yes_no"]["aAcc"] == 50.0
 
+    # a Yes/No pair's prediction without its image is a format slip, said as such (not an unknown id)
+    pair = next(x for x in lines if "image" in x)
+    preds.write_text(json.dumps({"id": pair["id"], "output": "No."}) + "\n")
+    slip = pf_scorer.score([out / "val.jsonl", out / "test.jsonl"], [preds])
+    assert slip.unknown == [] and f"id {pair['id']} is a pair: each prediction names its image" in slip.warnings[0]
+
 
 def test_predict_over_exported_split_scores_back(tmp_path):
     from chat_server import ChatServer

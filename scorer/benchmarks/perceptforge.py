@@ -81,6 +81,20 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     for r in rows:
         known |= {f"{r['id']}#{k}" for k in r["answers"]} if "answers" in r else {r["id"]}
     preds = read_predictions(predictions, _keys, known=known)
+    # A pair's id without its image is a format slip, not an id the data lacks: say what is missing.
+    pairs = {
+        r["id"]: "image: natural|manipulated" if r["kind"] == "yes_no_pair" else "context: 1|2"
+        for r in rows
+        if "answers" in r
+    }
+    unknown = []
+    for entry in preds.unknown:
+        where, _, key = entry.rpartition(": id ")
+        if key in pairs:
+            preds.warnings.append(f"{where}: id {key} is a pair: each prediction names its {pairs[key]}")
+        else:
+            unknown.append(entry)
+    preds.unknown = unknown
     scored, missing, yes_no = ItemLog(), [], []
     for r in rows:
         group = f"{r['category']}/{r['kind']}"
