@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property, lru_cache
 
 LETTERS = "ABCDEFGH"
 
@@ -58,6 +58,14 @@ _CONCLUSION = re.compile(
 
 
 _NEGATION = re.compile(r"\b(not|no|neither|nor|least|unlikely|incorrect|wrong)\b", re.I)
+
+
+# Words each declaration pattern needs, in order: a text without them cannot match it.
+_DECLARATION_WORDS = (
+    ("answer", "choice", "option", "response", "selection"),
+    (":",),
+    ("choose", "pick", "select", "go with"),
+)
 
 
 @cache
@@ -130,20 +138,36 @@ def _norm_text(text: str) -> str:
     return " ".join(text.split())
 
 
+@lru_cache(maxsize=4096)
+def _norm_options(options: tuple[str, ...]) -> tuple[str, ...]:
+    """A task's option texts are the same for all its items: normalised once."""
+    return tuple(_norm_text(o) for o in options)
+
+
 @dataclass(frozen=True)
 class ChoiceText:
-    """One output prepared once for the choice rules: markdown stripped, its sentences, the valid letters."""
+    """One output prepared once for the choice rules: markdown stripped, the valid letters, the options;
+    what only some rules need (sentences, lower case) is computed on first use."""
 
     text: str
     valid: str
-    sentences: tuple[str, ...]
     options: tuple[str, ...]  # normalised option texts ("" where unknown)
 
-    @property
+    @cached_property
+    def sentences(self) -> tuple[str, ...]:
+        return tuple(_sentences(self.text))
+
+    @cached_property
+    def lower(self) -> str:
+        return self.text.lower()
+
+    @cached_property
     def letters_label_images(self) -> bool:
         """ "The third image (C)" where the option "the third image" is B: the output labels the images
         with letters of its own, so a letter in brackets is not an option; only the option texts can say
         which was chosen."""
+        if "(" not in self.text or not any(self.options):
+            return False
         for m in _IMAGE_LABEL.finditer(self.text):
             phrase = _norm_text(f"{m.group(1)} image")
             if phrase in self.options and self.valid[self.options.index(phrase)] != m.group(2):
@@ -161,12 +185,19 @@ def refusal(c: ChoiceText) -> bool | str | None:
 
 def declaration(c: ChoiceText) -> str | None:
     # Letters must be capitals in the text: "the answer is a pen" does not read as "A".
-    found = [
-        (m.start(), m.group(1))
-        for pattern in _declarations(c.valid)
-        for m in pattern.finditer(c.text)
-        if m.group(1).isupper()
-    ]
+    found = set()
+    for pattern, needles in zip(_declarations(c.valid), _DECLARATION_WORDS):
+        # The regex runs only around the words it needs (found by str.find, far cheaper than a
+        # case-insensitive scan of a long output); each match lies within a few words of one.
+        for needle in needles:
+            at = c.lower.find(needle)
+            while at >= 0:
+                for m in pattern.finditer(c.text, max(0, at - 16), at + 80):
+                    # re-matched on the whole text: the window's end must not pass for the text's end
+                    full = pattern.match(c.text, m.start())
+                    if full and full.group(1).isupper():
+                        found.add((full.start(), full.group(1)))
+                at = c.lower.find(needle, at + 1)
     return max(found)[1] if found else None
 
 
@@ -252,9 +283,7 @@ def extract_choice(output: str | None, n_options: int = 4, options: Sequence[str
         return UNPARSED_EMPTY
     text = re.sub(r"^<s>\s*", "", _MD.sub("", str(output)).strip())
     valid = LETTERS[:n_options]
-    prepared = ChoiceText(
-        text, valid, tuple(_sentences(text)), tuple(_norm_text(o) for o in (options or [])[:n_options])
-    )
+    prepared = ChoiceText(text, valid, _norm_options(tuple((options or [])[:n_options])))
     for rule in CHOICE_RULES:
         decided = rule(prepared)
         if decided is False:
