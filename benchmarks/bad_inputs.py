@@ -94,6 +94,29 @@ def other_categories(tmp, env):
     return verdict(proc, "categories ['I1'] → ['R1']")
 
 
+# --- 3, 6, 7, 12: an annotation file with one thing wrong: (case, what to change, what the error must say) ---
+ANNOTATION_CASES = [
+    ("ids 1 and '1'", lambda d: d["images"][1].update(id="1"), "is already used"),
+    ("two images with id 1", lambda d: d["images"][1].update(id=1), "is already used"),
+    ("images: []", lambda d: d.update(images=[]), "lists no images"),
+    ("NUL in a label", lambda d: d["annotations"][2].update(label="hel\x00met"), "U+0000"),
+    ("a bidirectional override in a caption", lambda d: d["images"][0].update(caption="A woman \u202e.gnp"), "U+202E"),
+    ("attributes given as a list", lambda d: d["images"][0].update(attributes=["a", "b"]), "must be a mapping"),
+]
+
+
+def annotation_case(edit: Callable[[dict], None], must_say: str) -> Callable[[Path, dict], tuple[str, str]]:
+    def run(tmp: Path, env: dict) -> tuple[str, str]:
+        src = source_copy(tmp, edit)
+        return verdict(cli(env, "run", "mvp", "--source", str(src), "--out", str(tmp / "run")), must_say)
+
+    return run
+
+
+for _name, _edit, _says in ANNOTATION_CASES:
+    case(_name)(annotation_case(_edit, _says))
+
+
 # --- 2. re-export ------------------------------------------------------------------------------------------
 @case("export twice, then after an interrupted export")
 def re_export(tmp, env):
@@ -109,19 +132,6 @@ def re_export(tmp, env):
     images = [f for f in json.loads(manifests[0])["files"] if f["path"].startswith("images/")]
     ok = len(set(manifests)) == 1 and images and all((split / f["path"]).is_file() for f in images)
     return ("handled" if ok else "data lost"), f"{len(images)} images listed each time"
-
-
-# --- 3. duplicate source ids --------------------------------------------------------------------------------
-@case("ids 1 and '1'")
-def colliding_ids(tmp, env):
-    src = source_copy(tmp, lambda d: d["images"][1].update(id="1"))
-    return verdict(cli(env, "run", "mvp", "--source", str(src), "--out", str(tmp / "run")), "is already used")
-
-
-@case("two images with id 1")
-def duplicate_ids(tmp, env):
-    src = source_copy(tmp, lambda d: d["images"][1].update(id=1))
-    return verdict(cli(env, "run", "mvp", "--source", str(src), "--out", str(tmp / "run")), "is already used")
 
 
 # --- 4. stale quarantine records ----------------------------------------------------------------------------
@@ -149,29 +159,10 @@ def negative_seed(tmp, env):
     return verdict(proc, "Invalid value for '--seed'")
 
 
-@case("images: []")
-def no_images(tmp, env):
-    src = source_copy(tmp, lambda d: d.update(images=[]))
-    return verdict(cli(env, "run", "mvp", "--source", str(src), "--out", str(tmp / "run")), "lists no images")
-
-
 @case("a run that builds no items")
 def zero_items(tmp, env):
     proc = cli(env, "run", "mvp", "--source", str(SAMPLE), "--out", str(tmp / "run"), "--categories", "E2")
     return verdict(proc, "the run built no items")
-
-
-# --- 7. control characters ----------------------------------------------------------------------------------
-@case("NUL in a label")
-def nul_label(tmp, env):
-    src = source_copy(tmp, lambda d: d["annotations"][2].update(label="hel\x00met"))
-    return verdict(cli(env, "run", "mvp", "--source", str(src), "--out", str(tmp / "run")), "U+0000")
-
-
-@case("a bidirectional override in a caption")
-def bidi_caption(tmp, env):
-    src = source_copy(tmp, lambda d: d["images"][0].update(caption="A woman \u202e.gnp"))
-    return verdict(cli(env, "run", "mvp", "--source", str(src), "--out", str(tmp / "run")), "U+202E")
 
 
 # --- 8. credentials in a URL ----------------------------------------------------------------------------------
@@ -286,12 +277,6 @@ def deep_predictions(tmp, env):
         env, "score", "perceptforge", "--data", str(split / "test.jsonl"), "--predictions", str(tmp / "pred.jsonl")
     )
     return verdict(proc, "nested too deeply")
-
-
-@case("attributes given as a list")
-def attributes_list(tmp, env):
-    src = source_copy(tmp, lambda d: d["images"][0].update(attributes=["a", "b"]))
-    return verdict(cli(env, "run", "mvp", "--source", str(src), "--out", str(tmp / "run")), "must be a mapping")
 
 
 @case("--source is a file")
