@@ -43,6 +43,11 @@ _REFUSAL = re.compile(
     re.I,
 )
 _MD = re.compile(r"[*_`]+")
+_WORD_AFTER = re.compile(r"\s+[a-z]")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
+_LONE_CAPITAL = re.compile(r"\b([A-H])\b")
+_ARTICLE = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = re.compile(r"[^\w\s]")
 
 
 def _letter_class(valid: str) -> str:
@@ -110,15 +115,22 @@ def _lead_subject(valid: str) -> re.Pattern[str]:
     )
 
 
+@cache
+def _naming_patterns(valid: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """"(B)" or "[B]"; "Point B", "box B"; and "(B)" alone."""
+    L = _letter_class(valid)
+    return (
+        re.compile(r"[\(\[](" + L + r")[\)\]]"),
+        re.compile(r"\b" + _NAMED + r"\s*[\"'“(]?(" + L + r")\b", re.I),
+        re.compile(r"\((" + L + r")\)"),
+    )
+
+
 def _letters_named(text: str, valid: str) -> set[str]:
     """Valid letters the text names as "(B)", "Point B", "box B"."""
-    L = _letter_class(valid)
-    found = {m.group(1) for m in re.finditer(r"[\(\[](" + L + r")[\)\]]", text)}
-    found |= {
-        m.group(1)
-        for m in re.finditer(r"\b" + _NAMED + r"\s*[\"'“(]?(" + L + r")\b", text, re.I)
-        if m.group(1).isupper()
-    }
+    bracketed, named, _ = _naming_patterns(valid)
+    found = {m.group(1) for m in bracketed.finditer(text)}
+    found |= {m.group(1) for m in named.finditer(text) if m.group(1).isupper()}
     return found
 
 
@@ -126,15 +138,15 @@ _IMAGE_LABEL = re.compile(r"\b(first|second|third|fourth)\s+(?:image|picture|pho
 
 
 def _sentences(text: str) -> list[str]:
-    return [p for p in re.split(r"(?<=[.!?])\s+|\n+", text) if p.strip()]
+    return [p for p in _SENTENCE_BREAK.split(text) if p.strip()]
 
 
 def _norm_text(text: str) -> str:
     # A lone capital letter is a label ("Point A"), not the article "a": keep it distinct.
-    text = re.sub(r"\b([A-H])\b", r"letter\1", text)
+    text = _LONE_CAPITAL.sub(r"letter\1", text)
     text = text.lower()
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    text = re.sub(r"[^\w\s]", " ", text)
+    text = _ARTICLE.sub(" ", text)
+    text = _PUNCTUATION.sub(" ", text)
     return " ".join(text.split())
 
 
@@ -208,7 +220,7 @@ def leading(c: ChoiceText) -> str | None:
     letter, rest = lead.group(1), c.text[lead.end(1) :]
     # "A cat is …" starts with the article A: only a letter followed by punctuation, end, or a bracket
     # counts when the letter is also a word.
-    if letter != "A" or not re.match(r"\s+[a-z]", rest) or c.text.lstrip().startswith(("(", "[")):
+    if letter != "A" or not _WORD_AFTER.match(rest) or c.text.lstrip().startswith(("(", "[")):
         return letter
     return None
 
@@ -216,7 +228,7 @@ def leading(c: ChoiceText) -> str | None:
 def sole_paren(c: ChoiceText) -> str | None:
     if c.letters_label_images:
         return None
-    parens = {m.group(1) for m in re.finditer(r"\((" + _letter_class(c.valid) + r")\)", c.text)}
+    parens = {m.group(1) for m in _naming_patterns(c.valid)[2].finditer(c.text)}
     return parens.pop() if len(parens) == 1 else None
 
 
@@ -281,7 +293,12 @@ def extract_choice(output: str | None, n_options: int = 4, options: Sequence[str
     """The chosen letter among the first ``n_options`` letters, or unparsed."""
     if output is None or not str(output).strip():
         return UNPARSED_EMPTY
-    text = re.sub(r"^<s>\s*", "", _MD.sub("", str(output)).strip())
+    text = str(output)
+    if "*" in text or "_" in text or "`" in text:  # markdown emphasis is rare: skip the regex without it
+        text = _MD.sub("", text)
+    text = text.strip()
+    if text.startswith("<s>"):
+        text = text[3:].lstrip()
     valid = LETTERS[:n_options]
     prepared = ChoiceText(text, valid, _norm_options(tuple((options or [])[:n_options])))
     for rule in CHOICE_RULES:
