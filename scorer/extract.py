@@ -117,7 +117,7 @@ def _lead_subject(valid: str) -> re.Pattern[str]:
 
 @cache
 def _naming_patterns(valid: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    """"(B)" or "[B]"; "Point B", "box B"; and "(B)" alone."""
+    """ "(B)" or "[B]"; "Point B", "box B"; and "(B)" alone."""
     L = _letter_class(valid)
     return (
         re.compile(r"[\(\[](" + L + r")[\)\]]"),
