@@ -141,6 +141,8 @@ def test_null_output_counts_as_missing_and_no_predictions_at_all_fails(answers, 
     )
     r = blink.score([answers], [preds])
     assert sorted(r.missing) == ["val_Counting_1", "val_Counting_2"]
+    assert r.metrics["tasks"]["Counting"] is None  # no prediction at all: "—", not 0.00
+    assert r.metrics["overall"] == 50.0  # the macro mean still counts the missing ones as wrong
     assert r.warnings == [f"{preds}:1: id val_Counting_1 has no output; counted as missing"]
     nothing = write(tmp_path, "other.jsonl", '{"idx": "val_Nope_1", "output": "A"}\n')
     proc = run_score(["blink", "--data", answers, "--predictions", nothing], cli_env)

@@ -118,13 +118,15 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         scored.append(ScoredItem(idx, item["task"], pred.output, ex.value, ex.method, correct))
 
     flags = [(s.group, s.correct) for s in scored]
-    tasks = m.per_group(flags)
+    counted = m.per_group(flags)  # missing predictions count as wrong in the overall means
+    answered = {s.group for s in scored if s.method != "missing"}
+    tasks = {t: (v if t in answered else None) for t, v in counted.items()}  # no prediction at all: "—", not 0
     sizes = Counter(group for group, _ in flags)
     table = task_table()
     random_row = {t: 100.0 / (table[t]["options"]) for t in tasks}
     metrics = {
         "tasks": tasks,
-        "overall": m.mean(tasks.values()),
+        "overall": m.mean(counted.values()),
         "overall_micro": m.pct([correct for _, correct in flags]),
         "random_choice": m.mean(random_row.values()),
         "unparsed": scored.unparsed,
