@@ -28,6 +28,14 @@ def print_result(result: ScoreResult, console: Console) -> None:
         for row in table.rows:
             rt.add_row(*(fmt(v) for v in row))
         console.print(rt)
+    intervals = result.metrics.get("bootstrap_95")
+    if intervals:
+        rt = RichTable(title="bootstrap 95% intervals")
+        for col in ("group", "low", "high"):
+            rt.add_column(col, justify="left" if col == "group" else "right")
+        for group, ci in intervals.items():
+            rt.add_row(group, *(fmt(v) for v in (ci or (None, None))))
+        console.print(rt)
     rate = result.parse_failure_rate
     console.print(
         f"parse failures: {fmt(rate)}% of outputs · missing predictions: {len(result.missing)} (count as wrong)"

@@ -125,8 +125,11 @@ def test_tsv_and_jsonl_round_trip_through_scorer(tmp_path):
             else:
                 lines.append({"id": item["id"], "output": q["answer"]})
     preds.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    r = pf_scorer.score([out / "val.jsonl", out / "test.jsonl"], [preds]).metrics
+    result = pf_scorer.score([out / "val.jsonl", out / "test.jsonl"], [preds])
+    r = result.metrics
     assert r["kinds"]["single_mcq"] == 100.0 and r["kinds"]["yes_no_pair"] == 50.0
+    shown = {row[0]: row[1:] for row in result.tables[0].rows}  # the terminal table has the pair metrics
+    assert shown["qAcc low"] == [0.0, 25.0] and shown["aAcc"] == [50.0, 50.0] and shown["single_mcq"][1] == 20.0
     assert r["yes_no"]["qAcc"]["low"] == 0.0 and r["yes_no"]["aAcc"] == 50.0
 
     # a Yes/No pair's prediction without its image is a format slip, said as such (not an unknown id)

@@ -164,3 +164,10 @@ def test_the_example_of_unknown_ids_is_the_first_offending_line(tmp_path):
     preds = write(tmp_path, "p.jsonl", "".join(json.dumps(x) + "\n" for x in lines))
     r = mvp_bench.score([data], [preds])
     assert r.unknown[0] == f"{preds}:1: id zz0" and len(r.unknown) == 12
+
+
+def test_bootstrap_intervals_are_printed_when_asked(answers, tmp_path, cli_env):
+    preds = write(tmp_path, "p.jsonl", "".join(json.dumps({"idx": k, "output": v}) + "\n" for k, v in ANSWERS.items()))
+    proc = run_score(["blink", "--data", answers, "--predictions", preds, "--bootstrap", "50"], cli_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "bootstrap 95% intervals" in proc.stdout and "overall" in proc.stdout

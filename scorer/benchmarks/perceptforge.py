@@ -156,8 +156,22 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         "yes_no": m.mvp_yes_no(yes_no) if yes_no else None,
         "unparsed": scored.unparsed,
     }
+    # random choice per kind: 1/2 for each image of a Yes/No pair (1/4 for the pair), 1/n for an MCQ
+    n_options = {r["kind"]: len(r["options"]) for r in rows if "options" in r}
+    random_kind = {k: 100.0 / n_options[k] if k in n_options else 50.0 for k in kinds}
+    metrics["random_choice"] = random_kind
+    pair_rows = []
+    if metrics["yes_no"]:
+        yn = metrics["yes_no"]
+        pair_rows = [[f"qAcc {k}", v, 25.0] for k, v in yn["qAcc"].items()]
+        pair_rows += [[f"iAcc {k}", v, None] for k, v in yn["iAcc"].items()]
+        pair_rows += [["aAcc", yn["aAcc"], 50.0], ["mAcc", yn["mAcc"], None]]
     tables = [
-        Table("perceptforge split by kind", ["kind", "accuracy"], [[k, v] for k, v in kinds.items()]),
+        Table(
+            "perceptforge split by kind",
+            ["kind", "accuracy", "random choice"],
+            [[k, v, random_kind[k]] for k, v in kinds.items()] + pair_rows,
+        ),
         Table(
             "perceptforge split by category",
             ["category", "accuracy"],
