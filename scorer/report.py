@@ -80,6 +80,15 @@ def write_plot(result: ScoreResult, path: Path) -> None:
     bars = {k: v for k, v in result.bar_chart.items() if v is not None}
     fig, ax = plt.subplots(figsize=(max(6, 0.55 * len(bars) + 2), 4.5), dpi=120)
     ax.bar(range(len(bars)), list(bars.values()), color="#4C72B0")
+    intervals = result.metrics.get("bootstrap_95") or {}
+    for x, (label, v) in enumerate(bars.items()):  # bootstrap 95% intervals where a bar has one
+        ci = intervals.get(label)
+        if ci:
+            ax.errorbar(x, v, yerr=[[v - ci[0]], [ci[1] - v]], color="black", capsize=3, lw=1)
+    random = result.metrics.get("random_choice")
+    if isinstance(random, (int, float)):
+        ax.axhline(random, color="#C44E52", ls="--", lw=1, label=f"random choice {random:.1f}%")
+        ax.legend(fontsize=7, loc="upper right")
     ax.set_xticks(range(len(bars)), list(bars), rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("accuracy (%)")
     ax.set_ylim(0, 100)
