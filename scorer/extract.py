@@ -44,6 +44,9 @@ _REFUSAL = re.compile(
 )
 _MD = re.compile(r"[*_`]+")
 _WORD_AFTER = re.compile(r"\s+[a-z]")
+_CONTRAST = re.compile(r"\b(?:differs?|different|less|unlike|not)\b", re.I)
+_HEDGED_VERB = re.compile(r"\b(?:could|might|may)\s+be\b", re.I)
+_HEDGE = re.compile(r"\b(?:could be|might|it's possible|it is possible|if we consider|depending on)\b", re.I)
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
 _LONE_CAPITAL = re.compile(r"\b([A-H])\b")
 _ARTICLE = re.compile(r"\b(a|an|the)\b")
@@ -56,7 +59,8 @@ def _letter_class(valid: str) -> str:
 
 _NAMED = r"(?:point|box|option|choice|picture|image|figure)"
 _CONCLUSION = re.compile(
-    r"\b(therefore|thus|hence|so the|so,|in conclusion|overall|correct|closest|most similar|most likely|best|"
+    r"\b(therefore|thus|hence|so the|so,|in conclusion|based on (?:these|this|the|my) (?:observations?|analysis|comparisons?)|"
+    r"overall|correct|closest|most similar|most likely|best|"
     r"i would (?:choose|say|select|pick)|lean towards)\b",
     re.I,
 )
@@ -67,8 +71,9 @@ _NEGATION = re.compile(r"\b(not|no|neither|nor|least|unlikely|incorrect|wrong)\b
 
 # Words each declaration pattern needs, in order: a text without them cannot match it.
 _DECLARATION_WORDS = (
+    ("therefore", "thus", "hence"),
     ("answer", "choice", "option", "response", "selection"),
-    (":",),
+    ("is:", "are:", "be:", "is :", "are :", "be :"),
     ("choose", "pick", "select", "go with"),
 )
 
@@ -78,6 +83,8 @@ def _declarations(valid: str) -> tuple[re.Pattern[str], ...]:
     L = _letter_class(valid)
     end = r"(?=[\)\]\.:,;!?]|\s|$)"
     return (
+        # "Therefore:\n\n(B) B is darker"
+        re.compile(r"\b(?:therefore|thus|hence)\s*[:,]?\s*[\(\[](" + L + r")[\)\]]", re.I),
         # "the answer is (B)", "Answer: B", "correct option would be: C", "the answer is:\n\n(D) Point D"
         re.compile(
             r"\b(?:answer|choice|option|response|selection)\s*(?:is|would be|will be|should be|must be|=|:)"
@@ -210,7 +217,15 @@ def declaration(c: ChoiceText) -> str | None:
                     if full and full.group(1).isupper():
                         found.add((full.start(), full.group(1)))
                 at = c.lower.find(needle, at + 1)
-    return max(found)[1] if found else None
+    if not found:
+        return None
+    at, letter = max(found)
+    hedged = _HEDGED_VERB.search(c.text[max(0, at - 24) : at + 8])
+    if (hedged or len({x for _, x in found}) > 1 and _HEDGE.search(c.text)) and len(
+        _letters_named(c.text, c.valid)
+    ) > 1:
+        return False  # "it might be (A) … but the answer could be (C)": two answers, hedged: never guess
+    return letter
 
 
 def leading(c: ChoiceText) -> str | None:
@@ -255,7 +270,8 @@ def option_text_lead(c: ChoiceText) -> str | None:
 
 def conclusion(c: ChoiceText) -> bool | str | None:
     for sentence in reversed(c.sentences):
-        if _CONCLUSION.search(sentence):
+        # "The third image (B) is an illustration and thus differs …" concludes against B, not for it.
+        if _CONCLUSION.search(sentence) and not _CONTRAST.search(sentence):
             named = _letters_named(sentence, c.valid) or c.option_hits(sentence)
             if named:
                 return named.pop() if len(named) == 1 else None

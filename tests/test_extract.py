@@ -147,6 +147,31 @@ CASES = [
         "B",
     ),
     ("The second image (A) matches the first one best.", 2, ["the second image", "the third image"], "A"),
+    # two hedged answers: strict never guesses
+    (
+        "Point A is in a shadow, so it might give the impression that:\n\n(A) A is darker\n\nBut without the "
+        "shading, the answer could be:\n\n(C) About the same",
+        3,
+        None,
+        None,
+    ),
+    # "Therefore:" then the option, after a first sentence that names another point
+    (
+        "Point A is located on the ceiling, which appears white. The refrigerator's surface (B) is darker. "
+        "Therefore:\n\n(B) B is darker",
+        3,
+        None,
+        "B",
+    ),
+    # the last concluding sentence argues against an option; the one before it chooses
+    (
+        "(A) The second image shows a real flower.\n\n(B) The third image is an illustration.\n\nBased on these "
+        "observations, the second image (A) is most similar to the first one. The third image (B) is an "
+        "illustration and thus differs significantly in style.",
+        2,
+        ["the second image", "the third image"],
+        "A",
+    ),
 ]
 
 
