@@ -59,7 +59,8 @@ def _letter_class(valid: str) -> str:
 
 _NAMED = r"(?:point|box|option|choice|picture|image|figure)"
 _CONCLUSION = re.compile(
-    r"\b(therefore|thus|hence|so the|so,|in conclusion|based on (?:these|this|the|my) (?:observations?|analysis|comparisons?)|"
+    r"\b(therefore|thus|hence|so the|so,|in conclusion|"
+    r"based on (?:these|this|the|my) (?:observations?|analysis|comparisons?)|"
     r"overall|correct|closest|most similar|most likely|best|"
     r"i would (?:choose|say|select|pick)|lean towards)\b",
     re.I,
