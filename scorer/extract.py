@@ -203,7 +203,7 @@ def refusal(c: ChoiceText) -> bool | str | None:
     return False if _REFUSAL.search(c.text) else None
 
 
-def declaration(c: ChoiceText) -> str | None:
+def declaration(c: ChoiceText) -> bool | str | None:
     # Letters must be capitals in the text: "the answer is a pen" does not read as "A".
     found = set()
     for pattern, needles in zip(_declarations(c.valid), _DECLARATION_WORDS):
