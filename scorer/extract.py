@@ -74,7 +74,7 @@ _NEGATION = re.compile(r"\b(not|no|neither|nor|least|unlikely|incorrect|wrong)\b
 _DECLARATION_WORDS = (
     ("therefore", "thus", "hence"),
     ("answer", "choice", "option", "response", "selection"),
-    ("is:", "are:", "be:", "is :", "are :", "be :"),
+    (":",),
     ("choose", "pick", "select", "go with"),
 )
 
@@ -164,7 +164,7 @@ def _norm_options(options: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(_norm_text(o) for o in options)
 
 
-@dataclass(frozen=True)
+@dataclass
 class ChoiceText:
     """One output prepared once for the choice rules: markdown stripped, the valid letters, the options;
     what only some rules need (sentences, lower case) is computed on first use."""
@@ -186,7 +186,7 @@ class ChoiceText:
         """ "The third image (C)" where the option "the third image" is B: the output labels the images
         with letters of its own, so a letter in brackets is not an option; only the option texts can say
         which was chosen."""
-        if "(" not in self.text or not any(self.options):
+        if "(" not in self.text or not any("image" in o for o in self.options):
             return False
         for m in _IMAGE_LABEL.finditer(self.text):
             phrase = _norm_text(f"{m.group(1)} image")
