@@ -13,7 +13,7 @@ from perceptforge.logic.templates import Template
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir, safe_name
 from perceptforge.store.sources import SourceEntry
-from perceptforge.tasks.runner import StageRunner, Unit, transient
+from perceptforge.tasks.runner import StageRunner, Unit, transient, unit_record
 
 
 @task(name="ground", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
@@ -22,17 +22,13 @@ def ground(
 ) -> Grounding | Exception:
     entry, source = unit
     run = RunDir(run_path)
-    try:
-        record = run.once(
-            f"groundings/{safe_name(entry.source_id)}.json",
-            lambda: grounder.ground(load_rgb(run.sub(source.stored)), entry, used).model_dump(mode="json"),
-        )
-    except (
-        ValueError,
-        OSError,
-    ) as exc:  # an answer that does not validate: quarantined in one line (endpoint faults retry)
-        return exc
-    return Grounding.model_validate(record)
+    return unit_record(
+        run,
+        f"groundings/{safe_name(entry.source_id)}.json",
+        lambda: grounder.ground(load_rgb(run.sub(source.stored)), entry, used),
+        Grounding,
+        exclude_none=False,  # the records it has always written
+    )
 
 
 def ground_stage(

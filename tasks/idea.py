@@ -16,7 +16,7 @@ from perceptforge.logic.templates import Template
 from perceptforge.prompts.library import load_prompt
 from perceptforge.store.rundir import RunDir, safe_name
 from perceptforge.store.sources import SourceEntry
-from perceptforge.tasks.runner import StageRunner, Unit, transient
+from perceptforge.tasks.runner import StageRunner, Unit, transient, unit_record
 
 
 def make_idea(
@@ -42,17 +42,7 @@ def idea(
 ) -> IdeaRecord | Exception:
     template, grounding, offered = unit
     rel = f"ideas/{safe_name(unit_id(grounding.source_id, template))}.json"
-    try:
-        record = RunDir(run_path).once(
-            rel,
-            lambda: make_idea(template, grounding, writer, offered, seed).model_dump(mode="json", exclude_none=True),
-        )
-    except (
-        ValueError,
-        OSError,
-    ) as exc:  # expected: the source lacks what the category changes; quarantined in one line
-        return exc
-    return IdeaRecord.model_validate(record)
+    return unit_record(RunDir(run_path), rel, lambda: make_idea(template, grounding, writer, offered, seed), IdeaRecord)
 
 
 def idea_stage(

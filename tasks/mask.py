@@ -22,7 +22,7 @@ from perceptforge.logic.templates import Template
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir, safe_name
 from perceptforge.tasks.gates import QualityGate
-from perceptforge.tasks.runner import StageRunner, Unit
+from perceptforge.tasks.runner import StageRunner, Unit, unit_record
 
 
 def gate_mask(
@@ -89,16 +89,12 @@ def mask(
 ) -> MaskRecord | Exception:
     template, candidate, source, grounding = unit
     run = RunDir(run_path)
-    try:
-        record = run.once(
-            f"masks/{safe_name(candidate.unit)}.json",
-            lambda: make_mask(template, candidate, source, grounding, run, segmenter, gates, seed, device).model_dump(
-                mode="json", exclude_none=True
-            ),
-        )
-    except (ValueError, OSError) as exc:  # expected: no region to edit, or a degenerate mask; quarantined in one line
-        return exc
-    return MaskRecord.model_validate(record)
+    return unit_record(
+        run,
+        f"masks/{safe_name(candidate.unit)}.json",
+        lambda: make_mask(template, candidate, source, grounding, run, segmenter, gates, seed, device),
+        MaskRecord,
+    )
 
 
 def mask_stage(

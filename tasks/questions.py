@@ -15,7 +15,7 @@ from perceptforge.logic.ids import question_id, unit_rng
 from perceptforge.logic.templates import Template
 from perceptforge.prompts.library import load_prompt
 from perceptforge.store.rundir import RunDir, safe_name
-from perceptforge.tasks.runner import StageRunner, Unit, transient
+from perceptforge.tasks.runner import StageRunner, Unit, transient, unit_record
 
 
 def _refs(prompt_ids: list[str]) -> list[PromptRef]:
@@ -97,16 +97,12 @@ def write_questions(
     run_path: Path,
 ) -> Candidate | Exception:
     template, grounding, source, idea = unit
-    try:
-        record = RunDir(run_path).once(
-            f"candidates/{safe_name(idea.unit)}.json",
-            lambda: make_candidate(
-                template, grounding, source.sha256, idea, writer, cross_descriptions, seed
-            ).model_dump(mode="json", exclude_none=True),
-        )
-    except (ValueError, OSError) as exc:  # a question that cannot be made sound: quarantined in one line
-        return exc
-    return Candidate.model_validate(record)
+    return unit_record(
+        RunDir(run_path),
+        f"candidates/{safe_name(idea.unit)}.json",
+        lambda: make_candidate(template, grounding, source.sha256, idea, writer, cross_descriptions, seed),
+        Candidate,
+    )
 
 
 def questions_stage(

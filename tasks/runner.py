@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 from prefect import Task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.context import FlowRunContext
+from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -53,6 +54,22 @@ U = TypeVar("U")
 def transient(task: Any, task_run: Any, state: Any) -> bool:
     """Prefect ``retry_condition_fn``: retry a task only when its endpoint failed in a way that may pass."""
     return isinstance(state.result(raise_on_failure=False), EndpointUnavailable)
+
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def unit_record(
+    run: RunDir, rel: str, compute: Callable[[], BaseModel], model: type[R], exclude_none: bool = True
+) -> R | Exception:
+    """The unit's record at ``rel``, computed and written once; or the expected failure, *returned* so the
+    runner quarantines it in one line (a ValueError: the source lacks what the stage needs; an OSError: a
+    full disk, which stops the run). Faults of other kinds still raise."""
+    try:
+        record = run.once(rel, lambda: compute().model_dump(mode="json", exclude_none=exclude_none))
+    except (ValueError, OSError) as exc:
+        return exc
+    return model.model_validate(record)
 
 
 @dataclass(frozen=True)
@@ -92,18 +109,14 @@ class StageRunner:
         """One ``task(unit.value, *args, run_path)`` per unit; (unit, result) of those that succeeded, in unit order."""
         self.timings[stage] = -time.perf_counter()
         futures = [(u, task.submit(u.value, *args, self.run.path)) for u in units]
-        done = []
+        done: list[tuple[Unit, Any]] = []
         with _StageProgress(self.console, stage, len(futures)) as advance:
             for unit, future in futures:
                 try:
                     result = future.result()
                 except Exception as exc:
                     result = exc
-                if isinstance(result, Exception):  # raised (a fault) or returned (an expected quarantine)
-                    self.quarantine(stage, unit, result)
-                else:
-                    self.run.clear_quarantine(unit.name)
-                    done.append((unit, result))
+                self._settle(stage, unit, result, done)
                 advance()
         self._end(stage, models)
         return done
@@ -114,7 +127,7 @@ class StageRunner:
         """Like :meth:`map` for a task that takes a batch of unit values and returns one result or exception each."""
         self.timings[stage] = -time.perf_counter()
         futures = [(b, task.submit([u.value for u in b], *args, self.run.path)) for b in batches]
-        done = []
+        done: list[tuple[Unit, Any]] = []
         with _StageProgress(self.console, stage, sum(len(b) for b in batches)) as advance:
             for batch, future in futures:
                 try:
@@ -122,14 +135,19 @@ class StageRunner:
                 except Exception as exc:  # the whole task failed (a worker died): every unit of it
                     results = [exc] * len(batch)
                 for unit, result in zip(batch, results):
-                    if isinstance(result, Exception):
-                        self.quarantine(stage, unit, result)
-                    else:
-                        self.run.clear_quarantine(unit.name)
-                        done.append((unit, result))
+                    self._settle(stage, unit, result, done)
                     advance()
         self._end(stage, models)
         return sorted(done, key=lambda d: d[0].name)
+
+    def _settle(self, stage: str, unit: Unit, result: Any, done: list[tuple[Unit, Any]]) -> None:
+        """A unit's result: an exception (raised, a fault; or returned, an expected failure) is quarantined;
+        anything else is done, and drops the quarantine record an earlier attempt left."""
+        if isinstance(result, Exception):
+            self.quarantine(stage, unit, result)
+        else:
+            self.run.clear_quarantine(unit.name)
+            done.append((unit, result))
 
     def _end(self, stage: str, models: Iterable[Any]) -> None:
         self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter()
