@@ -12,12 +12,16 @@ import argparse
 import json
 import random
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from perceptforge.scorer.benchmarks import mvp_bench
 from perceptforge.scorer.extract import extract_choice
+
+PASSES = 7
 
 OUTPUTS = [
     "{L}",
@@ -110,16 +114,44 @@ def blink_agreement(folder: Path) -> None:
                 if re.fullmatch(r"\(?[A-E]\)?", official):
                     info = tasks[re.match(r"(?:val|test)_(.+)_\d+$", x["idx"]).group(1)]
                     work.append((x["full_prediction"], info["options"], info.get("choices"), official.strip("()")))
-    t0 = time.perf_counter()
-    got = [extract_choice(o, n, c).value for o, n, c, _ in work]
-    elapsed = time.perf_counter() - t0
+    elapsed = float("inf")
+    for _ in range(PASSES):  # the best pass: this machine's other load only ever slows a pass down
+        t0 = time.perf_counter()
+        got = [extract_choice(o, n, c).value for o, n, c, _ in work]
+        elapsed = min(elapsed, time.perf_counter() - t0)
     read = [(g, off) for g, (_, _, _, off) in zip(got, work) if g]
     agree = sum(g == off for g, off in read)
     print(
         f"BLINK released outputs: {len(work):,} with an official letter; coverage {100 * len(read) / len(work):.2f}%, "
         f"agreement {100 * agree / len(read):.3f}% ({len(read) - agree} disagreements), "
-        f"{len(work) / elapsed:,.0f} outputs/s"
+        f"extraction alone {len(work) / elapsed:,.0f} outputs/s (best of {PASSES} passes)"
     )
+    blink_cli(folder)
+
+
+def blink_cli(folder: Path) -> None:
+    """The whole CLI on the same release, one process per model as a user runs it: start-up, imports,
+    reading the files, extraction, metrics and the table."""
+    for outputs in sorted(folder.glob("saved_outputs_*")):
+        n = sum(len(x) for path in outputs.glob("*.json") for x in json.loads(path.read_text()).values())
+        t0 = time.perf_counter()
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "perceptforge.cli",
+                "score",
+                "blink",
+                "--data",
+                str(folder / "val_answers.json"),
+                "--predictions",
+                str(outputs),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        elapsed = time.perf_counter() - t0
+        print(f"whole CLI, {outputs.name}: {n:,} outputs in {elapsed:.2f} s ({n / elapsed:,.0f}/s, start-up included)")
 
 
 if __name__ == "__main__":

@@ -22,9 +22,10 @@ Anything else is *unparsed*: never a guess, never a random letter. Only the item
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache, cached_property, lru_cache
+from functools import cache, lru_cache
+from typing import Generic, TypeVar
 
 LETTERS = "ABCDEFGH"
 
@@ -70,12 +71,30 @@ _CONCLUSION = re.compile(
 _NEGATION = re.compile(r"\b(not|no|neither|nor|least|unlikely|incorrect|wrong)\b", re.I)
 
 
-# Words each declaration pattern needs, in order: a text without them cannot match it.
-_DECLARATION_WORDS = (
-    ("therefore", "thus", "hence"),
-    ("answer", "choice", "option", "response", "selection"),
-    (":",),
-    ("choose", "pick", "select", "go with"),
+def _at_word(text: str, at: int) -> tuple[int, ...]:
+    return (at,)
+
+
+def _verb_before_colon(text: str, at: int) -> tuple[int, ...]:
+    """Where "is", "are" or "be" would start before the colon at ``at`` (spaces between allowed)."""
+    window = max(0, at - 32)
+    end = window + len(text[window:at].rstrip())
+    return (end - 2, end - 3)
+
+
+def _i_before_verb(text: str, at: int) -> tuple[int, ...]:
+    """Where "i ", "i'd ", "i'll ", "i will " or "i would " would start before the verb at ``at``."""
+    return tuple(at - k for k in (2, 4, 5, 7, 8))
+
+
+# Words each declaration pattern needs, in order, and where a match may start given such a word: each
+# candidate start is tried with one anchored match, far cheaper than a case-insensitive scan of a long
+# output. A text without the words cannot match the pattern.
+_DECLARATION_WORDS: tuple[tuple[tuple[str, ...], Callable[[str, int], tuple[int, ...]]], ...] = (
+    (("therefore", "thus", "hence"), _at_word),
+    (("answer", "choice", "option", "response", "selection"), _at_word),
+    ((":",), _verb_before_colon),
+    (("choose", "pick", "select", "go with"), _i_before_verb),
 )
 
 
@@ -142,7 +161,10 @@ def _letters_named(text: str, valid: str) -> set[str]:
     return found
 
 
-_IMAGE_LABEL = re.compile(r"\b(first|second|third|fourth)\s+(?:image|picture|photo)\s*\(([A-Z])\)", re.I)
+# "the third image (C)": a letter in brackets, then the ordinal image before it (looked for only before
+# such a letter, in the lower-cased text: a case-insensitive scan of the whole output costs far more).
+_BRACKETED_LETTER = re.compile(r"\(([A-Za-z])\)")
+_ORDINAL_IMAGE_BEFORE = re.compile(r"\b(first|second|third|fourth)\s+(?:image|picture|photo)\s*\Z")
 
 
 def _sentences(text: str) -> list[str]:
@@ -164,6 +186,21 @@ def _norm_options(options: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(_norm_text(o) for o in options)
 
 
+T = TypeVar("T")
+
+
+class _computed_once(Generic[T]):
+    """``functools.cached_property`` without its per-access lock (Python 3.11 takes one), which cost a
+    tenth of extraction's time: the value is stored in the instance, and later reads never reach here."""
+
+    def __init__(self, compute: Callable[[ChoiceText], T]) -> None:
+        self.compute, self.name = compute, compute.__name__
+
+    def __get__(self, obj: ChoiceText, owner: type | None = None) -> T:
+        value = obj.__dict__[self.name] = self.compute(obj)
+        return value
+
+
 @dataclass
 class ChoiceText:
     """One output prepared once for the choice rules: markdown stripped, the valid letters, the options;
@@ -173,24 +210,38 @@ class ChoiceText:
     valid: str
     options: tuple[str, ...]  # normalised option texts ("" where unknown)
 
-    @cached_property
+    @_computed_once
     def sentences(self) -> tuple[str, ...]:
         return tuple(_sentences(self.text))
 
-    @cached_property
-    def lower(self) -> str:
-        return self.text.lower()
+    @_computed_once
+    def first_sentence(self) -> str:
+        """``sentences[0]`` without splitting the whole output (the text is stripped, so it is never empty)."""
+        end = _SENTENCE_BREAK.search(self.text)
+        return self.text[: end.start()] if end else self.text
 
-    @cached_property
+    @_computed_once
+    def lower(self) -> str:
+        """Lower case at the same offsets as ``text`` (a match found here is read there): the rare characters
+        whose lower case is longer ("İ") keep their case."""
+        lower = self.text.lower()
+        if len(lower) != len(self.text):
+            lower = "".join(ch if len(ch.lower()) != 1 else ch.lower() for ch in self.text)
+        return lower
+
+    @_computed_once
     def letters_label_images(self) -> bool:
         """ "The third image (C)" where the option "the third image" is B: the output labels the images
         with letters of its own, so a letter in brackets is not an option; only the option texts can say
         which was chosen."""
         if "(" not in self.text or not any("image" in o for o in self.options):
             return False
-        for m in _IMAGE_LABEL.finditer(self.text):
-            phrase = _norm_text(f"{m.group(1)} image")
-            if phrase in self.options and self.valid[self.options.index(phrase)] != m.group(2):
+        for m in _BRACKETED_LETTER.finditer(self.text):
+            label = _ORDINAL_IMAGE_BEFORE.search(self.lower, max(0, m.start() - 40), m.start())
+            if not label:
+                continue
+            phrase = _norm_text(f"{label.group(1)} image")
+            if phrase in self.options and self.valid[self.options.index(phrase)] != m.group(1):
                 return True
         return False
 
@@ -203,20 +254,31 @@ def refusal(c: ChoiceText) -> bool | str | None:
     return False if _REFUSAL.search(c.text) else None
 
 
+# Most outputs hold none of the words a declaration needs: checking for them first settles those. str's
+# substring search is several times faster than a regex alternation of the same words.
+_ANY_DECLARATION_WORD = tuple(n for group, _ in _DECLARATION_WORDS for n in group)
+
+
+def _holds_any(text: str, words: tuple[str, ...]) -> bool:
+    for word in words:  # a plain loop: any() over a generator costs half as much again here
+        if word in text:
+            return True
+    return False
+
+
 def declaration(c: ChoiceText) -> bool | str | None:
     # Letters must be capitals in the text: "the answer is a pen" does not read as "A".
+    if not _holds_any(c.lower, _ANY_DECLARATION_WORD):
+        return None
     found = set()
-    for pattern, needles in zip(_declarations(c.valid), _DECLARATION_WORDS):
-        # The regex runs only around the words it needs (found by str.find, far cheaper than a
-        # case-insensitive scan of a long output); each match lies within a few words of one.
+    for pattern, (needles, starts) in zip(_declarations(c.valid), _DECLARATION_WORDS):
         for needle in needles:
             at = c.lower.find(needle)
             while at >= 0:
-                for m in pattern.finditer(c.text, max(0, at - 16), at + 80):
-                    # re-matched on the whole text: the window's end must not pass for the text's end
-                    full = pattern.match(c.text, m.start())
-                    if full and full.group(1).isupper():
-                        found.add((full.start(), full.group(1)))
+                for start in starts(c.text, at):
+                    m = pattern.match(c.text, start) if start >= 0 else None
+                    if m and m.group(1).isupper():
+                        found.add((start, m.group(1)))
                 at = c.lower.find(needle, at + 1)
     if not found:
         return None
@@ -249,9 +311,9 @@ def sole_paren(c: ChoiceText) -> str | None:
 
 
 def lead_subject(c: ChoiceText) -> str | None:
-    if not c.sentences or c.letters_label_images:
+    if c.letters_label_images:
         return None
-    first_sentence = c.sentences[0]
+    first_sentence = c.first_sentence
     first = _lead_subject(c.valid).match(first_sentence)
     if first and first.group(1).isupper() and _letters_named(first_sentence, c.valid) <= {first.group(1)}:
         return first.group(1)
@@ -263,10 +325,10 @@ def lead_subject(c: ChoiceText) -> str | None:
 
 
 def option_text_lead(c: ChoiceText) -> str | None:
-    if not any(c.options) or not c.sentences:
+    if not any(c.options):
         return None
-    hits = c.option_hits(c.sentences[0])
-    return hits.pop() if len(hits) == 1 and not _NEGATION.search(c.sentences[0]) else None
+    hits = c.option_hits(c.first_sentence)
+    return hits.pop() if len(hits) == 1 and not _NEGATION.search(c.first_sentence) else None
 
 
 def conclusion(c: ChoiceText) -> bool | str | None:

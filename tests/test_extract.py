@@ -121,6 +121,15 @@ CASES = [
     ("E", 4, None, None),
     ("A cat is sitting on the sofa.", 4, None, None),
     ("the answer is a pen", 4, None, None),
+    # Each declaration form, found from the word it needs (the match may start before that word).
+    ("After looking closely, I would choose (C) since it is brighter.", 4, None, "C"),
+    ("Hard to say. I'll go with B.", 4, None, "B"),
+    ("I'd pick: D", 4, None, "D"),
+    ("The point that matches the reference is :  (B) Point B", 4, POINTS, "B"),
+    ("The matching points are:\n(D) Point D", 4, POINTS, "D"),
+    ("The image is: sunny. So the answer is (A).", 4, None, "A"),
+    # A character whose lower case is longer ("İ" → "i̇") must not shift where the declaration is read.
+    ("İİİİİİ İstanbul photo: (A) shows the mosque. The answer is (C).", 4, None, "C"),
     # Last explicit declaration wins.
     ("At first I thought the answer is A. On reflection, the answer is (C).", 4, None, "C"),
     # Option-text fallback.
