@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -37,6 +38,7 @@ ENTRY_POINT_GROUP = "perceptforge.backends"
 BUILTIN_MODULES = (
     "perceptforge.backends.grounders",
     "perceptforge.backends.segmenters",
+    "perceptforge.backends.sam",
     "perceptforge.backends.inpainters",
     "perceptforge.backends.recolour",
     "perceptforge.backends.editors",
@@ -53,10 +55,12 @@ class BackendSettings(BaseModel):
 
 @dataclass(frozen=True)
 class Runtime:
-    """What every backend gets beside its own settings: the resolved device and the dtype name."""
+    """What every backend gets beside its own settings: the resolved device, the dtype name, and where it may
+    keep what it computed for reuse by later units and resumed runs (a run's ``cache/``; None: memory only)."""
 
     device: str = "cpu"
     dtype: str = "float32"
+    cache_dir: Path | None = None
 
 
 @dataclass(frozen=True)

@@ -2,26 +2,21 @@
 
 - ``grabcut`` (embedded default): OpenCV GrabCut initialised with the box, on a copy downscaled to
   ``max_side``; OpenCV's RNG is seeded so the same image and box give the same mask.
-- ``sam``: segment-anything from a checkpoint and a model type (a key of ``sam_model_registry``, so an
-  extra builder registered there works too): automatic masks (``SamAutomaticMaskGenerator``) or a
-  box-prompted mask (``SamPredictor``).
+- ``sam``: segment-anything (``backends/sam.py``), once per image.
 Images are ``(H, W, 3)`` uint8 RGB arrays; masks are ``(H, W)`` bool arrays of the same size.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Literal
 
 import cv2
 import numpy as np
 from pydantic import Field
 
-from perceptforge.backends.devices import release
 from perceptforge.backends.registry import BackendSettings, Runtime, register
 from perceptforge.data import geometry
-from perceptforge.errors import PerceptforgeError
 from perceptforge.logic.edit_region import Hints
 
 
@@ -29,16 +24,6 @@ class GrabCutSettings(BackendSettings):
     backend: Literal["grabcut"]
     iterations: int = Field(5, ge=1, le=50)
     max_side: int = Field(512, ge=32, description="images are downscaled to this side for GrabCut")
-
-
-class SamSettings(BackendSettings):
-    backend: Literal["sam"]
-    checkpoint: str
-    model_type: str = Field("vit_h", description="a key of segment_anything.sam_model_registry")
-    mode: Literal["box", "automatic"] = "box"
-    pred_iou_thresh: float = Field(0.88, ge=0, le=1)
-    stability_score_thresh: float = Field(0.95, ge=0, le=1)
-    points_per_side: int = Field(32, ge=1)
 
 
 def check_image(image: np.ndarray) -> np.ndarray:
@@ -133,82 +118,3 @@ class GrabCutSegmenter:
             )
         fg = (seed == cv2.GC_FGD) | (seed == cv2.GC_PR_FGD)
         return [cv2.resize(fg.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST).astype(bool)]
-
-
-@register("segmenter", "sam", SamSettings)
-class SamSegmenter:
-    name = "sam"
-
-    @classmethod
-    def from_settings(cls, settings: SamSettings, runtime: Runtime) -> SamSegmenter:
-        return cls(
-            settings.checkpoint,
-            settings.model_type,
-            settings.mode,
-            runtime.device,
-            settings.pred_iou_thresh,
-            settings.stability_score_thresh,
-            settings.points_per_side,
-        )
-
-    def __init__(
-        self,
-        checkpoint: str,
-        model_type: str = "vit_h",
-        mode: str = "box",
-        device: str = "cpu",
-        pred_iou_thresh: float = 0.88,
-        stability_score_thresh: float = 0.95,
-        points_per_side: int = 32,
-    ):
-        self.checkpoint, self.model_type, self.mode, self.device = checkpoint, model_type, mode, device
-        self.generator_kwargs = {
-            "pred_iou_thresh": pred_iou_thresh,
-            "stability_score_thresh": stability_score_thresh,
-            "points_per_side": points_per_side,
-        }
-        self.model_id = f"{model_type}:{Path(checkpoint).name}"
-        self.sam = None
-
-    def load(self) -> SamSegmenter:
-        if self.sam is None:
-            path = Path(self.checkpoint).expanduser()
-            if not path.is_file():
-                raise PerceptforgeError(f"{self.checkpoint}: SAM checkpoint not found")
-            from segment_anything import sam_model_registry
-
-            if self.model_type not in sam_model_registry:
-                raise PerceptforgeError(
-                    f"unknown SAM model type {self.model_type!r}: choose from {', '.join(sam_model_registry)}"
-                )
-            self.sam = sam_model_registry[self.model_type](checkpoint=str(path)).to(self.device).eval()
-        return self
-
-    def unload(self) -> None:
-        sam, self.sam = self.sam, None
-        release(sam)
-
-    def box_mask(self, image: np.ndarray, box: Sequence[float]) -> np.ndarray:
-        from segment_anything import SamPredictor
-
-        self.load()
-        check_image(image)
-        h, w = image.shape[:2]
-        predictor = SamPredictor(self.sam)
-        predictor.set_image(image)
-        masks, scores, _ = predictor.predict(box=np.array(geometry.clip_xyxy(box, w, h)), multimask_output=False)
-        return masks[int(np.argmax(scores))].astype(bool)
-
-    def automatic(self, image: np.ndarray) -> list[np.ndarray]:
-        from segment_anything import SamAutomaticMaskGenerator
-
-        self.load()
-        found = SamAutomaticMaskGenerator(self.sam, **self.generator_kwargs).generate(check_image(image))
-        return [m["segmentation"].astype(bool) for m in found]
-
-    def candidates(self, image: np.ndarray, box: Sequence[float]) -> list[np.ndarray]:
-        if self.mode == "automatic":
-            masks = self.automatic(image)
-            if masks:
-                return masks
-        return [self.box_mask(image, box)]

@@ -113,9 +113,10 @@ class Profile(Section):
             "llm": self.llm.backend,
         }
 
-    def runtime(self) -> Runtime:
-        """The device every backend of this profile runs on (``auto`` resolved, CPU fallback warned once)."""
-        return Runtime(device=resolve_device(self.device), dtype=self.dtype)
+    def runtime(self, cache_dir: Path | None = None) -> Runtime:
+        """The device every backend of this profile runs on (``auto`` resolved, CPU fallback warned once), and
+        where backends keep what they computed for reuse (a run's ``cache/``)."""
+        return Runtime(device=resolve_device(self.device), dtype=self.dtype, cache_dir=cache_dir)
 
     def build(self, role: str, runtime: Runtime | None = None) -> Any:
         """The backend serving ``role`` (None for an absent optional role; a list for ``inpainter``), built

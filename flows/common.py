@@ -185,6 +185,7 @@ def summarise(
     items: list[BenchmarkItem],
     candidates: list[tuple[Unit, Candidate]],
     clients: dict[str, Any],
+    backends: dict[str, Any] | None = None,
 ) -> dict:
     """The run's ``summary.json`` (also published as Prefect artifacts)."""
     quarantine = runner.run.gather_quarantine()
@@ -206,6 +207,10 @@ def summarise(
             if u is not None
         },
         "wall_time_s": {k: round(v, 3) for k, v in runner.timings.items()},
+        # what the model backends report of their work: encoder runs spared, batch sizes chosen, precision
+        "backend_stats": {
+            name: b.stats() for name, b in (backends or {}).items() if b is not None and hasattr(b, "stats")
+        },
     }
     runner.run.write_summary(summary)
     runner.publish(flow, summary, summary["items_per_category_level"])

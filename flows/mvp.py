@@ -95,7 +95,7 @@ def mvp_flow(
     )
     run = prepare_run(plan.out, plan.identity, fresh)
     record_run_settings(run, prof, used)
-    runtime = prof.runtime()
+    runtime = prof.runtime(cache_dir=run.path / "cache")
     mask_editors, editor = prof.build("inpainter", runtime), prof.build("editor", runtime)
     offers, skipped = renderable_values(used, prof, mask_editors, editor)
     runner = StageRunner(run, release_models=prof.release_models_between_stages)
@@ -139,6 +139,7 @@ def mvp_flow(
         made,
         candidates,
         {"grounder": grounder, "llm": writer},
+        {"segmenter": segmenter} | backends,
     )
     summary["report"] = write_report(run)
     return summary

@@ -2,6 +2,9 @@
 
 import sys
 
+import numpy as np
+from PIL import Image
+
 # Gates that let every mask through: for tests of the stages after the mask, not of the gates.
 OPEN_GATES = {"mask_area": {}, "max_subject_in_mask": {}, "max_old_kept": 1.0}
 
@@ -35,3 +38,8 @@ def candidate_for(template, grounding, source_sha256, writer, all_templates, see
     return make_candidate(template, grounding, source_sha256, idea, writer, descriptions, seed).model_dump(
         mode="json", exclude_none=True
     )
+
+
+def photo(w: int, h: int, seed: int = 0) -> Image.Image:
+    """A noise image: enough texture for the tiny models, the same bytes for the same seed."""
+    return Image.fromarray(np.random.default_rng(seed).integers(0, 255, (h, w, 3), dtype=np.uint8))

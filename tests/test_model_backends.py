@@ -7,18 +7,14 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
-from PIL import Image  # noqa: E402
+from helpers import photo  # noqa: E402
 from tiny_models import save_tiny_sam, save_tiny_sd  # noqa: E402
 
 from perceptforge.backends.editors import InstructPix2PixEditor
 from perceptforge.backends.inpainters import SDInpainter
 from perceptforge.backends.protocols import EditRequest  # noqa: E402
-from perceptforge.backends.segmenters import SamSegmenter  # noqa: E402
+from perceptforge.backends.sam import SamSegmenter  # noqa: E402
 from perceptforge.errors import PerceptforgeError  # noqa: E402
-
-
-def photo(w, h, seed=0):
-    return Image.fromarray(np.random.default_rng(seed).integers(0, 255, (h, w, 3), dtype=np.uint8))
 
 
 @pytest.fixture(scope="module")
