@@ -271,7 +271,6 @@ def unpack_masks(path: Path, shape: tuple[int, int]) -> list[np.ndarray]:
     return [np.unpackbits(row, count=size).reshape(shape).astype(bool) for row in bits]
 
 
-
 def _autocast_encoder(encoder: Any, device: str, dtype: Any) -> Any:
     """``encoder`` run under autocast, returning float32 features (``img_size`` kept: SamPredictor reads it)."""
     import torch
