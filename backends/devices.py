@@ -70,8 +70,9 @@ def release(*models) -> None:
         torch.cuda.empty_cache()
 
 
-def run_batched(fn, items: list, batch_size: int) -> list:
-    """Call ``fn`` on slices of ``items``; on CUDA out-of-memory, halve the batch and retry the slice."""
+def run_batched(fn, items: list, batch_size: int, halved=None) -> list:
+    """Call ``fn`` on slices of ``items``; on CUDA out-of-memory, halve the batch and retry the slice
+    (``halved(size)`` is told each new size)."""
     out: list = []
     start, size = 0, max(1, batch_size)
     while start < len(items):
@@ -83,6 +84,8 @@ def run_batched(fn, items: list, batch_size: int) -> list:
                 raise
             size = max(1, size // 2)
             log.warning("CUDA out of memory: retrying with batch size %d", size)
+            if halved is not None:
+                halved(size)
             release()
             continue
         start += len(chunk)

@@ -11,18 +11,14 @@ from typing import Literal
 from PIL import Image
 from pydantic import Field
 
-from perceptforge.backends.diffusion import DiffusersEditor
+from perceptforge.backends.diffusion import DiffusersEditor, DiffusersSettings
 from perceptforge.backends.protocols import EditRequest
-from perceptforge.backends.registry import BackendSettings, Runtime, register
+from perceptforge.backends.registry import Runtime, register
 
 
-class InstructPix2PixSettings(BackendSettings):
+class InstructPix2PixSettings(DiffusersSettings):
     backend: Literal["instruct-pix2pix"]
-    model: str
-    steps: int = Field(50, ge=1)
     image_guidance_scale: float = Field(1.5, ge=0)
-    guidance_scale: float = Field(7.5, ge=0)
-    batch_size: int = Field(4, ge=1)
 
 
 @register("editor", "instruct-pix2pix", InstructPix2PixSettings)

@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image
 from pydantic import Field
 
-from perceptforge.backends.diffusion import DiffusersEditor
+from perceptforge.backends.diffusion import DiffusersEditor, DiffusersSettings
 from perceptforge.backends.protocols import EditRequest
 from perceptforge.backends.registry import BackendSettings, Runtime, register
 from perceptforge.data.schema import Rendering
@@ -36,14 +36,10 @@ class CompositeSettings(BackendSettings):
     )
 
 
-class SDInpaintSettings(BackendSettings):
+class SDInpaintSettings(DiffusersSettings):
     backend: Literal["sd-inpaint"]
-    model: str = Field(description="local folder or model id (already in the local cache)")
-    steps: int = Field(50, ge=1)
-    guidance_scale: float = Field(7.5, ge=0)
     strength: float = Field(1.0, gt=0, le=1)
     negative_prompt: str = ""
-    batch_size: int = Field(4, ge=1)
 
 
 def feather(mask: np.ndarray, radius: int) -> np.ndarray:

@@ -19,8 +19,10 @@ Images are ``(H, W, 3)`` uint8 RGB arrays; masks are ``(H, W)`` bool arrays of t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -141,6 +143,7 @@ class SamSegmenter:
         # Units of one image run on worker threads: one of them computes, the others wait and reuse.
         self._lock = threading.RLock()
         self.counts: Counter[str] = Counter()  # encoder runs, embeddings read back, automatic runs …
+        self.model_seconds = 0.0
         cache_key = f"{self.model_id}-{precision}-{points_per_side}-{pred_iou_thresh}-{stability_score_thresh}"
         self.cache_dir = cache_dir / safe_name(cache_key) if cache_dir else None
 
@@ -171,7 +174,19 @@ class SamSegmenter:
 
     def stats(self) -> dict[str, Any]:
         """For the run's summary: how often the encoder and generator ran, and how often they were spared."""
-        return {"precision": str(autocast_dtype(self.precision, self.device) or "float32"), **self.counts}
+        precision = str(autocast_dtype(self.precision, self.device) or "float32")
+        return {"precision": precision, "model_s": round(self.model_seconds, 3), **self.counts}
+
+    @contextlib.contextmanager
+    def _timed(self) -> Any:
+        import torch
+
+        started = time.perf_counter()
+        with torch.inference_mode():
+            yield
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize(self.device)
+        self.model_seconds += time.perf_counter() - started
 
     def _path(self, key: str, suffix: str) -> Path | None:
         return self.cache_dir / f"{key}{suffix}" if self.cache_dir else None
@@ -190,7 +205,7 @@ class SamSegmenter:
             features = torch.load(path, map_location=self.device, weights_only=True)
             self.counts["embeddings_read_back"] += 1
         if features is None:
-            with torch.inference_mode():
+            with self._timed():
                 predictor.set_image(image)
             self.counts["encoder_runs"] += 1
             features = predictor.features
@@ -213,21 +228,19 @@ class SamSegmenter:
         return predictor
 
     def box_mask(self, image: np.ndarray, box: Sequence[float]) -> np.ndarray:
-        import torch
 
         self.load()
         check_image(image)
         h, w = image.shape[:2]
         with self._lock:
             predictor = self._set_image(image)
-            with torch.inference_mode():
+            with self._timed():
                 masks, scores, _ = predictor.predict(
                     box=np.array(geometry.clip_xyxy(box, w, h)), multimask_output=False
                 )
         return masks[int(np.argmax(scores))].astype(bool)
 
     def automatic(self, image: np.ndarray) -> list[np.ndarray]:
-        import torch
 
         self.load()
         key = image_key(check_image(image))
@@ -238,7 +251,7 @@ class SamSegmenter:
                 masks = unpack_masks(path, image.shape[:2])
                 self.counts["automatic_read_back"] += 1
             if masks is None:
-                with torch.inference_mode():
+                with self._timed():
                     found = self._generator.generate(image)
                 self.counts["automatic_runs"] += 1
                 masks = [m["segmentation"].astype(bool) for m in found]

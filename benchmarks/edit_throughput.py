@@ -23,8 +23,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def save_real_size_sd(folder: Path, kind: str) -> Path:
+    """Stable Diffusion 1.5-size random weights: ``kind`` "inpaint" (UNet in_channels 9) or "ip2p" (8)."""
     import torch
-    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionInpaintPipeline, UNet2DConditionModel
+    from diffusers import (
+        AutoencoderKL,
+        DDIMScheduler,
+        EulerAncestralDiscreteScheduler,
+        StableDiffusionInpaintPipeline,
+        StableDiffusionInstructPix2PixPipeline,
+        UNet2DConditionModel,
+    )
     from tiny_models import write_byte_clip_tokenizer
     from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
 
@@ -46,7 +54,7 @@ def save_real_size_sd(folder: Path, kind: str) -> Path:
     )
     unet = UNet2DConditionModel(
         sample_size=64,
-        in_channels=9,
+        in_channels=9 if kind == "inpaint" else 8,
         out_channels=4,
         cross_attention_dim=768,
         block_out_channels=(320, 640, 1280, 1280),
@@ -61,22 +69,25 @@ def save_real_size_sd(folder: Path, kind: str) -> Path:
         layers_per_block=2,
         sample_size=512,
     )
-    pipe = StableDiffusionInpaintPipeline(
+    common = dict(
         vae=vae,
         text_encoder=text,
         tokenizer=tokenizer,
         unet=unet,
-        scheduler=DDIMScheduler(steps_offset=1),
         safety_checker=None,
         feature_extractor=None,
         requires_safety_checker=False,
     )
+    if kind == "inpaint":
+        pipe = StableDiffusionInpaintPipeline(scheduler=DDIMScheduler(steps_offset=1), **common)
+    else:
+        pipe = StableDiffusionInstructPix2PixPipeline(scheduler=EulerAncestralDiscreteScheduler(), **common)
     pipe.save_pretrained(folder / kind)
     return folder / kind
 
 
 def requests(n: int, size: int):
-    from perceptforge.backends.editors import EditRequest
+    from perceptforge.backends.protocols import EditRequest
 
     rng = np.random.default_rng(0)
     mask = np.zeros((size, size), bool)
@@ -114,7 +125,7 @@ def main() -> None:
     args = p.parse_args()
     reqs = requests(args.n, args.size)
     if args.backend == "composite":
-        from perceptforge.backends.editors import CompositeInpainter
+        from perceptforge.backends.inpainters import CompositeInpainter
 
         s = timed(lambda: CompositeInpainter().edit(reqs))
         print(f"composite {args.size}px: {args.n / s:.1f} images/s")
@@ -127,7 +138,7 @@ def main() -> None:
     else:
         from tiny_models import save_tiny_sd
 
-        from perceptforge.backends.editors import SDInpainter
+        from perceptforge.backends.inpainters import SDInpainter
 
         with tempfile.TemporaryDirectory() as tmp:
             folder = save_real_size_sd(Path(tmp), "inpaint") if args.real_size else save_tiny_sd(Path(tmp), "inpaint")

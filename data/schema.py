@@ -389,7 +389,7 @@ class MaskRecord(Record):
     """The mask stage's output, ``masks/<unit>.json``: the region to edit and its gate measurements."""
 
     unit: str = Field(min_length=1)
-    mask: ImageRef | None = Field(description="None for whole-image instruction edits")
+    mask: ImageRef | None = Field(None, description="None for whole-image instruction edits")
     segmenter: BackendRef
     measurements: dict[str, float] = Field(
         default_factory=dict, description="gate measurements: mask_area, subject_in_mask (fractions)"

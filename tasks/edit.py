@@ -7,6 +7,7 @@ writes the same bytes. One seeded generator per unit keeps an item's pixels inde
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,9 +49,10 @@ class EditUnit:
         return rendering.backend
 
 
-def plan_batches(units: list[EditUnit], batch_sizes: dict[str, int]) -> list[list[EditUnit]]:
-    """Chunks of at most ``batch_sizes[backend]`` units that share a backend and an image size (one pipeline
-    call takes one size), in a fixed order that depends only on the units."""
+def plan_batches(units: list[EditUnit], batch_size: Callable[[EditUnit], int]) -> list[list[EditUnit]]:
+    """Chunks of at most ``batch_size(unit)`` units (asked once per backend and image size) that share a
+    backend and an image size (one pipeline call takes one size), in a fixed order that depends only on
+    the units and those sizes."""
 
     def key(u: EditUnit) -> tuple[str, int, int, str]:
         return (u.backend, u.source.width, u.source.height, u.name)
@@ -58,7 +60,7 @@ def plan_batches(units: list[EditUnit], batch_sizes: dict[str, int]) -> list[lis
     batches: list[list[EditUnit]] = []
     for u in sorted(units, key=key):
         last = batches[-1] if batches else None
-        if last and key(last[0])[:3] == key(u)[:3] and len(last) < batch_sizes.get(u.backend, 1):
+        if last and key(last[0])[:3] == key(u)[:3] and len(last) < batch_size(last[0]):
             last.append(u)
         else:
             batches.append([u])
@@ -169,6 +171,22 @@ def edit(
     return out
 
 
+def batch_sizes(backends: dict[str, Any], run: RunDir, seed: int) -> Callable[[EditUnit], int]:
+    """Units per batch for a unit's backend and image size: the backend's setting, or what it chooses for
+    that size (``batch_size: auto`` measures once, on the first such unit's real request)."""
+    chosen: dict[tuple[str, int, int], int] = {}
+
+    def size(u: EditUnit) -> int:
+        key = (u.backend, u.source.width, u.source.height)
+        if key not in chosen:
+            backend = backends[u.backend]
+            choose = getattr(backend, "choose_batch_size", None)
+            chosen[key] = choose(edit_request(u, run, seed)) if choose else getattr(backend, "batch_size", 1)
+        return chosen[key]
+
+    return size
+
+
 def edit_stage(
     runner: StageRunner,
     masks: list[tuple[Unit, MaskRecord]],
@@ -183,7 +201,6 @@ def edit_stage(
     for u, m in masks:
         c = candidates[u.name]
         units[u.name] = (u, EditUnit(templates[c.lineage.template_id], c, sources[c.lineage.source_id], m))
-    sizes = {name: getattr(b, "batch_size", 1) for name, b in backends.items()}
-    batches = plan_batches([eu for _, eu in units.values()], sizes)
+    batches = plan_batches([eu for _, eu in units.values()], batch_sizes(backends, runner.run, seed))
     planned = [[Unit(eu.name, units[eu.name][0].file, eu) for eu in batch] for batch in batches]
     return runner.map_batches("edit", edit, planned, backends, seed, device, models=backends.values())

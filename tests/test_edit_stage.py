@@ -58,10 +58,11 @@ def models(backend):
 def test_plan_is_fixed_by_the_units_and_respects_backend_size_and_batch_size(units_and_run):
     _, _, units = units_and_run
     sizes = {"composite": 2, "sd-inpaint": 3}
-    plan = plan_batches(units, sizes)
+    plan = plan_batches(units, lambda u: sizes[u.backend])
     shuffled = units[:]
     random.Random(3).shuffle(shuffled)
-    assert [[u.name for u in b] for b in plan_batches(shuffled, sizes)] == [[u.name for u in b] for b in plan]
+    again = plan_batches(shuffled, lambda u: sizes[u.backend])
+    assert [[u.name for u in b] for b in again] == [[u.name for u in b] for b in plan]
     assert sorted(u.name for b in plan for u in b) == sorted(u.name for u in units)
     assert {u.backend for u in units} == {"composite", "sd-inpaint"}
     for batch in plan:

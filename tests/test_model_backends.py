@@ -1,6 +1,8 @@
 """Diffusers and segment-anything backends on tiny random models the tests build and save, loaded through
 the same from_pretrained / checkpoint path real weights take. No downloads (HF_HUB_OFFLINE=1)."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -76,3 +78,54 @@ def test_sam_box_and_automatic(tmp_path):
         SamSegmenter(str(tmp_path / "missing.pth"), model_type).load()
     with pytest.raises(PerceptforgeError, match="unknown SAM model type 'vit_q'"):
         SamSegmenter(str(checkpoint), "vit_q").load()
+
+
+def test_attention_on_sdpa_and_unet_layout_and_compile(tiny_sd):
+    import torch
+
+    plain = SDInpainter(str(tiny_sd["inpaint"]), steps=1, max_side=64).load()
+    assert plain.attention == ["AttnProcessor2_0"]
+    tuned = SDInpainter(str(tiny_sd["inpaint"]), steps=1, max_side=64, channels_last=True, compile=True).load()
+    conv = next(m for m in tuned.pipe.unet.modules() if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    assert isinstance(tuned.pipe.unet, torch._dynamo.eval_frame.OptimizedModule)  # compiled on its first call
+
+
+def test_batch_size_auto_is_recorded_and_halves_on_out_of_memory(tiny_sd, tmp_path):
+    import torch
+
+    mask = np.zeros((64, 64), bool)
+    mask[8:40, 8:40] = True
+    reqs = [EditRequest(photo(64, 64, s), mask, "a red car", seed=s) for s in range(5)]
+    inpainter = SDInpainter(str(tiny_sd["inpaint"]), steps=1, max_side=64, batch_size="auto", cache_dir=tmp_path)
+    # on the CPU there is no memory to fill: auto is 4, recorded for a resumed run to plan the same batches
+    assert inpainter.choose_batch_size(reqs[0]) == 4
+    assert json.loads((tmp_path / "batch_sizes.json").read_text()) == {"sd-inpaint 64x64 cpu": 4}
+    (tmp_path / "batch_sizes.json").write_text(json.dumps({"sd-inpaint 64x64 cpu": 5}))
+    assert inpainter.choose_batch_size(reqs[0]) == 5  # what the interrupted run chose, not a new measure
+
+    real, sizes = inpainter._call, []
+
+    def small_card(batch, images):  # a card with room for two images at a time
+        sizes.append(len(batch))
+        if len(batch) > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(batch, images)
+
+    inpainter._call = small_card
+    out = inpainter.edit(reqs)
+    assert len(out) == 5 and all(o.size == (64, 64) for o in out)
+    assert sizes == [5, 2, 2, 1]  # halved 5 → 2, then the rest in twos
+    assert inpainter.edit(reqs[:3]) and sizes[4:] == [2, 1]  # later calls start at the size that fitted
+    stats = inpainter.stats()
+    assert stats["batch_size"] == {"64x64": 5} and stats["halved_to"] == {"64x64": 2}
+    assert stats["halved_on_out_of_memory"] == 1 and stats["attention"] == ["AttnProcessor2_0"]
+
+
+def test_batch_that_fits():
+    from perceptforge.backends.diffusion import batch_that_fits
+
+    gb = 10**9
+    assert batch_that_fits(per_image=2 * gb, free=60 * gb) == 27  # 90% of 60 GB in 2 GB images
+    assert batch_that_fits(per_image=gb, free=200 * gb) == 32  # capped where throughput stops growing
+    assert batch_that_fits(per_image=8 * gb, free=4 * gb) == 1  # never below one

@@ -120,3 +120,12 @@ def test_atomic_writes_give_files_the_users_umask(tmp_path):
         code = f"import os; os.umask({umask}); from perceptforge.fileio import atomic_write_text; atomic_write_text({str(path)!r}, 'x')"
         subprocess.run([sys.executable, "-c", code], check=True)
         assert stat.S_IMODE(os.stat(path).st_mode) == mode
+
+
+def test_a_whole_image_edit_has_no_mask_and_its_record_reads_back():
+    # Records are written without None fields: a direct alteration's mask record must still validate.
+    from perceptforge.data.schema import BackendRef, MaskRecord
+
+    record = MaskRecord(unit="1-E2", mask=None, segmenter=BackendRef(name="sam", model_id="vit_h:sam.pth"))
+    written = record.model_dump(mode="json", exclude_none=True)
+    assert "mask" not in written and MaskRecord.model_validate(written).mask is None
