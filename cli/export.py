@@ -18,12 +18,21 @@ def export(
     only_verified: bool = typer.Option(False, "--only-verified", help="only items both annotators accepted"),
     seed: int = typer.Option(0, "--seed", help="seed of the val/test assignment"),
     val_fraction: float = typer.Option(0.5, "--val-fraction", min=0.0, max=1.0, help="share of each category in val"),
+    license: str = typer.Option(
+        "other", "--license", help="the data card's licence (a Hub licence id, e.g. cc-by-4.0): the sources' terms"
+    ),
 ) -> None:
     """Export a run as a split stratified by category: JSONL + images, Parquet, VLMEvalKit TSV, manifest, data card."""
     from perceptforge.outputs.export import export_split
 
     manifest = export_split(
-        run_dir, out, tuple(f.strip() for f in formats.split(",") if f.strip()), seed, val_fraction, only_verified
+        run_dir,
+        out,
+        tuple(f.strip() for f in formats.split(",") if f.strip()),
+        seed,
+        val_fraction,
+        only_verified,
+        license=license,
     )
     console.print(
         f"val {manifest.counts.get('val', 0)} · test {manifest.counts.get('test', 0)} items → [bold]{out}[/] "

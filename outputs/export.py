@@ -101,7 +101,18 @@ def _question_fields(item: BenchmarkItem) -> dict:
     return {"kind": q.kind, "question": q.question, "options": options, "answer": answer}
 
 
-def write_parquet(items, splits, run_dir: Path, out: Path) -> Path:
+def write_parquet(items, splits, run_dir: Path, out: Path) -> list[Path]:
+    """``data/<split>.parquet`` per split, images embedded: the card's ``configs`` name these files, so
+    ``load_dataset(<export folder>)`` (and a Hub upload of it) gives val and test as splits."""
+    return [
+        write_parquet_file(
+            [i for i in items if splits[i.id] == split], splits, run_dir, out / "data" / f"{split}.parquet"
+        )
+        for split in sorted(set(splits.values()))
+    ]
+
+
+def write_parquet_file(items, splits, run_dir: Path, path: Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -161,7 +172,7 @@ def write_parquet(items, splits, run_dir: Path, out: Path) -> Path:
     table = pa.Table.from_pylist(rows, schema=schema)
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd")
-    return atomic_write_bytes(out / "data.parquet", buf.getvalue())
+    return atomic_write_bytes(path, buf.getvalue())
 
 
 def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path) -> Path:
@@ -216,6 +227,7 @@ def export_split(
     only_verified: bool = False,
     name: str = "perceptforge-mvp",
     version: str = "1",
+    license: str = "other",
 ) -> SplitManifest:
     unknown = set(formats) - set(FORMATS)
     if unknown:
@@ -227,7 +239,7 @@ def export_split(
     if "jsonl" in formats:
         written += write_jsonl_split(items, splits, run_dir, out)
     if "parquet" in formats:
-        written.append(write_parquet(items, splits, run_dir, out))
+        written += write_parquet(items, splits, run_dir, out)
     if "vlmevalkit" in formats:
         written.append(write_vlmevalkit_tsv(items, splits, run_dir, out))
     counts = Counter(splits.values())
@@ -252,17 +264,60 @@ def export_split(
         source_commit=source_commit(),
     )
     write_json(out / "manifest.json", manifest.model_dump(mode="json"))
-    atomic_write_text(out / "README.md", data_card(manifest))
+    atomic_write_text(out / "README.md", data_card(manifest, only_verified, license))
     return manifest
 
 
-def data_card(manifest: SplitManifest) -> str:
+# What the Parquet files hold, as the card's front matter declares it to the Hub and to `datasets`.
+CARD_FEATURES = [
+    *({"name": n, "dtype": "string"} for n in ("id", "split", "category", "category_high", "category_low")),
+    *({"name": n, "dtype": "string"} for n in ("kind", "question")),
+    {"name": "options", "sequence": "string"},
+    {"name": "answer", "dtype": "string"},
+    {"name": "natural_image", "dtype": "image"},
+    {"name": "manipulated_image", "dtype": "image"},
+    {"name": "lineage", "dtype": "string"},
+]
+
+
+def card_front_matter(manifest: SplitManifest, only_verified: bool, license: str) -> str:
+    """The Hub's YAML header: licence, task categories, the splits and their files, the features."""
+    splits = sorted(
+        p.removeprefix("data/").removesuffix(".parquet")
+        for p in (f.path for f in manifest.files)
+        if p.startswith("data/") and p.endswith(".parquet")
+    )
+    header = {
+        "license": license,
+        "task_categories": ["visual-question-answering", "multiple-choice"],
+        "language": ["en"],
+        "pretty_name": manifest.name,
+        "tags": ["perceptforge", "mvp-bench", "perception", "verified" if only_verified else "unverified"],
+        "configs": [
+            {"config_name": "default", "data_files": [{"split": s, "path": f"data/{s}.parquet"} for s in splits]}
+        ],
+        "dataset_info": {
+            "features": CARD_FEATURES,
+            "splits": [{"name": s, "num_examples": manifest.counts.get(s, 0)} for s in splits],
+        },
+    }
+    return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n\n"
+
+
+def data_card(manifest: SplitManifest, only_verified: bool = False, license: str = "other") -> str:
+    verified = (
+        "Only items that annotators verified in Label Studio are included."
+        if only_verified
+        else "Items are as generated: not filtered by human verification."
+    )
     lines = [
         f"# {manifest.name} v{manifest.version}",
         "",
         "Multimodal perception items built by perceptforge (MVP-Bench-style construction). "
         "Each item keeps its lineage:",
         "source image and hash, template and prompt versions, backends and model ids, seed.",
+        "",
+        verified,
         "",
         "## Counts",
         "",
@@ -279,8 +334,13 @@ def data_card(manifest: SplitManifest) -> str:
         f"Seed {manifest.seed}; templates {manifest.templates}; models {manifest.models}; "
         f"source commit `{manifest.source_commit or 'unknown'}`.",
         "",
-        'Load the Parquet with `datasets.load_dataset("parquet", data_files="data.parquet")`; score predictions with',
-        "`perceptforge score perceptforge --data val.jsonl --predictions PRED.jsonl`.",
+        "Load it with `datasets.load_dataset(<this folder or its Hub id>)` (splits val and test, images",
+        "decoded); score predictions with `perceptforge score perceptforge --data val.jsonl --predictions PRED.jsonl`.",
         "",
     ]
-    return "\n".join(lines)
+    front = (
+        card_front_matter(manifest, only_verified, license)
+        if any(f.path.startswith("data/") for f in manifest.files)
+        else ""
+    )
+    return front + "\n".join(lines)

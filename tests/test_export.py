@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+import yaml
 from PIL import Image
 
 from perceptforge.data.schema import BenchmarkItem
@@ -73,7 +74,15 @@ def test_export_is_byte_identical_and_stratified(tmp_path):
     a = export_split(run, tmp_path / "a", seed=1)
     b = export_split(run, tmp_path / "b", seed=1)
     assert [f.model_dump() for f in a.files] == [f.model_dump() for f in b.files]
-    for name in ("val.jsonl", "test.jsonl", "data.parquet", "mcq.tsv", "manifest.json", "README.md"):
+    for name in (
+        "val.jsonl",
+        "test.jsonl",
+        "data/val.parquet",
+        "data/test.parquet",
+        "mcq.tsv",
+        "manifest.json",
+        "README.md",
+    ):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
     assert a.counts["val"] == 12 and a.counts["test"] == 12
     assert a.counts["val/B3"] == a.counts["val/S1"] == 6  # half of each category
@@ -93,14 +102,24 @@ def test_only_verified_and_bad_run(tmp_path):
         export_split(run, tmp_path / "y")
 
 
-def test_parquet_loads_with_datasets(tmp_path):
+def test_the_export_folder_loads_with_datasets_as_val_and_test(tmp_path):
     datasets = pytest.importorskip("datasets")
-    export_split(make_run(tmp_path), tmp_path / "s", formats=("parquet",))
-    ds = datasets.load_dataset("parquet", data_files=str(tmp_path / "s" / "data.parquet"), split="train")
-    assert len(ds) == 24
-    row = ds[0]
-    assert row["natural_image"].size == (8, 8)
+    export_split(make_run(tmp_path), tmp_path / "s", license="cc-by-4.0")
+    # what a Hub upload of the folder gives: the card's configs pick the Parquet splits, not the JSONL
+    ds = datasets.load_dataset(str(tmp_path / "s"))
+    assert sorted(ds) == ["test", "val"] and len(ds["val"]) + len(ds["test"]) == 24
+    assert {r["split"] for r in ds["val"]} == {"val"} and {r["split"] for r in ds["test"]} == {"test"}
+    row = ds["val"][0]
+    assert row["natural_image"].size == (8, 8) and row["manipulated_image"].mode == "RGB"
     assert json.loads(row["lineage"])["template_id"] in ("B3", "S1")
+    card = (tmp_path / "s" / "README.md").read_text()
+    header = yaml.safe_load(card.split("---\n")[1])
+    assert header["license"] == "cc-by-4.0" and "visual-question-answering" in header["task_categories"]
+    assert header["configs"][0]["data_files"] == [
+        {"split": "test", "path": "data/test.parquet"},
+        {"split": "val", "path": "data/val.parquet"},
+    ]
+    assert "not filtered by human verification" in card
 
 
 def test_tsv_and_jsonl_round_trip_through_scorer(tmp_path):
