@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -210,8 +211,6 @@ class SamSegmenter:
             self.counts["encoder_runs"] += 1
             features = predictor.features
             if path is not None:
-                import io
-
                 buffer = io.BytesIO()
                 torch.save(features.detach().cpu(), buffer)
                 atomic_write_bytes(path, buffer.getvalue())
@@ -269,8 +268,6 @@ class SamSegmenter:
 
 
 def pack_masks(path: Path, masks: list[np.ndarray]) -> None:
-    import io
-
     buffer = io.BytesIO()
     bits = np.packbits(np.stack(masks).reshape(len(masks), -1), axis=1) if masks else np.zeros((0, 0), np.uint8)
     np.savez_compressed(buffer, bits=bits)

@@ -25,15 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 def save_real_size_sd(folder: Path, kind: str) -> Path:
     """Stable Diffusion 1.5-size random weights: ``kind`` "inpaint" (UNet in_channels 9) or "ip2p" (8)."""
     import torch
-    from diffusers import (
-        AutoencoderKL,
-        DDIMScheduler,
-        EulerAncestralDiscreteScheduler,
-        StableDiffusionInpaintPipeline,
-        StableDiffusionInstructPix2PixPipeline,
-        UNet2DConditionModel,
-    )
-    from tiny_models import write_byte_clip_tokenizer
+    from diffusers import AutoencoderKL, UNet2DConditionModel
+    from tiny_models import sd_pipeline, write_byte_clip_tokenizer
     from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
 
     torch.manual_seed(0)
@@ -69,24 +62,13 @@ def save_real_size_sd(folder: Path, kind: str) -> Path:
         layers_per_block=2,
         sample_size=512,
     )
-    common = dict(
-        vae=vae,
-        text_encoder=text,
-        tokenizer=tokenizer,
-        unet=unet,
-        safety_checker=None,
-        feature_extractor=None,
-        requires_safety_checker=False,
-    )
-    if kind == "inpaint":
-        pipe = StableDiffusionInpaintPipeline(scheduler=DDIMScheduler(steps_offset=1), **common)
-    else:
-        pipe = StableDiffusionInstructPix2PixPipeline(scheduler=EulerAncestralDiscreteScheduler(), **common)
+    pipe = sd_pipeline(kind, vae=vae, text_encoder=text, tokenizer=tokenizer, unet=unet)
     pipe.save_pretrained(folder / kind)
     return folder / kind
 
 
-def requests(n: int, size: int):
+def requests(n: int, size: int, masked: bool = True):
+    """Noise images with a centred mask and a donor (``masked``), or whole-image instructions."""
     from perceptforge.backends.protocols import EditRequest
 
     rng = np.random.default_rng(0)
@@ -96,11 +78,11 @@ def requests(n: int, size: int):
     return [
         EditRequest(
             Image.fromarray(rng.integers(0, 255, (size, size, 3), dtype=np.uint8)),
-            mask,
-            "a red car",
+            mask if masked else None,
+            "a red car" if masked else "Change the man's shirt into a red one.",
             seed=k,
-            donor=donor,
-            partial=True,
+            donor=donor if masked else None,
+            partial=masked,
         )
         for k in range(n)
     ]

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from PIL import Image
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -68,23 +67,6 @@ def unet_flops_per_image_step(pipe, device: str, cfg_copies: int) -> float:
     return float(counter.get_total_flops())
 
 
-def requests(n: int, size: int, masked: bool):
-    from perceptforge.backends.protocols import EditRequest
-
-    rng = np.random.default_rng(0)
-    mask = np.zeros((size, size), bool)
-    mask[size // 4 : 3 * size // 4, size // 4 : 3 * size // 4] = True
-    return [
-        EditRequest(
-            Image.fromarray(rng.integers(0, 255, (size, size, 3), dtype=np.uint8)),
-            mask if masked else None,
-            "a red car" if masked else "Change the man's shirt into a red one.",
-            seed=k,
-        )
-        for k in range(n)
-    ]
-
-
 def build_models(folder: Path, real_size: bool) -> dict[str, Path | str]:
     from edit_throughput import save_real_size_sd
     from tiny_models import save_tiny_sam, save_tiny_sd
@@ -123,6 +105,8 @@ def sam_stage(models: dict, device: str, n_images: int, image_side: int) -> None
 
 
 def editor_stage(cls, folder: Path, kind: str, device: str, dtype: str, steps: int, side: int, batches: list) -> None:
+    from edit_throughput import requests
+
     for batch in batches:
         editor = cls(str(folder), device=device, dtype=dtype, steps=steps, batch_size=batch, max_side=side).load()
         reqs = requests(1, side, kind == "inpaint")

@@ -168,17 +168,26 @@ def save_tiny_clip(folder: Path) -> Path:
     return folder
 
 
-def save_tiny_sd(folder: Path, kind: str) -> Path:
-    """A tiny random Stable Diffusion pipeline: ``kind`` is "inpaint" (UNet in_channels 9) or "ip2p" (8)."""
-    import torch
+def sd_pipeline(kind: str, **parts):
+    """An inpainting ("inpaint") or InstructPix2Pix ("ip2p") pipeline from its vae, text encoder, tokenizer and
+    UNet, with the scheduler each uses and no safety checker."""
     from diffusers import (
-        AutoencoderKL,
         DDIMScheduler,
         EulerAncestralDiscreteScheduler,
         StableDiffusionInpaintPipeline,
         StableDiffusionInstructPix2PixPipeline,
-        UNet2DConditionModel,
     )
+
+    common = dict(safety_checker=None, feature_extractor=None, requires_safety_checker=False, **parts)
+    if kind == "inpaint":
+        return StableDiffusionInpaintPipeline(scheduler=DDIMScheduler(steps_offset=1), **common)
+    return StableDiffusionInstructPix2PixPipeline(scheduler=EulerAncestralDiscreteScheduler(), **common)
+
+
+def save_tiny_sd(folder: Path, kind: str) -> Path:
+    """A tiny random Stable Diffusion pipeline: ``kind`` is "inpaint" (UNet in_channels 9) or "ip2p" (8)."""
+    import torch
+    from diffusers import AutoencoderKL, UNet2DConditionModel
     from transformers import CLIPTextModel
 
     torch.manual_seed(0)
@@ -202,19 +211,7 @@ def save_tiny_sd(folder: Path, kind: str) -> Path:
         down_block_types=["DownEncoderBlock2D"] * 2,
         up_block_types=["UpDecoderBlock2D"] * 2,
     )
-    common = dict(
-        vae=vae,
-        text_encoder=text_encoder,
-        tokenizer=tokenizer,
-        unet=unet,
-        safety_checker=None,
-        feature_extractor=None,
-        requires_safety_checker=False,
-    )
-    if kind == "inpaint":
-        pipe = StableDiffusionInpaintPipeline(scheduler=DDIMScheduler(steps_offset=1), **common)
-    else:
-        pipe = StableDiffusionInstructPix2PixPipeline(scheduler=EulerAncestralDiscreteScheduler(), **common)
+    pipe = sd_pipeline(kind, vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, unet=unet)
     pipe.save_pretrained(folder / kind)
     return folder / kind
 
