@@ -4,13 +4,16 @@ accept) and, when annotators corrected it, the item's next version.
 Rules where the paper is silent:
 - one annotation per annotator counts, the latest; skipped (cancelled) annotations count as none;
 - an annotation that does not fit the labeling config is reported and does not count;
-- any valid rejection rejects the item, even before the second annotator has looked;
+- a valid rejection drops the item, even before the second annotator has looked: ``rejected`` when every
+  verdict is a rejection, ``disagreement`` when another annotator accepted it (reported apart, because a
+  reviewer may want to look at those again);
 - a correction by one accepting annotator is applied (the other accepted the item as it was); two
   accepting annotators who correct the same field differently leave the item in ``conflict`` for review.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -18,29 +21,36 @@ from pydantic import ValidationError
 from perceptforge.annotation.labeling import Control, answers, result_errors
 from perceptforge.data.schema import LETTERS, BenchmarkItem
 
+STATUSES = ("kept", "rejected", "disagreement", "incomplete", "conflict", "invalid_correction")
+
 
 @dataclass
 class Decision:
     item_id: str
     kind: str
-    status: str  # kept | rejected | incomplete | conflict | invalid_correction
-    verdicts: list[tuple[int, str]] = field(default_factory=list)  # (annotator id, Accept/Reject) in annotation order
-    reject_reasons: list[str] = field(default_factory=list)
+    status: str  # one of STATUSES
+    verdicts: list[tuple[str, str]] = field(default_factory=list)  # (annotator, Accept/Reject) in annotation order
+    reject_reasons: list[tuple[str, str]] = field(default_factory=list)  # (annotator, reason)
     invalid: list[dict] = field(default_factory=list)
-    corrections: dict[str, str] = field(default_factory=dict)
+    corrections: dict[str, str] = field(default_factory=dict)  # applied: field → new value
+    corrected_by: dict[str, list[str]] = field(default_factory=dict)  # field → the annotators who proposed it
     detail: str = ""
     item: BenchmarkItem | None = None  # the kept item, verified (a new version when corrected)
 
-    def record(self) -> dict:
+    def record(self, task: dict | None = None) -> dict:
+        """One line of decisions.jsonl; ``task`` names the Label Studio project and task it came from."""
         return {
             "item_id": self.item_id,
             "kind": self.kind,
             "status": self.status,
-            "annotators": [a for a, _ in self.verdicts],
-            "verdicts": [v for _, v in self.verdicts],
-            "reject_reasons": self.reject_reasons,
+            "label_studio": task or {},
+            "verdicts": [{"annotator": a, "verdict": v} for a, v in self.verdicts],
+            "reject_reasons": [{"annotator": a, "reason": r} for a, r in self.reject_reasons],
             "invalid_annotations": self.invalid,
-            "corrections": self.corrections,
+            "corrections": [
+                {"field": name, "value": value, "annotators": self.corrected_by.get(name, [])}
+                for name, value in self.corrections.items()
+            ],
             "detail": self.detail,
             "version": self.item.version if self.item else None,
         }
@@ -107,10 +117,22 @@ def corrected(item: BenchmarkItem, fixes: dict[str, str]) -> BenchmarkItem:
         raise ValueError("; ".join(e["msg"] for e in exc.errors())) from None
 
 
-def decide(item: BenchmarkItem, annotations: list[dict], controls: dict[str, Control], required: int = 2) -> Decision:
+def annotator_name(user_id: int, names: Mapping[int, str]) -> str:
+    return names.get(user_id) or f"user {user_id}"
+
+
+def decide(
+    item: BenchmarkItem,
+    annotations: list[dict],
+    controls: dict[str, Control],
+    required: int = 2,
+    names: Mapping[int, str] | None = None,
+) -> Decision:
+    """``names`` maps Label Studio user ids to what decisions call them (their e-mail addresses)."""
     d = Decision(item.id, item.question.kind, "incomplete")
-    valid: list[tuple[dict, dict]] = []  # (the annotator's answers, the fields they corrected)
+    valid: list[tuple[str, dict, dict]] = []  # (annotator, their answers, the fields they corrected)
     for a in counted_annotations(annotations):
+        who = annotator_name(a["completed_by"], names or {})
         errors = result_errors(a["result"], controls)
         given = answers(a["result"]) if not errors else {}
         changes: dict[str, str] = {}
@@ -120,26 +142,28 @@ def decide(item: BenchmarkItem, annotations: list[dict], controls: dict[str, Con
             changes, problems = corrections_of(item, given)
             errors += problems
         if errors:
-            d.invalid.append({"annotation": a["id"], "annotator": a["completed_by"], "errors": errors})
+            d.invalid.append({"annotation": a["id"], "annotator": who, "errors": errors})
             continue
-        valid.append((given, changes))
-        d.verdicts.append((a["completed_by"], given["verdict"]))
-    rejections = [g for g, _ in valid if g["verdict"] == "Reject"]
-    if rejections:
-        d.status, d.reject_reasons = "rejected", [g["reject_reason"] for g in rejections]
+        valid.append((who, given, changes))
+        d.verdicts.append((who, given["verdict"]))
+    d.reject_reasons = [(who, g["reject_reason"]) for who, g, _ in valid if g["verdict"] == "Reject"]
+    if d.reject_reasons:
+        d.status = "disagreement" if len(d.reject_reasons) < len(valid) else "rejected"
         return d
     if len(valid) < required:
         d.detail = f"{len(valid)} of {required} required annotations"
         return d
-    proposals: dict[str, set[str]] = {}
-    for _, changes in valid:
+    proposals: dict[str, dict[str, list[str]]] = {}  # field → value → who proposed it
+    for who, _, changes in valid:
         for name, value in changes.items():
-            proposals.setdefault(name, set()).add(value)
+            proposals.setdefault(name, {}).setdefault(value, []).append(who)
     clashing = sorted(name for name, values in proposals.items() if len(values) > 1)
     if clashing:
         d.status, d.detail = "conflict", f"annotators corrected {', '.join(clashing)} differently"
         return d
-    d.corrections = {name: next(iter(values)) for name, values in sorted(proposals.items())}
+    for name, values in sorted(proposals.items()):
+        ((value, who_proposed),) = values.items()
+        d.corrections[name], d.corrected_by[name] = value, who_proposed
     try:
         d.item = corrected(item, d.corrections) if d.corrections else item.model_copy(update={"verified": True})
     except ValueError as exc:

@@ -120,6 +120,33 @@ def add_account(venv: Path, data_dir: Path, document_root: Path, account: Accoun
         raise PerceptforgeError(
             f"label-studio init failed in {data_dir} (exit {done.returncode}): {done.stderr[-500:]}"
         )
+    if "already exists" in done.stdout:  # init leaves an existing account, and its password, as it was
+        raise PerceptforgeError(f"{account.email} already has an account on the Label Studio server in {data_dir}")
+
+
+def add_annotator(venv: Path, email: str) -> Path:
+    """An annotator account on the local server (``annotate serve``); its password and token go to a file
+    readable only by its owner, whose path is returned."""
+    local = read_local_credentials()
+    data_dir = state_folder() / "data"
+    if not local or not (data_dir / "label_studio.sqlite3").exists():
+        raise PerceptforgeError(
+            f"no local Label Studio server in {state_folder()}: start one with `make label-studio` first "
+            "(annotators of another server are added in its own admin pages)"
+        )
+    if "@" not in email or email.strip() != email:
+        raise PerceptforgeError(f"{email!r} is not an e-mail address: annotators sign in with one")
+    path = state_folder() / "annotators" / f"{email}.json"
+    if path.exists():
+        raise PerceptforgeError(f"{email} already has an account; its password is in {path}")
+    account = Account.generate(email)
+    add_account(venv, data_dir, Path(local["document_root"]), account)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
+    record = {"url": local["url"], "email": email, "password": account.password, "token": account.token}
+    atomic_write_text(path, json.dumps(record, indent=1))
+    path.chmod(0o600)
+    return path
 
 
 def free_port() -> int:

@@ -5,7 +5,9 @@ never touches a task that exists (annotated or not). Pull rebuilds everything it
 export and the run's original items, so pulling twice writes the same bytes. Layout it adds::
 
     RUN_DIR/annotation/projects.json          project id per item kind (no credentials)
-    RUN_DIR/verification/decisions.jsonl      one decision per item, sorted by item id
+    RUN_DIR/verification/decisions.jsonl      one decision per item, sorted by item id: its Label Studio
+                                              project and task, each verdict, reason and correction with
+                                              the annotator who gave it
     RUN_DIR/verification/items/<id>.json      kept items, verified; corrected ones as a new version
     RUN_DIR/verification/summary.json         counts per status and kind, agreement (also in summary.json)
 """
@@ -22,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from perceptforge.annotation.agreement import agreement_table
-from perceptforge.annotation.client import LabelStudio, ServerGone
 from perceptforge.annotation.decisions import decide
 from perceptforge.annotation.labeling import config_text, controls
+from perceptforge.annotation.labelstudio import LabelStudio, ServerGone
 from perceptforge.annotation.task_data import local_files_url, task_for
 from perceptforge.errors import PerceptforgeError
 from perceptforge.fileio import dumps_canonical, read_json, sha256_bytes, write_json, write_jsonl
@@ -138,9 +140,12 @@ def _push_locked(
             try:
                 ls.import_tasks(project_id, chunk)
             except ServerGone as exc:
+                # The server may have imported this chunk before its answer was lost; the next push
+                # lists the project's tasks by item id first, so it neither repeats nor loses them.
                 raise PerceptforgeError(
-                    f"{exc}. Pushed {report['imported'] + done} new tasks before that; run "
-                    "`perceptforge annotate push` again when the server is back: it adds only what is missing"
+                    f"{exc}. Pushed {report['imported'] + done} new tasks before that (the last "
+                    f"{len(chunk)} may or may not have arrived); run `perceptforge annotate push` again when the "
+                    "server is back: it adds only what is missing"
                 ) from None
             done += len(chunk)
             if on_chunk:
@@ -161,17 +166,21 @@ def pull(run_dir: Path, ls: LabelStudio) -> dict:
         )
     known = read_json(state_path)
     items = {i.id: i for i in load_items(run.path)}
-    decisions, pairs = [], defaultdict(list)
+    names = ls.user_emails()
+    decisions, records, pairs = [], [], defaultdict(list)
     for kind in sorted(known):
-        config = controls(config_text(kind))
-        for task in sorted(ls.export(known[kind]["id"]), key=lambda t: str(t["data"].get("item_id"))):
+        config, project_id = controls(config_text(kind)), known[kind]["id"]
+        for task in sorted(ls.export(project_id), key=lambda t: str(t["data"].get("item_id"))):
             item_id = task["data"].get("item_id")
             if item_id not in items:
                 raise PerceptforgeError(
-                    f"project {known[kind]['id']} task {task['id']}: item {item_id!r} is not in {run.path}/items"
+                    f"project {project_id} task {task['id']}: item {item_id!r} is not in {run.path}/items"
                 )
-            d = decide(items[item_id], task.get("annotations", []), config, REQUIRED_ANNOTATORS)
+            d = decide(items[item_id], task.get("annotations", []), config, REQUIRED_ANNOTATORS, names)
             decisions.append(d)
+            records.append(
+                d.record({"project": project_id, "task": task["id"], "url": ls.task_url(project_id, task["id"])})
+            )
             if len(d.verdicts) >= 2:
                 pairs[kind].append((d.verdicts[0][1], d.verdicts[1][1]))
     out = run.sub("verification")
@@ -185,7 +194,7 @@ def pull(run_dir: Path, ls: LabelStudio) -> dict:
     fresh.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "items", ignore_errors=True)
     fresh.rename(out / "items")
-    write_jsonl(out / "decisions.jsonl", [d.record() for d in decisions])
+    write_jsonl(out / "decisions.jsonl", records)
     per_kind: dict[str, Counter] = defaultdict(Counter)
     for d in decisions:
         per_kind[d.kind][d.status] += 1

@@ -12,7 +12,7 @@ import typer
 from perceptforge.cli.app import console, new_app
 from perceptforge.errors import PerceptforgeError
 
-app = new_app("Human verification in Label Studio: run a local server, push candidates, pull verdicts.")
+app = new_app("Human verification in Label Studio: run a local server, add annotators, push candidates, pull verdicts.")
 
 URL = typer.Option(
     None, "--url", help="Label Studio URL (default: LABEL_STUDIO_URL, else the local server from `annotate serve`)"
@@ -75,6 +75,23 @@ def serve(
         server.stop()
 
 
+@app.command("add-annotator")
+def add_annotator_cmd(
+    email: str = typer.Argument(..., help="the annotator's e-mail address (they sign in with it)"),
+    venv: Path = typer.Option(Path(".venv-label-studio"), "--venv", help="the server's own virtual environment"),
+) -> None:
+    """Create an annotator account on the local server (`annotate serve`); prints where its password is kept."""
+    from perceptforge.annotation.server import add_annotator, read_local_credentials
+
+    with console.status(f"creating an account for {email}"):
+        path = add_annotator(venv, email)
+    url = (read_local_credentials() or {}).get("url", "the server")
+    console.print(
+        f"{email} can sign in at {url}; the password and API token are in {path} (readable only by you)",
+        soft_wrap=True,  # a path broken over two lines cannot be copied
+    )
+
+
 @app.command("push")
 def push_cmd(
     run_dir: Path = typer.Argument(..., help="run directory"),
@@ -84,7 +101,7 @@ def push_cmd(
     ),
 ) -> None:
     """Create or update one project per item kind and import the items it lacks (never touches existing tasks)."""
-    from perceptforge.annotation.client import connect
+    from perceptforge.annotation.labelstudio import connect
     from perceptforge.annotation.sync import push
 
     ls = connect(url)
@@ -118,7 +135,7 @@ def _print_verification(summary: dict) -> None:
 @app.command("pull")
 def pull_cmd(run_dir: Path = typer.Argument(..., help="run directory"), url: Optional[str] = URL) -> None:
     """Decide every item from its annotations; write RUN_DIR/verification/ and agreement into the summary."""
-    from perceptforge.annotation.client import connect
+    from perceptforge.annotation.labelstudio import connect
     from perceptforge.annotation.sync import pull
 
     ls = connect(url)

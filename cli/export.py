@@ -13,7 +13,9 @@ def export(
     run_dir: Path = typer.Argument(..., help="run directory with items/ and images/"),
     out: Path = typer.Option(..., "--out", help="split directory to write"),
     formats: str = typer.Option(
-        "jsonl,parquet,vlmevalkit", "--formats", help="comma-separated: jsonl, parquet, vlmevalkit"
+        "jsonl,parquet,vlmevalkit,lmms-eval",
+        "--formats",
+        help="comma-separated: jsonl, parquet, vlmevalkit (mcq.tsv, yorn.tsv), lmms-eval (task over the Parquet)",
     ),
     only_verified: bool = typer.Option(False, "--only-verified", help="only items both annotators accepted"),
     seed: int = typer.Option(0, "--seed", help="seed of the val/test assignment"),

@@ -11,15 +11,17 @@ from perceptforge.cli.app import console, err_console
 from perceptforge.errors import PerceptforgeError
 from perceptforge.scorer import benchmarks
 
+READABLE = (".json", ".jsonl", ".xlsx", ".tsv", ".csv")
+
 
 def expand_paths(paths: list[Path]) -> list[Path]:
-    """A directory stands for the JSON / JSON Lines files inside it (e.g. BLINK's saved_outputs/)."""
+    """A directory stands for the JSON / JSON Lines files and tables inside it (e.g. BLINK's saved_outputs/)."""
     out: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl"))
+            found = sorted(p for p in path.iterdir() if p.suffix.lower() in READABLE)
             if not found:
-                raise PerceptforgeError(f"{path}: directory holds no .json or .jsonl files")
+                raise PerceptforgeError(f"{path}: directory holds no {', '.join(READABLE)} files")
             out.extend(found)
         elif not path.exists():
             raise PerceptforgeError(f"{path}: file not found")
@@ -32,7 +34,10 @@ def score(
     benchmark: str = typer.Argument(..., help=benchmarks.choices()),
     data: list[Path] = typer.Option(..., "--data", help="the benchmark's data / answer file(s); repeat for several"),
     predictions: list[Path] = typer.Option(
-        [], "--predictions", help="prediction file(s) or a directory of them (BLINK saved_outputs/); repeat for several"
+        [],
+        "--predictions",
+        help="prediction file(s) or a directory of them: JSON / JSON Lines, VLMEvalKit results (.xlsx .tsv .csv), "
+        "lmms-eval samples_*.jsonl; repeat for several",
     ),
     protocol: str = typer.Option(
         "strict", "--protocol", help="strict (our extraction) or official (the official script's rules)"
@@ -41,7 +46,12 @@ def score(
         None, "--judge", help="LLM judge for what rules cannot decide: openai:MODEL@BASE_URL"
     ),
     json_out: Optional[Path] = typer.Option(None, "--json", help="write the metrics as JSON"),
-    csv_out: Optional[Path] = typer.Option(None, "--csv", help="write the tables as CSV"),
+    csv_out: Optional[Path] = typer.Option(
+        None, "--csv", help="write the metric tables as CSV, and the per-item results beside them (NAME_items.csv)"
+    ),
+    xlsx_out: Optional[Path] = typer.Option(
+        None, "--xlsx", help="write the metric tables and the per-item results as Excel sheets (needs openpyxl)"
+    ),
     plot: Optional[Path] = typer.Option(None, "--plot", help="write per-category bars as PNG"),
     items_out: Optional[Path] = typer.Option(None, "--items", help="write one JSON line per scored item"),
     bootstrap: int = typer.Option(0, "--bootstrap", min=0, help="bootstrap resamples for 95% intervals (0: none)"),
@@ -72,6 +82,8 @@ def score(
         report.write_json(result, json_out)
     if csv_out:
         report.write_csv(result, csv_out)
+    if xlsx_out:
+        report.write_xlsx(result, xlsx_out)
     if plot:
         report.write_plot(result, plot)
     if items_out:

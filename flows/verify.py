@@ -10,8 +10,8 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from perceptforge.annotation.client import connect
 from perceptforge.annotation.decisions import counted_annotations
+from perceptforge.annotation.labelstudio import connect
 from perceptforge.annotation.sync import REQUIRED_ANNOTATORS, pull, push
 from perceptforge.fileio import read_json
 

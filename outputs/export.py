@@ -10,6 +10,7 @@ import base64
 import io
 import json
 import random
+import re
 import subprocess
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -23,7 +24,7 @@ from perceptforge.errors import InputError, describe_validation_error
 from perceptforge.fileio import atomic_write_bytes, atomic_write_text, dumps_canonical, sha256_file, write_json
 from perceptforge.store.rundir import RunDir
 
-FORMATS = ("jsonl", "parquet", "vlmevalkit")
+FORMATS = ("jsonl", "parquet", "vlmevalkit", "lmms-eval")
 
 
 def load_items(run_dir: Path, only_verified: bool = False) -> list[BenchmarkItem]:
@@ -98,7 +99,13 @@ def _question_fields(item: BenchmarkItem) -> dict:
     answer = getattr(q, "answer", None) or (
         f"{q.answer_natural}/{q.answer_manipulated}" if q.kind == "yes_no_pair" else ""
     )
-    return {"kind": q.kind, "question": q.question, "options": options, "answer": answer}
+    return {
+        "kind": q.kind,
+        "level": getattr(q, "level", ""),
+        "question": q.question,
+        "options": options,
+        "answer": answer,
+    }
 
 
 def write_parquet(items, splits, run_dir: Path, out: Path) -> list[Path]:
@@ -147,6 +154,7 @@ def write_parquet_file(items, splits, run_dir: Path, path: Path) -> Path:
             ("category_high", pa.string()),
             ("category_low", pa.string()),
             ("kind", pa.string()),
+            ("level", pa.string()),
             ("question", pa.string()),
             ("options", pa.list_(pa.string())),
             ("answer", pa.string()),
@@ -175,38 +183,73 @@ def write_parquet_file(items, splits, run_dir: Path, path: Path) -> Path:
     return atomic_write_bytes(path, buf.getvalue())
 
 
-def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path) -> Path:
-    """MCQ items only: ``index, image, question, A…E, answer, category, l2-category, split``."""
+MCQ_KINDS = ("single_mcq", "cross_mcq", "absent_mcq")
+TSV_COLUMNS = ["index", "id", "image", "question", "answer", "category", "l2-category", "split", "kind", "level"]
+
+
+def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path) -> list[Path]:
+    """VLMEvalKit's TSV layouts, base64 images inline, one ``index`` sequence across both files:
+
+    - ``mcq.tsv`` (its MCQ type: options ``A…E``, answer a letter): single, cross and absent MCQs; a
+      cross-image item's ``image`` is VLMEvalKit's list of two images, natural first;
+    - ``yorn.tsv`` (its Y/N type, MME's columns: answer ``Yes`` / ``No``): each Yes/No pair as two rows, one
+      per image, with ids ``<item id>#natural`` and ``<item id>#manipulated`` as our scorer keys them.
+
+    ``kind`` and ``level`` keep what our scorer groups by, so a TSV scores exactly like the JSONL split.
+    """
     import csv
 
-    buf = io.StringIO()
-    writer = csv.writer(buf, delimiter="\t", lineterminator="\n")
-    writer.writerow(["index", "id", "image", "question", *LETTERS, "answer", "category", "l2-category", "split"])
+    mcq, yorn = io.StringIO(), io.StringIO()
+    mcq_rows = csv.writer(mcq, delimiter="\t", lineterminator="\n")
+    yorn_rows = csv.writer(yorn, delimiter="\t", lineterminator="\n")
+    mcq_rows.writerow([*TSV_COLUMNS[:4], *LETTERS, *TSV_COLUMNS[4:]])
+    yorn_rows.writerow(TSV_COLUMNS)
     index = 0
     for item in items:
         q = item.question
-        if q.kind not in ("single_mcq", "cross_mcq", "absent_mcq"):
-            continue
-        if q.kind == "cross_mcq":
-            image = repr([_b64(run_dir, item, item.pair.natural), _b64(run_dir, item, item.pair.manipulated)])
-        else:
-            image = _b64(run_dir, item, item.pair.manipulated)
-        options = list(q.options) + [""] * (len(LETTERS) - len(q.options))
-        writer.writerow(
-            [
-                index,
-                item.id,
-                image,
-                q.question,
-                *options,
-                q.answer,
-                item.category.name,
-                item.category.high,
-                splits[item.id],
-            ]
+        tail = [item.category.name, item.category.high, splits[item.id], q.kind, getattr(q, "level", "")]
+        if q.kind in MCQ_KINDS:
+            if q.kind == "cross_mcq":
+                image = repr([_b64(run_dir, item, item.pair.natural), _b64(run_dir, item, item.pair.manipulated)])
+            else:
+                image = _b64(run_dir, item, item.pair.manipulated)
+            options = list(q.options) + [""] * (len(LETTERS) - len(q.options))
+            mcq_rows.writerow([index, item.id, image, q.question, *options, q.answer, *tail])
+            index += 1
+        elif q.kind == "yes_no_pair":
+            for name, ref, answer in (
+                ("natural", item.pair.natural, q.answer_natural),
+                ("manipulated", item.pair.manipulated, q.answer_manipulated),
+            ):
+                row = [index, f"{item.id}#{name}", _b64(run_dir, item, ref), q.question, answer.capitalize(), *tail]
+                yorn_rows.writerow(row)
+                index += 1
+    return [atomic_write_text(out / "mcq.tsv", mcq.getvalue()), atomic_write_text(out / "yorn.tsv", yorn.getvalue())]
+
+
+def write_lmms_eval_task(parquet: list[Path], out: Path, name: str, version: str) -> list[Path]:
+    """``lmms_eval/<task>.yaml`` and its ``utils.py`` (the scorer's task template): the task reads the
+    Parquet splits, relative to the export folder, and scores with perceptforge's scorer."""
+    from importlib import resources
+
+    template = resources.files("perceptforge.scorer").joinpath("lmms_eval_task")
+    task = re.sub(r"\W+", "_", name).strip("_").lower()
+    splits = sorted(p.stem for p in parquet)
+    text = (
+        template.joinpath("perceptforge.yaml")
+        .read_text()
+        .format(
+            task=task,
+            data_files="\n".join(f"    {s}: data/{s}.parquet" for s in splits),
+            test_split="test" if "test" in splits else splits[-1],
+            version=json.dumps(version),
         )
-        index += 1
-    return atomic_write_text(out / "mcq.tsv", buf.getvalue())
+    )
+    folder = out / "lmms_eval"
+    return [
+        atomic_write_text(folder / f"{task}.yaml", text),
+        atomic_write_text(folder / "utils.py", template.joinpath("utils.py").read_text()),
+    ]
 
 
 def source_commit() -> str:
@@ -236,12 +279,17 @@ def export_split(
     splits = assign_splits(items, seed, val_fraction)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
+    if "lmms-eval" in formats and "parquet" not in formats:
+        raise InputError("--formats", "lmms-eval reads the Parquet splits: add parquet to --formats")
     if "jsonl" in formats:
         written += write_jsonl_split(items, splits, run_dir, out)
     if "parquet" in formats:
-        written += write_parquet(items, splits, run_dir, out)
+        parquet = write_parquet(items, splits, run_dir, out)
+        written += parquet
+        if "lmms-eval" in formats:
+            written += write_lmms_eval_task(parquet, out, name, version)
     if "vlmevalkit" in formats:
-        written.append(write_vlmevalkit_tsv(items, splits, run_dir, out))
+        written += write_vlmevalkit_tsv(items, splits, run_dir, out)
     counts = Counter(splits.values())
     counts.update(f"{splits[i.id]}/{i.category.low}" for i in items)
     profile_path = run_dir / "profile.yaml"
@@ -264,14 +312,16 @@ def export_split(
         source_commit=source_commit(),
     )
     write_json(out / "manifest.json", manifest.model_dump(mode="json"))
-    atomic_write_text(out / "README.md", data_card(manifest, only_verified, license))
+    verification_path = run_dir / "verification" / "summary.json"
+    verification = json.loads(verification_path.read_text()) if verification_path.exists() else None
+    atomic_write_text(out / "README.md", data_card(manifest, only_verified, license, verification))
     return manifest
 
 
 # What the Parquet files hold, as the card's front matter declares it to the Hub and to `datasets`.
 CARD_FEATURES = [
     *({"name": n, "dtype": "string"} for n in ("id", "split", "category", "category_high", "category_low")),
-    *({"name": n, "dtype": "string"} for n in ("kind", "question")),
+    *({"name": n, "dtype": "string"} for n in ("kind", "level", "question")),
     {"name": "options", "sequence": "string"},
     {"name": "answer", "dtype": "string"},
     {"name": "natural_image", "dtype": "image"},
@@ -304,9 +354,35 @@ def card_front_matter(manifest: SplitManifest, only_verified: bool, license: str
     return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n\n"
 
 
-def data_card(manifest: SplitManifest, only_verified: bool = False, license: str = "other") -> str:
+def verification_lines(verification: dict | None) -> list[str]:
+    """The card's human-verification section: decisions per status and agreement on accept / reject."""
+    if not verification:
+        return ["No human verification was pulled for this run (`perceptforge annotate pull`)."]
+    statuses = ", ".join(f"{n} {s}" for s, n in verification["status"].items())
+    lines = [
+        f"{verification['items']} items were shown to annotators in Label Studio, "
+        f"{verification['required_annotators']} per item: {statuses}; "
+        f"{verification['corrected']} were kept with an annotator's correction.",
+        "",
+        "| kind | doubly annotated items | % agreement | Cohen's kappa |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+
+    def shown(v: object) -> str:
+        return "—" if v is None else str(v)
+
+    lines += [
+        f"| {kind} | {row['items']} | {shown(row['percent_agreement'])} | {shown(row['cohens_kappa'])} |"
+        for kind, row in verification["agreement"].items()
+    ]
+    return lines
+
+
+def data_card(
+    manifest: SplitManifest, only_verified: bool = False, license: str = "other", verification: dict | None = None
+) -> str:
     verified = (
-        "Only items that annotators verified in Label Studio are included."
+        "Only items that both annotators accepted in Label Studio are included."
         if only_verified
         else "Items are as generated: not filtered by human verification."
     )
@@ -325,6 +401,7 @@ def data_card(manifest: SplitManifest, only_verified: bool = False, license: str
         "| --- | ---: |",
     ]
     lines += [f"| {k} | {v} |" for k, v in manifest.counts.items()]
+    lines += ["", "## Human verification", "", *verification_lines(verification)]
     lines += ["", "## Files", "", "| file | bytes | sha256 |", "| --- | ---: | --- |"]
     lines += [
         f"| {f.path} | {f.bytes} | `{f.sha256[:16]}…` |" for f in manifest.files if not f.path.startswith("images/")

@@ -29,7 +29,7 @@ td{border-top:1px solid #eee;padding:4px 6px;vertical-align:top} .ok{color:#0a7d
 .tag{display:inline-block;background:#eef;border-radius:4px;padding:1px 6px;margin-right:6px;font-size:12px}
 .id{font-family:ui-monospace,monospace;font-size:11px;color:#777;margin-right:6px}
 .measure{font-size:12px;color:#555;margin:6px 0} .q td{font-size:12px}
-.tag.kept{background:#d7f0dd} .tag.rejected,.tag.invalid_correction{background:#f6d5d5} .tag.conflict{background:#fbe7c6}
+.tag.kept{background:#d7f0dd} .tag.rejected,.tag.invalid_correction{background:#f6d5d5} .tag.conflict,.tag.disagreement{background:#fbe7c6}
 """
 
 
@@ -71,6 +71,30 @@ def verification_by_item(run: RunDir) -> dict[str, dict]:
     """Human verification decisions (``annotate pull``) by item id; empty before any pull."""
     path = run.sub("verification", "decisions.jsonl")
     return {d["item_id"]: d for d in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
+
+
+def item_id_html(item_id: str, decision: dict) -> str:
+    """The item id, linked to its Label Studio task once it was pushed and pulled."""
+    url = decision.get("label_studio", {}).get("url")
+    shown = html.escape(item_id)
+    if url:
+        shown = f"<a href='{html.escape(url, quote=True)}'>{shown}</a>"
+    return f"<span class='id'>{shown}</span>"
+
+
+def decision_html(decision: dict) -> str:
+    """What the annotators said about an item: reject reasons and the corrections applied, each with who."""
+    lines = [
+        f"rejected by {html.escape(r['annotator'])}: {html.escape(r['reason'])}"
+        for r in decision.get("reject_reasons", [])
+    ]
+    lines += [
+        f"corrected {html.escape(c['field'])} → <b>{html.escape(c['value'])}</b> by {html.escape(', '.join(c['annotators']))}"
+        for c in decision.get("corrections", [])
+    ]
+    if decision.get("detail"):
+        lines.append(html.escape(decision["detail"]))
+    return "".join(f"<div class='measure'>{line}</div>" for line in lines)
 
 
 def verification_charts(verification: dict | None) -> str:
@@ -168,13 +192,13 @@ def write_report(run: RunDir) -> str:
             else:
                 answer = f"{q['answer']}"
                 opts = " · ".join(f"<b>{'ABCDE'[k]}</b> {html.escape(o)}" for k, o in enumerate(q["options"]))
-            status = verdicts.get(item["id"], {}).get("status")
-            status = html.escape(str(status), quote=True) if status else None
+            decision = verdicts.get(item["id"], {})
+            status = html.escape(str(decision["status"]), quote=True) if decision.get("status") else None
             badge = f"<span class='tag {status}'>{status}</span>" if status else ""
             rows.append(
-                f"<tr><td><span class='id'>{html.escape(item['id'])}</span>"
+                f"<tr><td>{item_id_html(item['id'], decision)}"
                 f"<span class='tag'>{html.escape(q['kind'])} {html.escape(q.get('level', ''))}</span>"
-                f"{badge}{html.escape(q['question'])}<br>{opts}</td>"
+                f"{badge}{html.escape(q['question'])}<br>{opts}{decision_html(decision)}</td>"
                 f"<td class='ok'>{html.escape(answer)}</td></tr>"
             )
         cat, unit = first["category"], first["lineage"]["artifacts"]["candidate"].split("/")[-1][: -len(".json")]

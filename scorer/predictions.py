@@ -1,5 +1,9 @@
 """Reading prediction files: one output per item id, with every problem reported by file and line.
 
+Besides our JSON / JSON Lines records, the files evaluators already have are read as they are:
+VLMEvalKit result tables (``.xlsx``, ``.tsv``, ``.csv`` with a ``prediction`` column, keyed by ``id`` or
+else ``index``) and lmms-eval sample logs (``samples_*.jsonl``: ``doc_id``, ``doc``, ``filtered_resps``).
+
 Identical repeats of an id are dropped with a warning; conflicting repeats are an error naming both
 lines; ids that the data does not have are reported; items without a prediction are listed and count
 as wrong.
@@ -60,16 +64,23 @@ class PredictionSet:
         return pred.output if pred else None
 
 
-def iter_records(path: Path) -> Iterator[tuple[str, dict]]:
-    """Records of a JSON Lines file, a JSON list, or a JSON object holding a list (``{"val": [...]}``).
+TABLE_SUFFIXES = (".xlsx", ".tsv", ".csv")
 
-    JSON Lines is streamed; only a single JSON document is read whole.
+
+def iter_records(path: Path) -> Iterator[tuple[str, dict]]:
+    """Records of a JSON Lines file, a JSON list, a JSON object holding a list (``{"val": [...]}``), a
+    VLMEvalKit-style table, or an lmms-eval sample log.
+
+    JSON Lines is streamed; only a single JSON document or a table is read whole.
     """
     if path.is_dir():
         raise InputError(str(path), "is a directory; pass the files inside it")
+    if path.suffix.lower() in TABLE_SUFFIXES:
+        yield from iter_table_rows(path)
+        return
     if _is_json_lines(path):
         for lineno, row in iter_jsonl(path):
-            yield f"{path}:{lineno}", row
+            yield f"{path}:{lineno}", lmms_eval_record(row) if is_lmms_eval_sample(row) else row
         return
     doc = read_json(path)
     rows = [doc]
@@ -81,6 +92,49 @@ def iter_records(path: Path) -> Iterator[tuple[str, dict]]:
         if not isinstance(row, dict):
             raise InputError(f"{path}[{k}]", f"expected a JSON object, got {type(row).__name__}")
         yield f"{path}[{k}]", row
+
+
+def iter_table_rows(path: Path) -> Iterator[tuple[str, dict]]:
+    """Rows of a spreadsheet-like file as records, every cell a string (empty cells dropped), named by the
+    row number a spreadsheet shows (the header is row 1). A row without ``id`` takes its ``index``."""
+    import pandas as pd
+
+    if not path.exists():
+        raise InputError(str(path), "file not found")
+    try:
+        if path.suffix.lower() == ".xlsx":
+            try:
+                import openpyxl  # noqa: F401  (pandas reads .xlsx through it)
+            except ImportError:
+                raise InputError(str(path), "reading .xlsx needs openpyxl: pip install openpyxl") from None
+            frame = pd.read_excel(path, dtype=str, keep_default_na=False)
+        else:
+            sep = "\t" if path.suffix.lower() == ".tsv" else ","
+            frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, encoding="utf-8")
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise InputError(str(path), f"not a readable {path.suffix} table: {str(exc).splitlines()[0][:200]}") from None
+    for n, row in enumerate(frame.to_dict("records"), start=2):
+        rec = {str(k): v for k, v in row.items() if v != ""}
+        if "id" not in rec and "index" in rec:
+            rec["id"] = rec["index"]
+        yield f"{path} row {n}", rec
+
+
+def is_lmms_eval_sample(row: dict) -> bool:
+    return "doc_id" in row and ("filtered_resps" in row or "resps" in row)
+
+
+def lmms_eval_record(row: dict) -> dict:
+    """One lmms-eval logged sample as ``{id, output}``: the id from the document (else ``doc_id``), the output
+    the task's filters kept (else the first raw response)."""
+    doc: dict = row["doc"] if isinstance(row.get("doc"), dict) else {}
+    responses = row.get("filtered_resps") or row.get("resps") or [None]
+    output = responses[0]
+    while isinstance(output, list):  # resps nest one list per request
+        output = output[0] if output else None
+    record = {"id": str(doc.get("id", row["doc_id"])), "output": output}
+    record.update({k: doc[k] for k in ("image", "context") if k in doc})
+    return record
 
 
 def _is_json_lines(path: Path) -> bool:

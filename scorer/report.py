@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table as RichTable
@@ -60,15 +60,62 @@ def write_items(result: ScoreResult, path: Path) -> None:
     )
 
 
-def write_csv(result: ScoreResult, path: Path) -> None:
-    buf = io.StringIO()
-    writer = csv.writer(buf)
-    writer.writerow(["table", "row", "column", "value"])
-    for table in result.tables:
-        for row in table.rows:
-            for col, value in zip(table.columns[1:], row[1:]):
-                writer.writerow([table.title, row[0], col, "" if value is None else value])
-    atomic_write_text(path, buf.getvalue())
+def table_frames(result: ScoreResult) -> dict[str, Any]:
+    """Each metric table as a pandas DataFrame (its first column the index), and ``items``: one row per
+    scored output (id, group, output, extracted answer, how, correct), as VLMEvalKit users read them."""
+    import pandas as pd
+
+    frames = {
+        table.title: pd.DataFrame(table.rows, columns=table.columns).set_index(table.columns[0])
+        for table in result.tables
+    }
+    frames["items"] = pd.DataFrame([i.as_json(result.group_key) for i in result.items])
+    return frames
+
+
+def items_path(path: Path) -> Path:
+    return path.with_name(f"{path.stem}_items{path.suffix}")
+
+
+def write_csv(result: ScoreResult, path: Path) -> list[Path]:
+    """The metric tables in long form (table, row, column, value) at ``path``, the per-item results beside
+    it (``<name>_items.csv``)."""
+    frames = table_frames(result)
+    long = [
+        {"table": title, "row": row, "column": column, "value": value}
+        for title, frame in frames.items()
+        if title != "items"
+        for row, values in frame.iterrows()
+        for column, value in values.items()
+    ]
+    import pandas as pd
+
+    tables = pd.DataFrame(long, columns=["table", "row", "column", "value"])
+    atomic_write_text(path, tables.to_csv(index=False, lineterminator="\n"))
+    atomic_write_text(items_path(path), frames["items"].to_csv(index=False, lineterminator="\n"))
+    return [path, items_path(path)]
+
+
+def write_xlsx(result: ScoreResult, path: Path) -> Path:
+    """One sheet per metric table and an ``items`` sheet (needs openpyxl)."""
+    from perceptforge.errors import InputError
+
+    try:
+        import openpyxl  # noqa: F401
+    except ImportError:
+        raise InputError(str(path), "writing .xlsx needs openpyxl: pip install openpyxl") from None
+    import pandas as pd
+
+    buf = io.BytesIO()
+    with pd.ExcelWriter(buf, engine="openpyxl") as writer:
+        for title, frame in table_frames(result).items():
+            frame.to_excel(writer, sheet_name=sheet_name(title), index=title != "items")
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def sheet_name(title: str) -> str:
+    """Excel allows 31 characters and none of []:*?/\\ in a sheet name."""
+    return "".join("_" if c in "[]:*?/\\" else c for c in title)[:31]
 
 
 def write_plot(result: ScoreResult, path: Path) -> None:

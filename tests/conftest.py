@@ -54,6 +54,7 @@ class LabelStudioSession:
         self.admin = Account.generate("admin@example.com")
         self.annotators = [Account.generate("ann1@example.com"), Account.generate("ann2@example.com")]
         self.server = None
+        self.personal_tokens: dict[str, str] = {}  # by e-mail, made on first use (one per account)
 
     def start(self):
         from perceptforge.annotation.server import start
@@ -68,13 +69,29 @@ class LabelStudioSession:
     def url(self) -> str:
         return self.server.url
 
-    def client(self, account=None):
-        from perceptforge.annotation.client import LabelStudio
+    def token(self, account=None, kind: str = "legacy") -> str:
+        """The account's legacy token, or its personal access token (a JWT the SDK refreshes), which the
+        account makes for itself through the API the first time."""
+        from perceptforge.annotation.labelstudio import LabelStudio
 
-        return LabelStudio(self.url, (account or self.admin).token)
+        account = account or self.admin
+        if kind == "legacy":
+            return account.token
+        if account.email not in self.personal_tokens:
+            sdk = LabelStudio(self.url, account.token).sdk()
+            self.personal_tokens[account.email] = sdk.tokens.create().token
+        return self.personal_tokens[account.email]
+
+    def client(self, account=None, kind: str = "legacy"):
+        from perceptforge.annotation.labelstudio import LabelStudio
+
+        return LabelStudio(self.url, self.token(account, kind))
 
     def secrets(self) -> list[str]:
-        return [s for a in (self.admin, *self.annotators) for s in (a.password, a.token)]
+        return [
+            *(s for a in (self.admin, *self.annotators) for s in (a.password, a.token)),
+            *self.personal_tokens.values(),
+        ]
 
 
 @pytest.fixture(scope="session")

@@ -84,8 +84,14 @@ def test_decisions(mcq_item):
     known = controls(config_text("single_mcq"))
     reason = choice("reject_reason", "manipulated", "Other")
     assert decide(mcq_item, [ann(1, 7, verdict(A)), ann(2, 8, verdict(A))], known).status == "kept"
-    d = decide(mcq_item, [ann(1, 7, verdict(A)), ann(2, 8, verdict(R), reason)], known)
-    assert (d.status, d.reject_reasons, d.verdicts) == ("rejected", ["Other"], [(7, A), (8, R)])
+    d = decide(mcq_item, [ann(1, 7, verdict(A)), ann(2, 8, verdict(R), reason)], known, names={7: "ann7@x"})
+    assert (d.status, d.reject_reasons, d.verdicts) == (
+        "disagreement",
+        [("user 8", "Other")],
+        [("ann7@x", A), ("user 8", R)],
+    )
+    d = decide(mcq_item, [ann(1, 7, verdict(R), reason), ann(2, 8, verdict(R), reason)], known)
+    assert (d.status, len(d.reject_reasons)) == ("rejected", 2)
     assert decide(mcq_item, [ann(1, 7, verdict(R), reason)], known).status == "rejected"  # one rejection is enough
     d = decide(mcq_item, [ann(1, 7, verdict(A)), ann(2, 8, verdict(A), cancelled=True)], known)
     assert (d.status, d.detail) == ("incomplete", "1 of 2 required annotations")
@@ -96,15 +102,16 @@ def test_decisions(mcq_item):
     )
     d = decide(mcq_item, [ann(1, 7, verdict(R)), ann(2, 8, verdict(A))], known)
     assert d.status == "incomplete" and d.invalid == [
-        {"annotation": 1, "annotator": 7, "errors": ["a rejection needs a reason"]}
+        {"annotation": 1, "annotator": "user 7", "errors": ["a rejection needs a reason"]}
     ]
 
 
 def test_corrections_make_a_new_version(mcq_item):
     known = controls(config_text("single_mcq"))
     fix = [choice("distractor_letter", "manipulated", "C"), text("distractor_fix", "manipulated", "a kettle")]
-    d = decide(mcq_item, [ann(1, 7, verdict(A), *fix), ann(2, 8, verdict(A))], known)
-    assert d.status == "kept" and d.corrections == {"option_C": "a kettle"}
+    d = decide(mcq_item, [ann(1, 7, verdict(A), *fix), ann(2, 8, verdict(A))], known, names={7: "a@x", 8: "b@x"})
+    assert d.status == "kept" and d.corrections == {"option_C": "a kettle"} and d.corrected_by == {"option_C": ["a@x"]}
+    assert d.record()["corrections"] == [{"field": "option_C", "value": "a kettle", "annotators": ["a@x"]}]
     assert d.item.version == 2 and d.item.verified and d.item.lineage.parent_id == "i1"
     assert d.item.question.options[2] == "a kettle" and mcq_item.question.options[2] == "a cat"
     other = [choice("distractor_letter", "manipulated", "C"), text("distractor_fix", "manipulated", "a spoon")]

@@ -80,6 +80,7 @@ def test_export_is_byte_identical_and_stratified(tmp_path):
         "data/val.parquet",
         "data/test.parquet",
         "mcq.tsv",
+        "yorn.tsv",
         "manifest.json",
         "README.md",
     ):
@@ -122,40 +123,86 @@ def test_the_export_folder_loads_with_datasets_as_val_and_test(tmp_path):
     assert "not filtered by human verification" in card
 
 
-def test_tsv_and_jsonl_round_trip_through_scorer(tmp_path):
-    out = tmp_path / "s"
-    export_split(make_run(tmp_path), out)
-    tsv_rows = pf_scorer.read_data([out / "mcq.tsv"])
-    assert len(tsv_rows) == 16 and tsv_rows[0]["options"]
-    preds = tmp_path / "p.jsonl"
-    preds.write_text("".join(json.dumps({"id": r["id"], "output": f"({r['answer']})"}) + "\n" for r in tsv_rows))
-    assert pf_scorer.score([out / "mcq.tsv"], [preds]).metrics["overall_micro"] == 100.0
-
-    lines = []
+def hand_written_predictions(out):
+    """Every single MCQ right, every cross MCQ wrong (A instead of B), each Yes/No pair answered No on both
+    images (right on the natural image, wrong on the manipulated one): by id as our scorer keys them."""
+    preds = {}
     for split in ("val", "test"):
         for line in (out / f"{split}.jsonl").read_text().splitlines():
             item = json.loads(line)
             q = item["question"]
             if q["kind"] == "yes_no_pair":
-                lines += [
-                    {"id": item["id"], "image": "natural", "output": "No."},
-                    {"id": item["id"], "image": "manipulated", "output": "No."},
-                ]
+                preds[f"{item['id']}#natural"] = preds[f"{item['id']}#manipulated"] = "No."
             else:
-                lines.append({"id": item["id"], "output": q["answer"]})
-    preds.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    result = pf_scorer.score([out / "val.jsonl", out / "test.jsonl"], [preds])
-    r = result.metrics
-    assert r["kinds"]["single_mcq"] == 100.0 and r["kinds"]["yes_no_pair"] == 50.0
-    shown = {row[0]: row[1:] for row in result.tables[0].rows}  # the terminal table has the pair metrics
-    assert shown["qAcc low"] == [0.0, 25.0] and shown["aAcc"] == [50.0, 50.0] and shown["single_mcq"][1] == 20.0
-    assert r["yes_no"]["qAcc"]["low"] == 0.0 and r["yes_no"]["aAcc"] == 50.0
+                preds[item["id"]] = q["answer"] if q["kind"] == "single_mcq" else "The answer is (A)."
+    return preds
+
+
+EXPECTED = {"single_mcq": 100.0, "cross_mcq": 0.0, "yes_no_pair": 50.0}
+
+
+def test_tsv_and_jsonl_round_trip_through_scorer(tmp_path):
+    """The VLMEvalKit TSVs (MCQ and Y/N) hold every item kind and score exactly like the JSONL split; a
+    VLMEvalKit result workbook and an lmms-eval sample log of the same predictions score the same."""
+    import pandas as pd
+
+    out = tmp_path / "s"
+    export_split(make_run(tmp_path), out)
+    tsvs = [out / "mcq.tsv", out / "yorn.tsv"]
+    tsv_rows = pf_scorer.read_data(tsvs)
+    jsonl = [out / "val.jsonl", out / "test.jsonl"]
+    strip = lambda rows: sorted((r | {"question": r["question"]} for r in rows), key=lambda r: r["id"])  # noqa: E731
+    json_rows = pf_scorer.read_data(jsonl)
+    assert {r["kind"] for r in tsv_rows} == {"single_mcq", "cross_mcq", "yes_no_pair"}
+    assert strip(tsv_rows) == strip(json_rows)  # nothing lost or changed on the way through the TSVs
+    yorn = pd.read_csv(out / "yorn.tsv", sep="\t")
+    assert set(yorn["answer"]) == {"Yes", "No"} and len(yorn) == 16  # two rows per pair
+    mcq = pd.read_csv(out / "mcq.tsv", sep="\t")
+    cross = mcq[mcq["kind"] == "cross_mcq"].iloc[0]
+    assert cross["image"].startswith("['") and len(eval(cross["image"])) == 2  # VLMEvalKit's list of images
+    assert sorted([*mcq["index"], *yorn["index"]]) == list(range(32))  # one index sequence across both
+
+    preds = hand_written_predictions(out)
+    plain = tmp_path / "p.jsonl"
+    plain.write_text("".join(json.dumps({"id": k, "output": v}) + "\n" for k, v in preds.items()))
+    reference = pf_scorer.score(jsonl, [plain]).metrics
+    assert {k: reference["kinds"][k] for k in EXPECTED} == EXPECTED
+    assert reference["yes_no"]["qAcc"]["low"] == 0.0 and reference["yes_no"]["aAcc"] == 50.0
+
+    # a VLMEvalKit result workbook: the TSV rows (images dropped) with a prediction column
+    results = pd.concat([mcq, yorn]).drop(columns=["image"])
+    results["prediction"] = [preds[i] for i in results["id"]]
+    xlsx = tmp_path / "Model_perceptforge.xlsx"
+    results.to_excel(xlsx, index=False)
+    # an lmms-eval sample log: one logged sample per question
+    samples = tmp_path / "samples_perceptforge.jsonl"
+    samples.write_text(
+        "".join(
+            json.dumps({"doc_id": n, "doc": {"id": k}, "target": "", "resps": [[v]], "filtered_resps": [v]}) + "\n"
+            for n, (k, v) in enumerate(preds.items())
+        )
+    )
+    for data in (jsonl, tsvs):
+        for given in (xlsx, samples):
+            assert pf_scorer.score(data, [given]).metrics == reference, (data, given)
+
+    # the same pairs with the image as a field, as `perceptforge predict` writes them
+    plain.write_text(
+        "".join(
+            json.dumps(
+                {"id": k.split("#")[0], "image": k.split("#")[1], "output": v} if "#" in k else {"id": k, "output": v}
+            )
+            + "\n"
+            for k, v in preds.items()
+        )
+    )
+    assert pf_scorer.score(jsonl, [plain]).metrics == reference
 
     # a Yes/No pair's prediction without its image is a format slip, said as such (not an unknown id)
-    pair = next(x for x in lines if "image" in x)
-    preds.write_text(json.dumps({"id": pair["id"], "output": "No."}) + "\n")
-    slip = pf_scorer.score([out / "val.jsonl", out / "test.jsonl"], [preds])
-    assert slip.unknown == [] and f"id {pair['id']} is a pair: each prediction names its image" in slip.warnings[0]
+    pair = next(k for k in preds if "#" in k).split("#")[0]
+    plain.write_text(json.dumps({"id": pair, "output": "No."}) + "\n")
+    slip = pf_scorer.score(jsonl, [plain])
+    assert slip.unknown == [] and f"id {pair} is a pair: each prediction names its image" in slip.warnings[0]
 
 
 def test_predict_over_exported_split_scores_back(tmp_path):
@@ -188,3 +235,88 @@ def test_predict_over_exported_split_scores_back(tmp_path):
     r = pf_scorer.score([out / "val.jsonl"], [tmp_path / "p.jsonl"]).metrics
     assert r["kinds"]["cross_mcq"] == 100.0 and r["kinds"]["yes_no_pair"] == 50.0
     assert not pf_scorer.score([out / "val.jsonl"], [tmp_path / "p.jsonl"]).missing
+
+
+def test_lmms_eval_task_parses_names_files_that_exist_and_scores_like_our_scorer(tmp_path, monkeypatch):
+    """The task folder as lmms-eval reads it: its YAML (with lmms-eval's `!function` tags) names data files
+    under the export folder and functions its utils.py has; run over the Parquet with hand-written answers,
+    its metrics are our scorer's numbers."""
+    import importlib.util
+
+    datasets = pytest.importorskip("datasets")
+    out = tmp_path / "s"
+    export_split(make_run(tmp_path), out, name="perceptforge-mvp")
+    task_dir = out / "lmms_eval"
+    spec = importlib.util.spec_from_file_location("task_utils", task_dir / "utils.py")
+    utils = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(utils)
+
+    class TaskLoader(yaml.SafeLoader):
+        pass
+
+    TaskLoader.add_constructor(
+        "!function", lambda loader, node: getattr(utils, loader.construct_scalar(node).split(".")[1])
+    )
+    config = yaml.load((task_dir / "perceptforge_mvp.yaml").read_text(), Loader=TaskLoader)
+    assert config["task"] == "perceptforge_mvp" and config["dataset_path"] == "parquet"
+    files = config["dataset_kwargs"]["data_files"]
+    assert sorted(files) == ["test", "val"] and all((out / f).is_file() for f in files.values())
+    assert all(callable(config[k]) for k in ("process_docs", "doc_to_visual", "doc_to_text", "process_results"))
+
+    monkeypatch.chdir(out)  # lmms-eval runs from the export folder: the data files are relative to it
+    docs = config["process_docs"](datasets.load_dataset(config["dataset_path"], data_files=files)[config["test_split"]])
+    preds = hand_written_predictions(out)
+    kinds = [json.loads(line)["question"]["kind"] for line in (out / "test.jsonl").read_text().splitlines()]
+    assert len(docs) == len(kinds) + kinds.count("yes_no_pair")  # each pair as two questions
+    assert {d["id"] for d in docs} <= set(preds)
+    records = {m["metric"]: [] for m in config["metric_list"]}
+    for doc in docs:
+        images = config["doc_to_visual"](doc)
+        assert len(images) == (2 if doc["kind"] == "cross_mcq" else 1) and images[0].mode == "RGB"
+        assert doc["question"] in config["doc_to_text"](doc)
+        for metric, record in config["process_results"](doc, [preds[doc["id"]]]).items():
+            records[metric].append(record)
+    got = {m["metric"]: m["aggregation"](records[m["metric"]]) for m in config["metric_list"]}
+    test_preds = tmp_path / "test_preds.jsonl"
+    test_preds.write_text("".join(json.dumps({"id": d["id"], "output": preds[d["id"]]}) + "\n" for d in docs))
+    reference = pf_scorer.score([out / "test.jsonl"], [test_preds]).metrics
+    assert got == {"perceptforge_overall": reference["overall"], "perceptforge_micro": reference["overall_micro"]}
+
+
+def test_score_cli_reads_a_vlmevalkit_workbook_and_writes_csv_and_excel(tmp_path, cli_env):
+    import subprocess
+
+    import pandas as pd
+    from helpers import perceptforge_cmd
+
+    out = tmp_path / "s"
+    export_split(make_run(tmp_path), out, formats=("jsonl", "vlmevalkit"))
+    preds = hand_written_predictions(out)
+    results = pd.concat([pd.read_csv(out / f, sep="\t") for f in ("mcq.tsv", "yorn.tsv")]).drop(columns=["image"])
+    results["prediction"] = [preds[i] for i in results["id"]]
+    results.to_excel(tmp_path / "Model_perceptforge.xlsx", index=False)
+    tables, workbook = tmp_path / "t.csv", tmp_path / "t.xlsx"
+    proc = subprocess.run(
+        [
+            *perceptforge_cmd(),
+            "score",
+            "perceptforge",
+            *("--data", str(out / "mcq.tsv"), "--data", str(out / "yorn.tsv")),
+            *("--predictions", str(tmp_path / "Model_perceptforge.xlsx")),
+            *("--csv", str(tables), "--xlsx", str(workbook)),
+        ],
+        capture_output=True,
+        text=True,
+        env=cli_env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    long = pd.read_csv(tables)
+    by_kind = long[(long["table"] == "perceptforge split by kind") & (long["column"] == "accuracy")]
+    shown = dict(zip(by_kind["row"], by_kind["value"].astype(float)))
+    assert {k: shown[k] for k in EXPECTED} == EXPECTED and shown["aAcc"] == 50.0
+    items = pd.read_csv(tmp_path / "t_items.csv")
+    assert len(items) == 32 and items["correct"].sum() == 8 + 0 + 8  # single MCQs, cross MCQs, natural images
+    sheets = pd.read_excel(workbook, sheet_name=None)
+    assert "items" in sheets and len(sheets["items"]) == 32 and "perceptforge split by kind" in sheets
+    assert sheets["perceptforge split by kind"].set_index("kind").loc["single_mcq", "accuracy"] == 100.0

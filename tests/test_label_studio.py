@@ -3,6 +3,7 @@
 import json
 import subprocess
 
+import httpx
 import pytest
 from helpers import perceptforge_cmd
 
@@ -27,15 +28,18 @@ def tasks_by_item(ls, run):
 
 def test_every_labeling_config_is_valid_on_the_server(label_studio):
     ls = label_studio.client()
+    scratch = ls.create_project({"title": "config check", "label_config": config_text("single_mcq")})["id"]
     for kind in KINDS:
-        ls.validate_config(config_text(kind))
+        ls.validate_config(scratch, config_text(kind))
     with pytest.raises(PerceptforgeError, match="HTTP 400.*not found in names"):
-        ls.validate_config(config_text("yes_no_pair").replace('toName="natural"', 'toName="nowhere"', 1))
+        ls.validate_config(scratch, config_text("yes_no_pair").replace('toName="natural"', 'toName="nowhere"', 1))
 
 
-def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, capfd, monkeypatch):
+@pytest.mark.parametrize("token_kind", ["legacy", "personal"])
+def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, capfd, monkeypatch, token_kind):
+    """The whole verification round through the SDK, with a legacy token or a personal access token."""
     run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["S1"])
-    ls, root = label_studio.client(), label_studio.document_root
+    ls, root = label_studio.client(kind=token_kind), label_studio.document_root
     first = push(run, ls, root)
     assert first["imported"] == 5 and set(first["projects"]) == {"yes_no_pair", "single_mcq", "cross_mcq"}
     again = push(run, ls, root)
@@ -47,12 +51,18 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
     assert task["data"]["lineage"]["template_id"] == "S1" and task["data"]["natural"].startswith(
         "/data/local-files/?d="
     )
-    assert label_studio.client().http().get(task["data"]["natural"]).status_code == 200  # served from the run's images
+    served = httpx.get(
+        label_studio.url + task["data"]["natural"], headers={"Authorization": f"Token {label_studio.admin.token}"}
+    )
+    assert (
+        served.status_code == 200
+        and served.content == (run / items[task["data"]["item_id"]].pair.natural.path).read_bytes()
+    )
 
     by = {(i.question.kind, getattr(i.question, "level", "")): i for i in items.values()}
     yn_low, yn_high, single = by["yes_no_pair", "low"], by["yes_no_pair", "high"], by["single_mcq", "high"]
     cross_low, cross_high = by["cross_mcq", "low"], by["cross_mcq", "high"]
-    ann1, ann2 = (label_studio.client(a) for a in label_studio.annotators)
+    ann1, ann2 = (label_studio.client(a, token_kind) for a in label_studio.annotators)
     to = {"yes_no_pair": "natural", "single_mcq": "manipulated", "cross_mcq": "manipulated"}
 
     def verdict(item, v, *extra):
@@ -68,7 +78,7 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
     ]
     ann1.annotate(tasks[yn_low.id]["id"], verdict(yn_low, A))  # both accept → kept
     ann2.annotate(tasks[yn_low.id]["id"], verdict(yn_low, A))
-    ann1.annotate(tasks[yn_high.id]["id"], verdict(yn_high, A))  # disagreement → rejected
+    ann1.annotate(tasks[yn_high.id]["id"], verdict(yn_high, A))  # one accepts, one rejects → disagreement
     ann2.annotate(tasks[yn_high.id]["id"], verdict(yn_high, R))
     ann1.annotate(tasks[single.id]["id"], verdict(single, A, *fix))  # accept with an edited distractor → v2
     ann2.annotate(tasks[single.id]["id"], verdict(single, A))
@@ -85,16 +95,30 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
     }
     assert [decisions[i.id]["status"] for i in (yn_low, yn_high, single, cross_low, cross_high)] == [
         "kept",
-        "rejected",
+        "disagreement",
         "kept",
         "rejected",
         "incomplete",
     ]
+    # every verdict, reason and correction names its annotator; every decision names its task
+    assert decisions[yn_high.id]["verdicts"] == [
+        {"annotator": "ann1@example.com", "verdict": A},
+        {"annotator": "ann2@example.com", "verdict": R},
+    ]
+    assert decisions[yn_high.id]["reject_reasons"] == [
+        {"annotator": "ann2@example.com", "reason": "The question is wrong or ambiguous"}
+    ]
+    assert decisions[single.id]["corrections"] == [
+        {"field": f"option_{wrong}", "value": "a tiny purple umbrella", "annotators": ["ann1@example.com"]}
+    ]
+    assert all(decisions[i]["label_studio"]["task"] == tasks[i]["id"] for i in decisions)
+    assert decisions[cross_high.id]["invalid_annotations"][0]["annotator"] == "ann2@example.com"
     assert decisions[cross_high.id]["invalid_annotations"][0]["errors"] == [
         "unknown control 'bogus_control'",
         "required control 'verdict' is missing",
     ]
-    assert summary["status"] == {"incomplete": 1, "kept": 2, "rejected": 2} and summary["corrected"] == 1
+    assert summary["status"] == {"disagreement": 1, "incomplete": 1, "kept": 2, "rejected": 1}
+    assert summary["corrected"] == 1
     # pairs: yes/no (A,A), (A,R) → 50 %, kappa 0; single (A,A) and cross (R,R) → 100 %, kappa undefined;
     # overall (A,A), (A,R), (A,A), (R,R): p_o 3/4, p_e 1/2 → kappa 0.5
     assert summary["agreement"] == {
@@ -108,8 +132,12 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
     assert (
         "human verification" in report
         and report.count("class='tag kept'") == 2
-        and report.count("class='tag rejected'") == 2
+        and report.count("class='tag rejected'") == 1
+        and report.count("class='tag disagreement'") == 1
     )
+    # what annotators did is on the report, under ids that open their Label Studio task
+    assert "a tiny purple umbrella" in report and "The question is wrong or ambiguous" in report
+    assert f"data?task={tasks[yn_high.id]['id']}" in report
 
     kept = json.loads((run / "verification" / "items" / f"{single.id}.json").read_text())
     assert kept["version"] == 2 and kept["verified"] and kept["lineage"]["parent_id"] == single.id
@@ -154,31 +182,57 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
         assert secret.encode() not in everything and secret not in logs.out + logs.err
 
 
-def test_server_gone_mid_push_then_push_completes(label_studio, prefect_api, sample_dir, tmp_path):
+class DiesMidImport(httpx.HTTPTransport):
+    """Between the client and the server: forwards the task import, lets the server finish it, then kills
+    the server before its answer reaches the client, the case in which a retried POST imports twice."""
+
+    def __init__(self, session, at_import: int):
+        super().__init__()
+        self.session, self.at_import, self.imports = session, at_import, 0
+
+    def handle_request(self, request):
+        response = super().handle_request(request)
+        if request.method == "POST" and request.url.path.endswith("/import"):
+            self.imports += 1
+            if self.imports == self.at_import:
+                response.read()
+                self.session.server.process.kill()  # SIGKILL: no clean shutdown
+                self.session.server.process.wait()
+                raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+        return response
+
+
+def test_server_killed_mid_import_then_push_adds_only_what_is_missing(label_studio, prefect_api, sample_dir, tmp_path):
+    from perceptforge.annotation.labelstudio import LabelStudio
+
     run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["S1", "I1"])
     n = len(load_items(run))
-    ls = label_studio.client()
-
-    def die_after_first_chunk(done):
-        if done == 2:
-            label_studio.stop()
-
-    with pytest.raises(PerceptforgeError, match="did not answer.*push.* again") as err:
-        push(run, ls, label_studio.document_root, chunk_size=2, on_chunk=die_after_first_chunk)
+    transport = DiesMidImport(label_studio, at_import=2)
+    ls = LabelStudio(label_studio.url, label_studio.admin.token, httpx_client=httpx.Client(transport=transport))
+    with pytest.raises(PerceptforgeError, match="did not answer while importing 2 tasks.*push.* again") as err:
+        push(run, ls, label_studio.document_root, chunk_size=2)
+    assert transport.imports == 2  # the import whose answer was lost was not sent again
     assert label_studio.admin.token not in str(err.value)
     label_studio.start()
     ls = label_studio.client()
     report = push(run, ls, label_studio.document_root, chunk_size=2)
-    tasks = [t["data"]["item_id"] for t in tasks_by_item(ls, run).values()]
-    assert len(tasks) == n and report["already_there"] >= 2
+    assert report["already_there"] == 4 and report["imported"] == n - 4  # the killed import had landed
+    item_ids = [
+        t["data"]["item_id"]
+        for p in json.loads((run / "annotation" / "projects.json").read_text()).values()
+        for t in ls.export(p["id"])
+    ]
+    assert sorted(item_ids) == sorted(i.id for i in load_items(run))  # each item once
 
 
-def test_cli_push_and_pull(label_studio, prefect_api, sample_dir, tmp_path, cli_env):
+@pytest.mark.parametrize("token_kind", ["legacy", "personal"])
+def test_cli_push_and_pull(label_studio, prefect_api, sample_dir, tmp_path, cli_env, token_kind):
     run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["S1"])
+    token = label_studio.token(kind=token_kind)
     env = {
         **cli_env,
         "LABEL_STUDIO_URL": label_studio.url,
-        "LABEL_STUDIO_API_KEY": label_studio.admin.token,
+        "LABEL_STUDIO_API_KEY": token,
         "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(label_studio.document_root),
     }
     pushed = subprocess.run(
@@ -200,7 +254,7 @@ def test_cli_push_and_pull(label_studio, prefect_api, sample_dir, tmp_path, cli_
     )
     assert bad.returncode == 2 and "refused the API token" in bad.stderr and "wrong-token-123" not in bad.stderr
     for out in (pushed, pulled):
-        assert label_studio.admin.token not in out.stdout + out.stderr
+        assert token not in out.stdout + out.stderr
 
 
 def test_verify_flow_waits_then_pulls(label_studio, prefect_api, sample_dir, tmp_path, monkeypatch):
@@ -263,6 +317,32 @@ def test_serve_initialises_starts_and_stops_on_sigterm(label_studio, tmp_path, c
         f"{creds['url']}/api/current-user/whoami", headers={"Authorization": f"Token {creds['token']}"}
     ).json()
     assert me["email"] == creds["email"]
+
+    # an annotator account: the password is kept in a file only its owner reads, and never printed
+    add = [*perceptforge_cmd(), "annotate", "add-annotator", "ann3@example.com", "--venv", str(LABEL_STUDIO_VENV)]
+    added = subprocess.run(add, env=env, capture_output=True, text=True, timeout=300)
+    assert added.returncode == 0, added.stderr
+    kept = tmp_path / "state" / "label-studio" / "annotators" / "ann3@example.com.json"
+    annotator = json.loads(kept.read_text())
+    assert oct(kept.stat().st_mode & 0o777) == "0o600" and str(kept) in added.stdout
+    assert annotator["password"] not in added.stdout + added.stderr
+    browser = httpx.Client(base_url=creds["url"])
+    browser.get("/user/login/")
+    signed_in = browser.post(
+        "/user/login/",
+        data={
+            "email": "ann3@example.com",
+            "password": annotator["password"],
+            "csrfmiddlewaretoken": browser.cookies["csrftoken"],
+        },
+        headers={"Referer": f"{creds['url']}/user/login/"},
+    )
+    assert (
+        signed_in.status_code == 302 and browser.get("/api/current-user/whoami").json()["email"] == "ann3@example.com"
+    )
+    again = subprocess.run(add, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "already has an account" in again.stderr
+
     serve.send_signal(signal.SIGTERM)
     out, _ = serve.communicate(timeout=60)
     assert creds["token"] not in out and creds["password"] not in out and "credentials.json" in out

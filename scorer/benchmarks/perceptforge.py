@@ -18,7 +18,7 @@ from perceptforge.scorer import metrics as m
 from perceptforge.scorer.benchmarks.codis import judge_by_rule
 from perceptforge.scorer.extract import LETTERS, extract_choice, extract_yes_no
 from perceptforge.scorer.judge import judge_unparsed
-from perceptforge.scorer.predictions import iter_records, read_predictions
+from perceptforge.scorer.predictions import PredictionSet, iter_records, read_predictions
 from perceptforge.scorer.requests import Request, image_under
 from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 
@@ -28,23 +28,7 @@ def read_data(paths: list[Path]) -> list[dict]:
     rows = []
     for path in map(Path, paths):
         if path.suffix == ".tsv":
-            csv.field_size_limit(sys.maxsize)  # base64 images are long fields
-            with open(path, newline="", encoding="utf-8") as f:
-                for lineno, row in enumerate(csv.DictReader(f, delimiter="\t"), start=2):
-                    options = [row[c] for c in LETTERS if row.get(c)]
-                    if not options or row.get("answer") not in LETTERS[: len(options)]:
-                        raise InputError(f"{path}:{lineno}", "MCQ row needs options A… and an answer letter among them")
-                    rows.append(
-                        {
-                            "id": row["id"],
-                            "kind": "mcq",
-                            "category": row["category"],
-                            "level": row.get("l2-category", ""),
-                            "question": row["question"],
-                            "options": options,
-                            "answer": row["answer"],
-                        }
-                    )
+            rows += read_vlmevalkit_tsv(path)
             continue
         for where, rec in iter_records(path):
             try:
@@ -67,6 +51,47 @@ def read_data(paths: list[Path]) -> list[dict]:
             rows.append(base)
     if not rows:
         raise InputError(", ".join(map(str, paths)), "no items")
+    return rows
+
+
+def read_vlmevalkit_tsv(path: Path) -> list[dict]:
+    """Rows of our VLMEvalKit export: MCQ rows (options ``A…``, a letter) and Y/N rows (``Yes``/``No``, ids
+    ``<item>#<image>``), the two halves of a Yes/No pair joined back into one record."""
+    csv.field_size_limit(sys.maxsize)  # base64 images are long fields
+    rows: list[dict] = []
+    pairs: dict[str, dict] = {}
+    with open(path, newline="", encoding="utf-8") as f:
+        for lineno, row in enumerate(csv.DictReader(f, delimiter="\t"), start=2):
+            where = f"{path}:{lineno}"
+            base = {
+                "category": row.get("category") or "",
+                "level": row.get("level") or "",
+                "question": row.get("question") or "",
+            }
+            options = [row[c] for c in LETTERS if row.get(c)]
+            if options:
+                if row.get("answer") not in LETTERS[: len(options)]:
+                    raise InputError(where, f"MCQ row's answer {row.get('answer')!r} is not one of its option letters")
+                rows.append(
+                    {
+                        "id": row["id"],
+                        "kind": row.get("kind") or "mcq",
+                        **base,
+                        "options": options,
+                        "answer": row["answer"],
+                    }
+                )
+                continue
+            item_id, _, image = (row.get("id") or "").rpartition("#")
+            if row.get("answer") not in ("Yes", "No") or image not in ("natural", "manipulated"):
+                raise InputError(
+                    where,
+                    "expected an MCQ row (options A…) or a Y/N row (answer Yes/No, id <item>#natural|manipulated)",
+                )
+            if item_id not in pairs:
+                pairs[item_id] = {"id": item_id, "kind": "yes_no_pair", **base, "answers": {}}
+                rows.append(pairs[item_id])
+            pairs[item_id]["answers"][image] = row["answer"].lower()  # our records spell yes / no
     return rows
 
 
@@ -95,6 +120,11 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         else:
             unknown.append(entry)
     preds.unknown = unknown
+    return score_rows(rows, preds, protocol, judge)
+
+
+def score_rows(rows: list[dict], preds: PredictionSet, protocol: str = "strict", judge=None) -> ScoreResult:
+    """Score flat question records (``read_data``'s) against predictions keyed as ``_keys`` keys them."""
     scored, missing, yes_no = ItemLog(), [], []
     for r in rows:
         group = f"{r['category']}/{r['kind']}"
@@ -183,9 +213,18 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     )
 
 
+def question_text(kind: str, question: str, options: list[str] | None = None, context: str | None = None) -> str:
+    """What a model is asked for one question (the prompts `predict` and the lmms-eval task share)."""
+    if kind == "yes_no_pair":
+        return load_prompt("predict/yes_no").render(question=question)
+    if kind == "context_pair":
+        return load_prompt("predict/codis_di_cot").render(context=context, question=question)
+    lettered = "\n".join(f"{LETTERS[k]}. {o}" for k, o in enumerate(options or []))
+    return load_prompt("predict/mcq").render(question=question, options=lettered)
+
+
 def requests(data: Path, images: Path) -> Iterator[Request]:
     """Our exported split (val.jsonl / test.jsonl): Yes/No pairs asked on each image, MCQs with lettered options."""
-    prompt_mcq, prompt_yes_no, prompt_context = (load_prompt(f"predict/{n}") for n in ("mcq", "yes_no", "codis_di_cot"))
     for where, rec in iter_records(data):
         q, pair = rec["question"], rec["pair"]
         natural, manipulated = (
@@ -194,15 +233,14 @@ def requests(data: Path, images: Path) -> Iterator[Request]:
         )
         if q["kind"] == "yes_no_pair":
             for name, img in (("natural", natural), ("manipulated", manipulated)):
-                yield Request({"id": rec["id"], "image": name}, prompt_yes_no.render(question=q["question"]), (img,))
+                yield Request({"id": rec["id"], "image": name}, question_text(q["kind"], q["question"]), (img,))
         elif q["kind"] == "context_pair":
             for c, context in enumerate(q["contexts"], start=1):
                 yield Request(
                     {"id": rec["id"], "context": str(c)},
-                    prompt_context.render(context=context, question=q["question"]),
+                    question_text(q["kind"], q["question"], context=context),
                     (manipulated,),
                 )
         else:
-            options = "\n".join(f"{'ABCDE'[k]}. {o}" for k, o in enumerate(q["options"]))
             imgs = (natural, manipulated) if q["kind"] == "cross_mcq" else (manipulated,)
-            yield Request({"id": rec["id"]}, prompt_mcq.render(question=q["question"], options=options), imgs)
+            yield Request({"id": rec["id"]}, question_text(q["kind"], q["question"], q["options"]), imgs)
