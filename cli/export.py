@@ -23,6 +23,7 @@ def export(
     license: str = typer.Option(
         "other", "--license", help="the data card's licence (a Hub licence id, e.g. cc-by-4.0): the sources' terms"
     ),
+    audit: bool = typer.Option(True, "--audit/--no-audit", help="run `perceptforge audit` on the split"),
 ) -> None:
     """Export a run as a split stratified by category: JSONL + images, Parquet, VLMEvalKit TSV, manifest, data card."""
     from perceptforge.outputs.export import export_split
@@ -40,3 +41,8 @@ def export(
         f"val {manifest.counts.get('val', 0)} · test {manifest.counts.get('test', 0)} items → [bold]{out}[/] "
         f"({len(manifest.files)} files)"
     )
+    if audit and "jsonl" in formats:
+        from perceptforge.audit.run import audit as run_audit
+        from perceptforge.cli.audit import print_audit
+
+        print_audit(run_audit([out], out), out)

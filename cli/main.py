@@ -178,6 +178,7 @@ def schema(
 
 
 from perceptforge.cli.annotate import app as annotate_app  # noqa: E402
+from perceptforge.cli.audit import audit  # noqa: E402
 from perceptforge.cli.export import export  # noqa: E402
 from perceptforge.cli.predict import predict  # noqa: E402
 from perceptforge.cli.score import score  # noqa: E402
@@ -185,4 +186,5 @@ from perceptforge.cli.score import score  # noqa: E402
 app.command()(score)
 app.command()(predict)
 app.command()(export)
+app.command()(audit)
 app.add_typer(annotate_app, name="annotate")

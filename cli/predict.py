@@ -27,6 +27,9 @@ def predict(
     concat_images: bool = typer.Option(False, "--concat-images", help="join several images side by side into one"),
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="environment variable holding the key"),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens"),
+    blind: Optional[str] = typer.Option(
+        None, "--blind", help="grey: each image replaced by a grey one of its size; none: no image (a blind baseline)"
+    ),
 ) -> None:
     """Run a model over a release with the paper's prompt; images go as base64 data URLs."""
     from perceptforge.backends.chat import ChatClient
@@ -50,6 +53,7 @@ def predict(
             concurrency,
             concat_images,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
+            blind=blind,
         )
     console.print(
         f"{summary['answered']} answered, {summary['skipped']} already in {out}; tokens in/out "

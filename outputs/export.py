@@ -48,17 +48,34 @@ def load_items(run_dir: Path, only_verified: bool = False) -> list[BenchmarkItem
     return items
 
 
+def placement_cost(placed: dict[str, Counter], target: dict[str, dict], cats: Counter, side: str) -> float:
+    """How far both sides' per-category counts would be from their targets with ``cats`` added to ``side``."""
+    return sum(
+        (placed[s][c] + (n if s == side else 0) - target[s][c]) ** 2 for s in ("val", "test") for c, n in cats.items()
+    )
+
+
 def assign_splits(items: list[BenchmarkItem], seed: int, val_fraction: float) -> dict[str, str]:
-    """Seeded split stratified by low-level category: each category contributes ~val_fraction to val."""
-    by_cat: dict[str, list[str]] = defaultdict(list)
+    """Seeded val / test split, whole source images at a time (the questions about one picture never land on
+    both sides: that would leak it), stratified by low-level category: sources are taken in a seeded order
+    and each goes to the side that keeps every category's val share nearest ``val_fraction``."""
+    by_source: dict[str, list[BenchmarkItem]] = defaultdict(list)
     for item in items:
-        by_cat[item.category.low].append(item.id)
+        by_source[item.lineage.source_sha256].append(item)
+    totals = Counter(i.category.low for i in items)
+    target = {"val": {c: n * val_fraction for c, n in totals.items()}}
+    target["test"] = {c: n - target["val"][c] for c, n in totals.items()}
+    placed: dict[str, Counter] = {"val": Counter(), "test": Counter()}
+    rng = random.Random(f"{seed}:sources")
+    order = sorted(by_source)
+    rng.shuffle(order)
     splits = {}
-    for cat, ids in sorted(by_cat.items()):
-        ids = sorted(ids)
-        random.Random(f"{seed}:{cat}").shuffle(ids)
-        n_val = round(len(ids) * val_fraction)
-        splits.update({i: "val" for i in ids[:n_val]} | {i: "test" for i in ids[n_val:]})
+    for source in order:
+        cats = Counter(i.category.low for i in by_source[source])
+        val_cost, test_cost = (placement_cost(placed, target, cats, side) for side in ("val", "test"))
+        side = "val" if val_cost < test_cost or (val_cost == test_cost and rng.random() < val_fraction) else "test"
+        placed[side].update(cats)
+        splits.update({i.id: side for i in by_source[source]})
     return splits
 
 
@@ -314,6 +331,8 @@ def export_split(
     write_json(out / "manifest.json", manifest.model_dump(mode="json"))
     verification_path = run_dir / "verification" / "summary.json"
     verification = json.loads(verification_path.read_text()) if verification_path.exists() else None
+    if verification:  # the audit reads it beside the split
+        write_json(out / "verification.json", verification)
     atomic_write_text(out / "README.md", data_card(manifest, only_verified, license, verification))
     return manifest
 
@@ -410,6 +429,9 @@ def data_card(
         "",
         f"Seed {manifest.seed}; templates {manifest.templates}; models {manifest.models}; "
         f"source commit `{manifest.source_commit or 'unknown'}`.",
+        "",
+        "`audit.html` / `audit.json` (from `perceptforge audit`): answer balance, option bias, duplicates and",
+        "leakage, human verification, with every flagged item.",
         "",
         "Load it with `datasets.load_dataset(<this folder or its Hub id>)` (splits val and test, images",
         "decoded); score predictions with `perceptforge score perceptforge --data val.jsonl --predictions PRED.jsonl`.",

@@ -36,7 +36,9 @@ td{border-top:1px solid #eee;padding:4px 6px;vertical-align:top} .ok{color:#0a7d
 def bar_chart(title: str, counts: dict[str, int], colour: str = "#4C72B0") -> str:
     if not counts:
         return f"<div><h3>{html.escape(title)}</h3><p>none</p></div>"
-    width, bar_h, label_w = 420, 18, 150
+    # Room for the longest label (about 7 px a character at 12 px), so category names are not cut off.
+    label_w = max(150, 7 * max(len(str(label)) for label in counts) + 12)
+    width, bar_h = label_w + 270, 18
     top = max(counts.values())
     rows = []
     for k, (label, n) in enumerate(counts.items()):

@@ -20,9 +20,18 @@ from perceptforge.backends.chat import ChatClient
 from perceptforge.errors import PerceptforgeError
 from perceptforge.scorer import benchmarks
 
+BLIND = ("grey", "none")
+GREY = (128, 128, 128)
 
-def image_bytes(images: tuple[Path | bytes, ...], concat: bool) -> list[bytes]:
+
+def image_bytes(images: tuple[Path | bytes, ...], concat: bool, blind: str | None = None) -> list[bytes]:
+    """PNG bytes of the request's images. ``blind``: ``grey`` sends a grey image of each one's size, ``none``
+    sends none (BLINK's caption-only test: what can be answered without looking)."""
+    if blind == "none":
+        return []
     loaded = [Image.open(io.BytesIO(i) if isinstance(i, bytes) else i).convert("RGB") for i in images]
+    if blind == "grey":
+        loaded = [Image.new("RGB", im.size, GREY) for im in loaded]
     if concat and len(loaded) > 1:
         # Side by side at a common height, for models that take one image per request.
         height = min(im.height for im in loaded)
@@ -67,7 +76,10 @@ def predict(
     concurrency: int = 4,
     concat_images: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    blind: str | None = None,
 ) -> dict:
+    if blind is not None and blind not in BLIND:
+        raise PerceptforgeError(f"blind must be one of {', '.join(BLIND)}, got {blind!r}")
     module = benchmarks.get(benchmark)
     if not hasattr(module, "requests"):
         raise PerceptforgeError(f"predict supports {', '.join(benchmarks.predictable())}, not {benchmark!r}")
@@ -78,7 +90,7 @@ def predict(
     client.load()
     finished = 0
     with open(out, "a", encoding="utf-8") as sink, ThreadPoolExecutor(max_workers=concurrency) as pool:
-        futures = {pool.submit(client.complete, r.text, image_bytes(r.images, concat_images)): r for r in todo}
+        futures = {pool.submit(client.complete, r.text, image_bytes(r.images, concat_images, blind)): r for r in todo}
         for future in as_completed(futures):
             request = futures[future]
             output = future.result()

@@ -1,5 +1,6 @@
 """export: stratified seeded split, byte-identical reruns, Parquet for `datasets`, TSV back through the scorer."""
 
+import hashlib
 import json
 
 import numpy as np
@@ -54,8 +55,8 @@ def make_run(tmp_path, n_per_cat=4):
                         "question": q,
                         "pair": {"natural": nat.model_dump(), "manipulated": man.model_dump()},
                         "lineage": {
-                            "source_id": str(k),
-                            "source_sha256": SHA,
+                            "source_id": f"{low}-{k}",
+                            "source_sha256": hashlib.sha256(f"{low}-{k}".encode()).hexdigest(),
                             "template_id": low,
                             "template_version": 1,
                             "seed": 0,

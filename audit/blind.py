@@ -1,0 +1,82 @@
+"""The blind baseline (BLINK's caption-only test): the model answers with every image replaced by a grey
+one of the same size. Accuracy far above random means the questions can be answered without looking."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from perceptforge.audit.checks import Check, pct
+from perceptforge.audit.items import AuditItem
+from perceptforge.backends.chat import ChatClient
+from perceptforge.scorer import benchmarks
+from perceptforge.scorer.predict import predict
+
+
+def chance(item: AuditItem) -> float:
+    """The probability a random answer is right: 1/n for an MCQ, 1/2 for a Yes/No question."""
+    return 1 / len(item.options) if item.options else 0.5
+
+
+def data_files(paths: list[Path], benchmark: str) -> list[Path]:
+    if benchmark != "perceptforge":
+        return paths
+    return [f for p in paths for f in (sorted(p.glob("*.jsonl")) if p.is_dir() else [p])]
+
+
+def blind_baseline(
+    paths: list[Path],
+    benchmark: str,
+    items: list[AuditItem],
+    client: ChatClient,
+    out: Path,
+    t: dict,
+    images: Path | None = None,
+    mode: str = "grey",
+) -> Check:
+    """Predict every question blind (resumable: ``out/blind_<mode>.jsonl`` keeps what was answered), score it
+    with the benchmark's scorer, and compare each category's accuracy with random."""
+    module = benchmarks.get(benchmark)
+    if not hasattr(module, "requests"):
+        return Check("blind_baseline", None, f"{benchmark}: no predict requests to run blind")
+    files = data_files(paths, benchmark)
+    predictions = out / f"blind_{mode}.jsonl"
+    for data in files:
+        predict(benchmark, data, images or data.parent, client, predictions, blind=mode)
+    result = module.score(data=files, predictions=[predictions])
+    correct = {s.id: s.correct for s in result.items}
+    by_category: dict[str, list[tuple[bool, float]]] = defaultdict(list)
+    for item in items:
+        if item.id in correct:
+            by_category[item.category].append((correct[item.id], chance(item)))
+    per_category = {
+        cat: {
+            "items": len(rows),
+            "blind": pct(sum(c for c, _ in rows), len(rows)),
+            "random": pct(sum(r for _, r in rows), len(rows)),
+        }
+        for cat, rows in sorted(by_category.items())
+    }
+    everything = [row for rows in by_category.values() for row in rows]
+    accuracy, random = (
+        pct(sum(c for c, _ in everything), len(everything)),
+        pct(sum(r for _, r in everything), len(everything)),
+    )
+    gain = round((accuracy or 0) - (random or 0), 2)
+    over = [
+        c for c, row in per_category.items() if (row["blind"] or 0) - (row["random"] or 0) > t["max_gain_over_random"]
+    ]
+    return Check(
+        "blind_baseline",
+        gain <= t["max_gain_over_random"],
+        f"{client.model} with grey images: {accuracy}% vs random {random}% ({gain:+} points; goal at most "
+        f"+{t['max_gain_over_random']})" + (f"; over the goal: {', '.join(over)}" if over else ""),
+        {
+            "model": client.model,
+            "mode": mode,
+            "accuracy": accuracy,
+            "random": random,
+            "gain_over_random": gain,
+            "per_category": per_category,
+        },
+    )

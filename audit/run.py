@@ -1,0 +1,79 @@
+"""``perceptforge audit``: read a split, run every check, write ``audit.json`` and ``audit.html``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from perceptforge.audit import checks
+from perceptforge.audit.items import AuditItem, read_items
+from perceptforge.audit.page import audit_page
+from perceptforge.backends.chat import ChatClient
+from perceptforge.errors import InputError
+from perceptforge.fileio import atomic_write_text, write_json
+
+
+def thresholds(path: Path | None = None) -> dict:
+    """The defaults (``audit/thresholds.yaml``), each section updated from ``path`` when given."""
+    merged = yaml.safe_load(resources.files("perceptforge.audit").joinpath("thresholds.yaml").read_text())
+    if path is not None:
+        given = yaml.safe_load(path.read_text()) or {}
+        for section, values in given.items():
+            if section not in merged or not isinstance(values, dict):
+                raise InputError(str(path), f"unknown threshold section {section!r}; known: {', '.join(merged)}")
+            unknown = set(values) - set(merged[section])
+            if unknown:
+                raise InputError(str(path), f"{section}: unknown thresholds {sorted(unknown)}")
+            merged[section] |= values
+    return merged
+
+
+def run_checks(items: list[AuditItem], limits: dict, verification: dict | None = None) -> list[checks.Check]:
+    return [
+        checks.answer_balance(items, limits["balance"]),
+        checks.opposite_pairs(items, limits["balance"]),
+        checks.option_bias(items, limits["option_bias"]),
+        checks.duplicates(items, limits["duplicates"]),
+        checks.human_verification(verification, limits["human_verification"]),
+    ]
+
+
+def audit(
+    paths: list[Path],
+    out: Path,
+    benchmark: str = "perceptforge",
+    thresholds_path: Path | None = None,
+    verification: dict | None = None,
+    blind: ChatClient | None = None,
+    images: Path | None = None,
+) -> dict:
+    """Audit the split and write ``out/audit.json`` and ``out/audit.html``; returns the JSON document.
+    With a ``blind`` client, the blind baseline runs too (its predictions are kept in ``out``)."""
+    limits = thresholds(thresholds_path)
+    items = read_items(paths, benchmark)
+    if not items:
+        raise InputError(", ".join(map(str, paths)), "no items to audit")
+    if verification is None:
+        found = [p / "verification.json" for p in paths if (p / "verification.json").is_file()]
+        verification = yaml.safe_load(found[0].read_text()) if found else None
+    out.mkdir(parents=True, exist_ok=True)
+    results = run_checks(items, limits, verification)
+    if blind is not None:
+        from perceptforge.audit.blind import blind_baseline
+
+        results.append(blind_baseline(paths, benchmark, items, blind, out, limits["blind_baseline"], images))
+    doc = {
+        "benchmark": benchmark,
+        "inputs": [os.path.relpath(p, out) for p in paths],  # relative: the same split audits to the same bytes
+        "items": len(items),
+        "passed": all(c.passed is not False for c in results),
+        "thresholds": limits,
+        "checks": [asdict(c) for c in results],
+    }
+    write_json(out / "audit.json", doc)
+    atomic_write_text(out / "audit.html", audit_page(doc, {i.id: i for i in items}))
+    return doc

@@ -1,0 +1,206 @@
+"""perceptforge audit: each check on hand-made splits, the blind baseline against a local chat server, the
+CLI's --strict gate, and the audit that export runs."""
+
+import base64
+import io
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from helpers import perceptforge_cmd
+from PIL import Image
+from test_export import make_run
+
+from perceptforge.audit import checks
+from perceptforge.audit.items import AuditItem, read_items
+from perceptforge.audit.run import audit, thresholds
+from perceptforge.audit.stats import chi2_sf
+from perceptforge.errors import InputError
+from perceptforge.outputs.export import export_split
+
+LIMITS = thresholds()
+
+
+def mcq(n: int, answer, options=("a cat", "a dog", "a cup", "a hat"), category="c") -> list[AuditItem]:
+    return [
+        AuditItem(
+            f"q{k}",
+            category,
+            "mcq",
+            "What is on the table?",
+            answer(k),
+            tuple(options(k) if callable(options) else options),
+        )
+        for k in range(n)
+    ]
+
+
+def test_chi_square_survival_matches_tables():
+    for x, df, p in [(3.841, 1, 0.05), (9.210, 2, 0.01), (11.070, 5, 0.05), (0.0, 3, 1.0)]:
+        assert chi2_sf(x, df) == pytest.approx(p, abs=2e-4)
+
+
+def test_answers_all_a_fail_the_balance_check_and_uniform_answers_pass():
+    failed = checks.answer_balance(mcq(40, lambda k: "A"), LIMITS["balance"])
+    assert failed.passed is False and failed.figures["answer_letters"] == {"A": 40}
+    assert failed.figures["chi_square"]["p_value"] < 1e-6 and "not uniform" in failed.summary
+    passed = checks.answer_balance(mcq(40, lambda k: "ABCD"[k % 4]), LIMITS["balance"])
+    assert passed.passed is True and passed.figures["chi_square"]["p_value"] == 1.0
+    few = checks.answer_balance(mcq(3, lambda k: "A"), LIMITS["balance"])
+    assert few.passed is None  # too few to judge: reported, not failed
+    yes = [AuditItem(f"y{k}", "c", "yes_no", "Is it red?", "yes") for k in range(20)]
+    assert checks.answer_balance(yes, LIMITS["balance"]).figures["yes_share"] == 100.0
+    assert checks.answer_balance(yes, LIMITS["balance"]).passed is False
+
+
+def test_pairs_need_two_different_answers():
+    pair = [
+        AuditItem("p#1", "c", "yes_no", "Is it red?", "yes", pair="p"),
+        AuditItem("p#2", "c", "yes_no", "Is it red?", "yes", pair="p"),
+    ]
+    fine = [
+        AuditItem("r#1", "c", "yes_no", "Is it red?", "yes", pair="r"),
+        AuditItem("r#2", "c", "yes_no", "Is it red?", "no", pair="r"),
+    ]
+    result = checks.opposite_pairs(pair + fine, LIMITS["balance"])
+    assert result.passed is False and result.flags == [
+        {"item": "p#1", "check": "pairs", "pair": "p", "answers": ["yes", "yes"]}
+    ]
+
+
+def test_longest_option_always_right_fails_the_option_bias_check():
+    rotate = ["a cat", "a dog", "a cup", "a hat"]
+
+    def options(k):  # the answer, at a rotating position, is the only long option
+        opts = list(rotate)
+        opts[k % 4] = "a small striped cat sleeping on a folded woollen blanket"
+        return opts
+
+    biased = checks.option_bias(mcq(40, lambda k: "ABCD"[k % 4], options), LIMITS["option_bias"])
+    assert biased.passed is False and biased.figures["longest_is_answer"] == 100.0
+    assert biased.figures["heuristic_accuracy"] == 100.0 and biased.figures["random"] == 25.0
+    assert biased.figures["per_category"] == {"c": {"items": 40, "heuristic": 100.0, "random": 25.0}}
+    assert len(biased.flags) == 40 and biased.flags[0]["check"] == "option_bias"
+    fair = checks.option_bias(
+        mcq(40, lambda k: "ABCD"[k % 4], ["a cat", "a dog", "a cup", "a hat"]), LIMITS["option_bias"]
+    )
+    assert fair.passed is True and fair.flags == []
+
+
+def test_two_identical_images_are_flagged_as_duplicates(tmp_path):
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "one.png")
+    Image.fromarray(pixels).save(tmp_path / "same.jpg", quality=90)  # the same picture, re-encoded
+    Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(tmp_path / "other.png")
+    items = [
+        AuditItem("a", "c", "mcq", "Q1?", "A", ("x", "y"), images=(str(tmp_path / "one.png"),), source="s1"),
+        AuditItem("b", "c", "mcq", "Q2?", "B", ("x", "y"), images=(str(tmp_path / "same.jpg"),), source="s2"),
+        AuditItem("c", "c", "mcq", "Q3?", "A", ("x", "y"), images=(str(tmp_path / "other.png"),), source="s3"),
+    ]
+    result = checks.duplicates(items, LIMITS["duplicates"])
+    assert result.passed is False and result.figures["near_duplicate_image_pairs"] == 1
+    (flag,) = result.flags
+    assert {flag["item"], flag["other_item"]} == {"a", "b"} and flag["hamming"] <= LIMITS["duplicates"]["image_hamming"]
+
+
+def test_leakage_between_val_and_test_is_flagged():
+    items = [
+        AuditItem("a", "c", "mcq", "Q1?", "A", ("x", "y"), split="val", source="s1"),
+        AuditItem("b", "c", "mcq", "Q2?", "A", ("x", "y"), split="test", source="s1"),
+    ]
+    result = checks.duplicates(items, LIMITS["duplicates"])
+    assert result.passed is False and result.figures["sources_in_both_splits"] == 1
+    assert result.flags[0]["check"] == "leakage" and result.flags[0]["splits"] == ["test", "val"]
+
+
+def test_an_export_audits_clean_and_each_yes_no_pair_is_two_questions(tmp_path):
+    out = tmp_path / "s"
+    export_split(make_run(tmp_path), out)
+    items = read_items([out])
+    assert len(items) == 32 and {i.split for i in items} == {"val", "test"}
+    doc = audit([out], out)
+    by_name = {c["name"]: c for c in doc["checks"]}
+    assert by_name["pairs"]["passed"] is True and by_name["pairs"]["figures"]["pairs"] == 8
+    assert by_name["human_verification"]["passed"] is None
+    # export splits whole sources: no picture is on both sides
+    assert by_name["duplicates"]["passed"] is True and by_name["duplicates"]["figures"]["sources_in_both_splits"] == 0
+    assert (out / "audit.html").read_text().startswith("<!doctype html>")
+    assert json.loads((out / "audit.json").read_text())["inputs"] == ["."]
+
+
+def test_blind_baseline_against_a_chat_server_that_answers_from_text(tmp_path):
+    from chat_server import ChatServer
+
+    from perceptforge.backends.chat import ChatClient
+
+    out = tmp_path / "s"
+    export_split(make_run(tmp_path), out, formats=("jsonl",))
+    seen_pixels = set()
+
+    def from_text_alone(req):
+        content = req["messages"][0]["content"]
+        for part in content[:-1]:
+            data = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+            seen_pixels.update(
+                map(tuple, np.asarray(Image.open(io.BytesIO(data)).convert("RGB")).reshape(-1, 3).tolist())
+            )
+        return "Yes" if "Yes or No" in content[-1]["text"] else "A"
+
+    with ChatServer(from_text_alone) as server:
+        doc = audit([out], out, blind=ChatClient(base_url=server.base_url, model="tiny"))
+    blind = next(c for c in doc["checks"] if c["name"] == "blind_baseline")
+    assert seen_pixels == {(128, 128, 128)}  # the model saw grey images only
+    # single MCQs: 2 of 8 answers are A; cross MCQs (answer B): 0 of 8; Yes/No: right on the 8 manipulated images
+    assert blind["figures"]["accuracy"] == pytest.approx(100 * 10 / 32, abs=0.01)
+    assert blind["figures"]["random"] == pytest.approx(100 * (8 / 5 + 8 / 2 + 16 / 2) / 32, abs=0.01)
+    assert blind["passed"] is True and set(blind["figures"]["per_category"]) == {
+        "B3 Behaviour-Object Association",
+        "S1 Scenario-Background",
+    }
+    assert (out / "blind_grey.jsonl").exists()
+
+
+def test_cli_strict_gates_on_a_failed_check_and_export_runs_the_audit(tmp_path, cli_env):
+    out = tmp_path / "s"
+    export_split(make_run(tmp_path), out, formats=("jsonl",))
+    for line_file in ("val.jsonl", "test.jsonl"):  # every MCQ answer becomes A: the balance check fails
+        rows = [json.loads(line) for line in (out / line_file).read_text().splitlines()]
+        for row in rows:
+            if "options" in row["question"]:
+                row["question"]["answer"] = "A"
+        (out / line_file).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    strict = subprocess.run(
+        [*perceptforge_cmd(), "audit", str(out), "--strict"], capture_output=True, text=True, env=cli_env, timeout=300
+    )
+    assert strict.returncode == 1 and "balance" in strict.stdout and "FAILED" in strict.stdout
+    lenient = subprocess.run(
+        [*perceptforge_cmd(), "audit", str(out)], capture_output=True, text=True, env=cli_env, timeout=300
+    )
+    assert lenient.returncode == 0
+    loose = tmp_path / "loose.yaml"
+    loose.write_text("balance:\n  min_p_value: 0.0\n")
+    relaxed = subprocess.run(
+        [*perceptforge_cmd(), "audit", str(out), "--strict", "--thresholds", str(loose)],
+        capture_output=True,
+        text=True,
+        env=cli_env,
+        timeout=300,
+    )
+    assert relaxed.returncode == 0, relaxed.stdout
+    loose.write_text("balance:\n  min_pvalue: 0.0\n")
+    with pytest.raises(InputError, match="unknown thresholds"):
+        thresholds(loose)
+
+    shutil.rmtree(out)
+    exported = subprocess.run(
+        [*perceptforge_cmd(), "export", str(tmp_path / "run"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=cli_env,
+        timeout=300,
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert (out / "audit.json").exists() and (out / "audit.html").exists() and "option_bias" in exported.stdout
