@@ -1,5 +1,6 @@
 """The blind baseline (BLINK's caption-only test): the model answers with every image replaced by a grey
-one of the same size. Accuracy far above random means the questions can be answered without looking."""
+one of the same size. Accuracy far above random means the questions can be answered without looking.
+CODIS pairs are asked twice blind instead: without the image, and without the context."""
 
 from __future__ import annotations
 
@@ -66,10 +67,11 @@ def blind_baseline(
     over = [
         c for c, row in per_category.items() if (row["blind"] or 0) - (row["random"] or 0) > t["max_gain_over_random"]
     ]
+    what = {"grey": "grey images", "none": "no image", "no_context": "no context"}[mode]
     return Check(
-        "blind_baseline",
+        "blind_baseline" if mode == "grey" else f"blind_baseline ({what})",
         gain <= t["max_gain_over_random"],
-        f"{client.model} with grey images: {accuracy}% vs random {random}% ({gain:+} points; goal at most "
+        f"{client.model} with {what}: {accuracy}% vs random {random}% ({gain:+} points; goal at most "
         f"+{t['max_gain_over_random']})" + (f"; over the goal: {', '.join(over)}" if over else ""),
         {
             "model": client.model,

@@ -65,7 +65,12 @@ def audit(
     if blind is not None:
         from perceptforge.audit.blind import blind_baseline
 
-        results.append(blind_baseline(paths, benchmark, items, blind, out, limits["blind_baseline"], images))
+        # CODIS items must need both the image and the context: each is left out in turn.
+        modes = ("none", "no_context") if benchmark == "codis" else ("grey",)
+        results += [
+            blind_baseline(paths, benchmark, items, blind, out, limits["blind_baseline"], images, mode)
+            for mode in modes
+        ]
     doc = {
         "benchmark": benchmark,
         "inputs": [os.path.relpath(p, out) for p in paths],  # relative: the same split audits to the same bytes

@@ -28,7 +28,10 @@ def predict(
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="environment variable holding the key"),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens"),
     blind: Optional[str] = typer.Option(
-        None, "--blind", help="grey: each image replaced by a grey one of its size; none: no image (a blind baseline)"
+        None,
+        "--blind",
+        help="a blind baseline: grey (each image replaced by a grey one of its size), none (no image), "
+        "no_context (CODIS: the question without its context)",
     ),
 ) -> None:
     """Run a model over a release with the paper's prompt; images go as base64 data URLs."""

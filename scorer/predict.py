@@ -8,6 +8,7 @@ output (a torn last line is dropped).
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 from collections.abc import Callable
@@ -20,13 +21,14 @@ from perceptforge.backends.chat import ChatClient
 from perceptforge.errors import PerceptforgeError
 from perceptforge.scorer import benchmarks
 
-BLIND = ("grey", "none")
+BLIND = ("grey", "none", "no_context")
 GREY = (128, 128, 128)
 
 
 def image_bytes(images: tuple[Path | bytes, ...], concat: bool, blind: str | None = None) -> list[bytes]:
     """PNG bytes of the request's images. ``blind``: ``grey`` sends a grey image of each one's size, ``none``
-    sends none (BLINK's caption-only test: what can be answered without looking)."""
+    sends none (BLINK's caption-only test: what can be answered without looking); ``no_context`` changes the
+    text, not the images."""
     if blind == "none":
         return []
     loaded = [Image.open(io.BytesIO(i) if isinstance(i, bytes) else i).convert("RGB") for i in images]
@@ -83,7 +85,14 @@ def predict(
     module = benchmarks.get(benchmark)
     if not hasattr(module, "requests"):
         raise PerceptforgeError(f"predict supports {', '.join(benchmarks.predictable())}, not {benchmark!r}")
-    requests = list(module.requests(Path(data), Path(images)))
+    if blind == "no_context":
+        if "with_context" not in inspect.signature(module.requests).parameters:
+            raise PerceptforgeError(
+                f"{benchmark} questions have no context to leave out (--blind no_context is for CODIS)"
+            )
+        requests = list(module.requests(Path(data), Path(images), with_context=False))
+    else:
+        requests = list(module.requests(Path(data), Path(images)))
     done = done_keys(out)
     todo = [r for r in requests if r.uid not in done]
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -204,3 +204,56 @@ def test_cli_strict_gates_on_a_failed_check_and_export_runs_the_audit(tmp_path, 
     )
     assert exported.returncode == 0, exported.stderr
     assert (out / "audit.json").exists() and (out / "audit.html").exists() and "option_bias" in exported.stdout
+
+
+def test_codis_pairs_get_two_blind_checks_no_image_and_no_context(tmp_path):
+    """A model that reads the answer off the context alone beats random without the image (the check fails);
+    without the context, a pair's two questions are the same, so it gets one of each pair right (random)."""
+    from chat_server import ChatServer
+
+    from perceptforge.backends.chat import ChatClient
+
+    records = []
+    for k in range(12):
+        Image.fromarray(np.full((16, 16, 3), k * 10, np.uint8)).save(tmp_path / f"{k}.png")
+        records.append(
+            {
+                "id": f"{k:03d}",
+                "image_id": f"{k}.png",
+                "question": "Am I opening or closing the door?",
+                "context": {"context_1": "The door swings toward me.", "context_2": "The door swings away from me."},
+                "answer": {"answer_1": "Opening the door.", "answer_2": "Closing the door."},
+                "category": "Location and Orientation",
+            }
+        )
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(records))
+    asked = {"with_image": 0, "with_context": 0}
+
+    def reply(req):
+        content = req["messages"][0]["content"]
+        text = content if isinstance(content, str) else content[-1]["text"]
+        asked["with_image"] += not isinstance(content, str)
+        asked["with_context"] += "Context:" in text
+        if "away from me" in text:
+            return "The door moves away.\nClosing the door."
+        return "It looks like a door.\nOpening the door."
+
+    with ChatServer(reply) as server:
+        doc = audit(
+            [data],
+            tmp_path / "audit",
+            "codis",
+            blind=ChatClient(base_url=server.base_url, model="tiny"),
+            images=tmp_path,
+        )
+    by_name = {c["name"]: c for c in doc["checks"]}
+    no_image, no_context = by_name["blind_baseline (no image)"], by_name["blind_baseline (no context)"]
+    assert (
+        no_image["figures"]["accuracy"] == 100.0
+        and no_image["figures"]["random"] == 50.0
+        and no_image["passed"] is False
+    )
+    assert no_context["figures"]["accuracy"] == 50.0 and no_context["passed"] is True
+    assert asked == {"with_image": 24, "with_context": 24}  # 24 questions each way: no image once, no context once
+    assert doc["passed"] is False

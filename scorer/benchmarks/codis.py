@@ -126,11 +126,12 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     return ScoreResult("codis", protocol, metrics, tables, scored, preds.warnings, missing, preds.unknown, bars)
 
 
-def requests(data: Path, images: Path) -> Iterator[Request]:
-    """What ``perceptforge predict`` asks, with the paper's prompt."""
-    prompt = load_prompt("predict/codis_di_cot")
+def requests(data: Path, images: Path, with_context: bool = True) -> Iterator[Request]:
+    """What ``perceptforge predict`` asks, with the paper's prompt (DI + CoT). ``with_context=False`` asks
+    without the context (the audit's blind check: CODIS items must need it)."""
+    prompt = load_prompt("predict/codis_di_cot" if with_context else "predict/codis_no_context")
     for where, rec in iter_records(data):
         img = image_under(images, rec["image_id"], where)
         for c in (1, 2):
-            text = prompt.render(context=rec["context"][f"context_{c}"], question=rec["question"])
-            yield Request({"id": rec["id"], "context": c}, text, (img,))
+            context = {"context": rec["context"][f"context_{c}"]} if with_context else {}
+            yield Request({"id": rec["id"], "context": c}, prompt.render(question=rec["question"], **context), (img,))
