@@ -41,6 +41,12 @@ def test_scores_jsonl_predictions(answers, tmp_path):
     assert r.missing == ["val_Counting_2"] and r.metrics["unparsed"] == 1
 
 
+def test_scores_a_csv_table_of_predictions(answers, tmp_path):
+    preds = write(tmp_path, "p.csv", 'idx,output\nval_Counting_1,"(A) 2"\nval_Jigsaw_1,I cannot tell.\n')
+    r = blink.score([answers], [preds])
+    assert r.metrics["tasks"] == {"Counting": 50.0, "Jigsaw": 0.0} and r.missing == ["val_Counting_2"]
+
+
 def test_identical_repeat_warns_conflict_fails_unknown_reported(answers, tmp_path):
     same = write(
         tmp_path,
@@ -65,7 +71,8 @@ def test_identical_repeat_warns_conflict_fails_unknown_reported(answers, tmp_pat
             '{"idx": "val_Counting_1", "output": "A"}\n{"idx": "val_Coun',
             r"trunc.jsonl:2: not a JSON object",
         ),
-        ("preds.csv", "idx,output\nval_Counting_1,A\n", r"preds.csv:1: not a JSON object.*looks like CSV"),
+        ("preds.jsonl", "idx,output\nval_Counting_1,A\n", r"preds.jsonl:1: not a JSON object.*looks like CSV"),
+        ("preds.csv", "item,answer\nval_Counting_1,A\n", r"preds.csv row 2: prediction record lacks 'idx'"),
         ("empty.jsonl", "", r"empty.jsonl: file is empty"),
     ],
 )
