@@ -58,7 +58,9 @@ def audit(
     if not items:
         raise InputError(", ".join(map(str, paths)), "no items to audit")
     if verification is None:
-        found = [p / "verification.json" for p in paths if (p / "verification.json").is_file()]
+        # beside an export, or in a run directory after `annotate pull`
+        places = [f for p in paths for f in (p / "verification.json", p / "verification" / "summary.json")]
+        found = [f for f in places if f.is_file()]
         verification = yaml.safe_load(found[0].read_text()) if found else None
     out.mkdir(parents=True, exist_ok=True)
     results = run_checks(items, limits, verification)

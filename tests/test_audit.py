@@ -257,3 +257,20 @@ def test_codis_pairs_get_two_blind_checks_no_image_and_no_context(tmp_path):
     assert no_context["figures"]["accuracy"] == 50.0 and no_context["passed"] is True
     assert asked == {"with_image": 24, "with_context": 24}  # 24 questions each way: no image once, no context once
     assert doc["passed"] is False
+
+
+def test_human_verification_figures_come_from_the_pull_summary(tmp_path):
+    out = tmp_path / "s"
+    export_split(make_run(tmp_path), out, formats=("jsonl",))
+    summary = {
+        "items": 10,
+        "status": {"kept": 8, "rejected": 1, "disagreement": 1},
+        "agreement": {"overall": {"items": 9, "percent_agreement": 88.89, "cohens_kappa": 0.6}},
+    }
+    (out / "verification.json").write_text(json.dumps(summary))
+    check = next(c for c in audit([out], out)["checks"] if c["name"] == "human_verification")
+    assert check["passed"] is True and check["figures"]["kept_share"] == 80.0
+    assert check["figures"]["agreement"]["overall"]["cohens_kappa"] == 0.6
+    summary["agreement"]["overall"]["percent_agreement"] = 60.0
+    (out / "verification.json").write_text(json.dumps(summary))
+    assert next(c for c in audit([out], out)["checks"] if c["name"] == "human_verification")["passed"] is False
