@@ -27,6 +27,7 @@ import yaml
 def replicate(sample: Path, out: Path, copies: int) -> None:
     doc = json.loads((sample / "annotations.json").read_text())
     shutil.copytree(sample / "images", out / "images")
+    shutil.copytree(sample / "depth", out / "depth")  # the depth scene names its disparity map
     people = [i for i in doc["images"] if i.get("subject")]
     donors = [i for i in doc["images"] if not i.get("subject")]
     images, anns, next_id = (

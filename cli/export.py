@@ -25,8 +25,27 @@ def export(
     ),
     audit: bool = typer.Option(True, "--audit/--no-audit", help="run `perceptforge audit` on the split"),
 ) -> None:
-    """Export a run as a split stratified by category: JSONL + images, Parquet, VLMEvalKit TSV, manifest, data card."""
+    """Export a run as a split stratified by category: JSONL + images, Parquet, VLMEvalKit TSV, manifest, data card.
+    A BLINK-style run (`run blink`) is written in BLINK's official layout instead."""
+    import json
+
     from perceptforge.outputs.export import export_split
+
+    marker = run_dir / "run.json"
+    if marker.is_file() and json.loads(marker.read_text()).get("flow") == "blink":
+        from perceptforge.outputs.blink_export import export_blink
+
+        written = export_blink(run_dir, out)
+        console.print(
+            f"BLINK layout: {len(written)} files → [bold]{out}[/] (score with `perceptforge score blink "
+            f"--data {out}/<Task>/val-00000-of-00001.parquet …` or --data {out}/val_answers.json)"
+        )
+        if audit:
+            from perceptforge.audit.run import audit as run_audit
+            from perceptforge.cli.audit import print_audit
+
+            print_audit(run_audit([out / "val_answers.json"], out, "blink"), out)
+        return
 
     manifest = export_split(
         run_dir,

@@ -139,6 +139,56 @@ def demo(
     _require_items(summary)
 
 
+@run_app.command("blink")
+def run_blink(
+    source: Path = typer.Option(..., "--source", help="source directory with images and a COCO-style annotations.json"),
+    out: Path = typer.Option(..., "--out", help="run directory (created; an existing one is resumed)"),
+    profile: str = typer.Option("local", "--profile", help="bundled profile name (local, gpu) or a YAML path"),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="seed for every random choice of the run"),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="only the first N source images (by id)"),
+    tasks: Optional[str] = typer.Option(
+        None, "--tasks", help="comma-separated task template ids, e.g. jigsaw,counting (default: all)"
+    ),
+    prompt_variants: Optional[str] = typer.Option(
+        None,
+        "--prompt-variants",
+        help="BLINK §4.3's visual-prompt ablation as variants of one split: RADII:COLOURS, e.g. 5,10,15:red,grey",
+    ),
+    fresh: bool = typer.Option(False, "--fresh", help="clear OUT first when it holds a run of other settings"),
+) -> None:
+    """Build BLINK-style items (BLINK §3.2: vision tasks as MCQs with visual prompts) from SOURCE into OUT."""
+    configure_prefect()
+    from perceptforge.flows.blink import blink_flow, plan_blink
+
+    chosen = [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None
+    plan_blink(source, out, profile, seed, limit, chosen, prompt_variants, fresh)  # each input problem: one line
+    summary = blink_flow(
+        source=str(source),
+        out=str(out),
+        profile=profile,
+        seed=seed,
+        limit=limit,
+        tasks=chosen,
+        prompt_variants=prompt_variants,
+        fresh=fresh,
+    )
+    from rich.table import Table
+
+    table = Table(title=f"blink run · seed {summary['seed']} · variants {', '.join(summary['variants'])}")
+    for col in ("task", "items", "random choice %"):
+        table.add_column(col, justify="left" if col == "task" else "right")
+    for task_name, n in summary["items_per_task"].items():
+        table.add_row(task_name, str(n), f"{summary['random_choice_per_task'][task_name]:.1f}")
+    console.print(table)
+    for reason, n in summary["failures"].items():
+        console.print(f"  [yellow]quarantined[/] {n} × {reason}")
+    for task_name, reason in summary["skipped_tasks"].items():
+        console.print(f"  [dim]skipped {task_name}: {reason}[/]")
+    console.print(f"run directory: [bold]{out.resolve()}[/]")
+    console.print(f"report:        [bold]{summary['report']}[/]")
+    _require_items(summary)
+
+
 @profile_app.command("check")
 def profile_check(profiles: list[str] = typer.Argument(..., help="profile names or YAML paths")) -> None:
     """Validate profiles; the first bad one stops with one line naming the key."""

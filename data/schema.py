@@ -427,6 +427,50 @@ class SplitManifest(Record):
     source_commit: str = ""
 
 
+# --- BLINK-style items (BLINK §3.2): classic vision tasks as MCQs with visual prompts ---------------------
+
+
+class Mark(Record):
+    """A visual prompt drawn on one of the item's images: a circle around a point, or a box."""
+
+    label: str = Field(min_length=1, description="the text beside the mark: 'A', 'B', 'REF' …")
+    image: int = Field(ge=0, description="index into the item's images")
+    shape: Literal["circle", "box"]
+    at: tuple[float, ...] = Field(description="circle: (x, y) of the marked point; box: (x0, y0, x1, y1)")
+
+    @model_validator(mode="after")
+    def _arity(self) -> Mark:
+        if len(self.at) != (2 if self.shape == "circle" else 4):
+            raise ValueError(f"at: a {self.shape} mark needs {2 if self.shape == 'circle' else 4} numbers")
+        return self
+
+
+class PerceptionItem(Record):
+    """One BLINK-style question: its images (marks drawn in), choices, answer letter and lineage."""
+
+    id: str = Field(min_length=1, description="hash of the sources + task template + seed + prompt variant")
+    version: int = Field(1, ge=1)
+    task: str = Field(min_length=1, description="BLINK's task name, e.g. 'Jigsaw', 'Object_Localization'")
+    question: str = Field(min_length=1)
+    choices: list[str] = Field(min_length=2, max_length=5)
+    answer: str = Field(pattern=r"^[A-E]$")
+    images: list[ImageRef] = Field(min_length=1, max_length=4)
+    marks: list[Mark] = []
+    random_choice: float = Field(gt=0, le=100, description="accuracy of a random answer, in %")
+    variant: str = Field("default", description="the visual-prompt variant (--prompt-variants)")
+    sources: list[str] = Field(min_length=1, description="ids of every source image the item uses")
+    lineage: Lineage
+    verified: bool = False
+
+    @model_validator(mode="after")
+    def _answer_in_choices(self) -> PerceptionItem:
+        if LETTERS.index(self.answer) >= len(self.choices):
+            raise ValueError(f"answer: {self.answer} is not one of the {len(self.choices)} choices")
+        if any(m.image >= len(self.images) for m in self.marks):
+            raise ValueError("marks: a mark names an image the item does not have")
+        return self
+
+
 SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
     SourceImage,
     IngestedSource,
@@ -448,6 +492,8 @@ SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
     MaskRecord,
     EditRecord,
     BenchmarkItem,
+    Mark,
+    PerceptionItem,
     SplitManifest,
 )
 

@@ -120,9 +120,9 @@ def identity_conflict(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     """What makes ``new`` another run than ``old``; None when resume can serve it (the same, or only more
     categories or a larger ``--limit``: the items already made stay right)."""
     differs = []
-    for key in ("flow", "profile", "seed", "sources"):
-        if old.get(key) != new[key]:
-            differs.append(f"{key} {old.get(key)!r} → {new[key]!r}" if key == "seed" else key)
+    for key in ("flow", "profile", "seed", "sources", "variants"):  # variants: the BLINK-style flow's
+        if old.get(key) != new.get(key):
+            differs.append(f"{key} {old.get(key)!r} → {new.get(key)!r}" if key == "seed" else key)
     if not set(old.get("categories", [])) <= set(new["categories"]):
         differs.append(f"categories {old.get('categories')} → {new['categories']}")
     old_limit, new_limit = old.get("limit"), new["limit"]

@@ -14,7 +14,7 @@ Box = tuple[float, float, float, float]  # x0, y0, x1, y1
 
 @dataclass(frozen=True)
 class Jigsaw:
-    reference: Image.Image  # the image with its centre cell blanked
+    reference: Image.Image  # the upper-left 2×2 cells, the grid's centre (their lower-right cell) blanked
     options: tuple[Image.Image, Image.Image]
     answer: int  # index into options of the true centre cell
     cells: tuple[Box, Box]  # where each option was cut from
@@ -29,8 +29,9 @@ def grid_cells(size: tuple[int, int], n: int = 3) -> list[Box]:
 
 
 def jigsaw(image: Image.Image, rng: np.random.Generator, fill: tuple[int, int, int] = (255, 255, 255)) -> Jigsaw:
-    """BLINK's Jigsaw on a 3×3 grid: the reference is the image with its centre cell cut out; the options
-    are the centre cell and one other cell of the same size class, in a seeded order."""
+    """BLINK's Jigsaw on a 3×3 grid: the reference is the upper-left 2×2 cells with the grid's centre cut out
+    (BLINK keeps "the three segments from the upper left corner"); the options are the centre cell and one
+    other cell of the same size, in a seeded order."""
     image = image.convert("RGB")
     cells = grid_cells(image.size)
     centre = cells[4]
@@ -38,7 +39,7 @@ def jigsaw(image: Image.Image, rng: np.random.Generator, fill: tuple[int, int, i
     # A distractor of the centre's exact size, so size gives nothing away (the middle row or column).
     same_size = [k for k, c in enumerate(cells) if k != 4 and (c[2] - c[0], c[3] - c[1]) == (cw, ch)]
     other = cells[int(rng.choice(same_size or [k for k in range(9) if k != 4]))]
-    reference = image.copy()
+    reference = image.crop((0, 0, int(centre[2]), int(centre[3])))
     reference.paste(Image.new("RGB", (cw, ch), fill), (int(centre[0]), int(centre[1])))
     pieces = [image.crop(centre), image.crop(other).resize((cw, ch))]
     answer = int(rng.integers(2))
@@ -90,8 +91,9 @@ def counting_options(count: int, rng: np.random.Generator, n: int = 4) -> tuple[
         raise ValueError(f"a counting item needs at least one object, got {count}")
     near = [c for c in range(count - 3, count + 4) if c >= 1 and c != count]
     distractors = [int(c) for c in rng.choice(near, size=n - 1, replace=False)]
-    options = sorted([count, *distractors])
-    return options, options.index(count)
+    options = [count, *distractors]
+    order = rng.permutation(n)  # not sorted: with small counts the truth would always come first
+    return [options[i] for i in order], int(np.flatnonzero(order == 0)[0])
 
 
 def random_homography(size: tuple[int, int], rng: np.random.Generator, strength: float = 0.12) -> np.ndarray:
@@ -197,3 +199,105 @@ def depth_pair(
             continue
         return DepthPair(((int(x0), int(y0)), (int(x1), int(y1))), 0 if d0 > d1 else 1)
     raise ValueError(f"no two points with a disparity ratio ≥ {min_ratio} after {tries} tries")
+
+
+def separated(a: Box, b: Box, min_gap: float) -> str | None:
+    """The relation of box ``a`` to box ``b`` when it is unambiguous: 'left of', 'right of', 'above' or
+    'below', with at least ``min_gap`` px between them on that axis and no doubt on the other; else None."""
+    horizontal = "left of" if a[2] + min_gap <= b[0] else "right of" if b[2] + min_gap <= a[0] else None
+    vertical = "above" if a[3] + min_gap <= b[1] else "below" if b[3] + min_gap <= a[1] else None
+    if (horizontal is None) == (vertical is None):  # overlapping, or apart on both axes (diagonal): skip
+        return None
+    return horizontal or vertical
+
+
+OPPOSITE = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
+
+
+def augmented_view(image: Image.Image, rng: np.random.Generator, size: tuple[int, int]) -> Image.Image:
+    """A different view of one photo: a random crop of 75–95 % of it, a small colour shift, resized."""
+    w, h = image.size
+    scale = rng.uniform(0.75, 0.95)
+    cw, ch = int(w * scale), int(h * scale)
+    x, y = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
+    view = np.asarray(image.convert("RGB").crop((x, y, x + cw, y + ch)).resize(size), np.float32)
+    shifted = view * rng.uniform(0.9, 1.1, size=3) + rng.uniform(-12, 12, size=3)
+    return Image.fromarray(np.clip(shifted, 0, 255).round().astype(np.uint8))
+
+
+@dataclass(frozen=True)
+class IqPuzzle:
+    counts: tuple[int, int, int]  # shapes in the three panels shown
+    options: tuple[int, ...]  # shapes in each candidate panel
+    answer: int
+    shape: str
+
+
+def iq_puzzle(rng: np.random.Generator, n_options: int = 4) -> IqPuzzle:
+    """A counting sequence: three panels with k, k+s, k+2s shapes; the answer panel has k+3s; the distractors
+    are nearby counts (k+2s, k+3s±1, k+4s), all distinct and positive."""
+    start, step = int(rng.integers(1, 4)), int(rng.integers(1, 3))
+    truth = start + 3 * step
+    pool = sorted({start + 2 * step, truth - 1, truth + 1, start + 4 * step, truth + 2} - {truth})
+    distractors = [int(c) for c in rng.choice([c for c in pool if c > 0], size=n_options - 1, replace=False)]
+    options = [truth, *distractors]
+    order = rng.permutation(n_options)
+    shape = str(rng.choice(["circle", "square", "triangle"]))
+    return IqPuzzle(
+        (start, start + step, start + 2 * step),
+        tuple(options[i] for i in order),
+        int(np.flatnonzero(order == 0)[0]),
+        shape,
+    )
+
+
+def draw_panel(count: int, shape: str, size: int = 120) -> np.ndarray:
+    """``count`` identical shapes on a grid in a white panel with a black frame."""
+    import cv2
+
+    panel = np.full((size, size, 3), 255, np.uint8)
+    cv2.rectangle(panel, (1, 1), (size - 2, size - 2), (0, 0, 0), 2)
+    per_row = int(np.ceil(np.sqrt(count)))
+    cell = (size - 16) / per_row
+    r = max(3, int(cell * 0.32))
+    for k in range(count):
+        cx = int(8 + cell * (k % per_row + 0.5))
+        cy = int(8 + cell * (k // per_row + 0.5))
+        if shape == "circle":
+            cv2.circle(panel, (cx, cy), r, (30, 30, 30), -1)
+        elif shape == "square":
+            cv2.rectangle(panel, (cx - r, cy - r), (cx + r, cy + r), (30, 30, 30), -1)
+        else:
+            tri = np.array([[cx, cy - r], [cx - r, cy + r], [cx + r, cy + r]], np.int32)
+            cv2.fillPoly(panel, [tri], (30, 30, 30))
+    return panel
+
+
+def draw_iq_puzzle(puzzle: IqPuzzle, panel: int = 160, gap: int = 24) -> tuple[Image.Image, list[Box]]:
+    """The puzzle as one picture: the row of panels and a '?' on top, the candidate panels below, each with
+    its letter centred underneath; returns the picture and each candidate panel's box."""
+    import cv2
+
+    n = len(puzzle.options)
+    width = gap + n * (panel + gap)
+    label_h = 44
+    height = 2 * panel + 3 * gap + 30 + label_h
+    canvas = np.full((height, width, 3), 255, np.uint8)
+    for k, count in enumerate(puzzle.counts):
+        x = gap + k * (panel + gap)
+        canvas[gap : gap + panel, x : x + panel] = draw_panel(count, puzzle.shape, panel)
+    qx = gap + 3 * (panel + gap)
+    cv2.rectangle(canvas, (qx, gap), (qx + panel - 1, gap + panel - 1), (0, 0, 0), 2)
+    cv2.putText(canvas, "?", (qx + panel // 2 - 18, gap + panel // 2 + 20), cv2.FONT_HERSHEY_SIMPLEX, 2.0, (0, 0, 0), 4)
+    boxes: list[Box] = []
+    top = 2 * gap + panel + 30
+    for k, count in enumerate(puzzle.options):
+        x = gap + k * (panel + gap)
+        canvas[top : top + panel, x : x + panel] = draw_panel(count, puzzle.shape, panel)
+        boxes.append((float(x), float(top), float(x + panel), float(top + panel)))
+        letter = "ABCDE"[k]
+        (tw, th), _ = cv2.getTextSize(letter, cv2.FONT_HERSHEY_SIMPLEX, 1.2, 3)
+        cv2.putText(
+            canvas, letter, (x + (panel - tw) // 2, top + panel + 8 + th), cv2.FONT_HERSHEY_SIMPLEX, 1.2, (0, 0, 0), 3
+        )
+    return Image.fromarray(canvas), boxes

@@ -94,8 +94,11 @@ def place_marks(
     size: tuple[int, int],
     style: MarkStyle,
     text_size: tuple[float, float],
+    allow_overlap: bool = False,
 ) -> list[PlacedMark]:
-    """Where each mark and its label go; ``text_size`` is one label's (width, height) in pixels."""
+    """Where each mark and its label go; ``text_size`` is one label's (width, height) in pixels.
+    ``allow_overlap``: marks that must overlap by design (BLINK's two candidate boxes of one object); their
+    labels still never overlap each other, and avoid the marks when there is room."""
     height = size[1]
     r, lw, gap = ring_radius(style, height), scaled(style.line_width, height), scaled(style.gap, height)
     shapes: list[PlacedMark] = []
@@ -110,14 +113,13 @@ def place_marks(
         else:
             if mark.box is None:
                 raise MarkPlacementError(f"mark {mark.label}: a box mark needs a box")
-            bx0, by0, bx1, by1 = mark.box
-            bounds = (bx0 - lw, by0 - lw, bx1 + lw, by1 + lw)
+            bounds = mark.box  # a box's outline (and halo) is drawn inward from its edges
             placed = PlacedMark(mark.label, "box", bounds, bounds, box=mark.box)
         if not inside(bounds, size):
             raise MarkPlacementError(
                 f"mark {mark.label} at {tuple(round(v) for v in bounds)} would leave the {size} image"
             )
-        for other in shapes:
+        for other in [] if allow_overlap else shapes:
             if overlaps(bounds, other.bounds) and not (
                 placed.shape == other.shape == "circle" and circles_apart(placed, other, lw)
             ):
@@ -126,18 +128,16 @@ def place_marks(
     result: list[PlacedMark] = []
     labels: list[Box] = []
     for placed in shapes:
-        spot = next(
-            (
-                c
-                for c in label_candidates(placed.bounds, text_size, gap)
-                if inside(c, size)
-                and not any(overlaps(c, s.bounds) for s in shapes)
-                and not any(overlaps(c, other) for other in labels)
-            ),
-            None,
-        )
-        if spot is None:
+        free = [
+            c
+            for c in label_candidates(placed.bounds, text_size, gap)
+            if inside(c, size) and not any(overlaps(c, other) for other in labels)
+        ]
+        clear = [c for c in free if not any(overlaps(c, s.bounds) for s in shapes)]
+        choices = clear or (free if allow_overlap else [])
+        if not choices:
             raise MarkPlacementError(f"no room for label {placed.label} beside its mark")
+        spot = choices[0]
         labels.append(spot)
         result.append(
             PlacedMark(placed.label, placed.shape, placed.bounds, spot, placed.centre, placed.radius, placed.box)
@@ -173,11 +173,14 @@ def stroke_width(style: MarkStyle, height: int) -> int:
     return max(1, round(scaled(style.line_width, height) / 2))
 
 
-def draw_marks(image: Image.Image, marks: Sequence[Mark], style: MarkStyle) -> tuple[Image.Image, list[PlacedMark]]:
+def draw_marks(
+    image: Image.Image, marks: Sequence[Mark], style: MarkStyle, allow_overlap: bool = False
+) -> tuple[Image.Image, list[PlacedMark]]:
     """A copy of ``image`` with the marks and their labels drawn, and where they went."""
     out = image.convert("RGB")
     height = out.height
-    placed = place_marks(marks, out.size, style, text_extent(style, height, [m.label for m in marks]))
+    extent = text_extent(style, height, [m.label for m in marks])
+    placed = place_marks(marks, out.size, style, extent, allow_overlap)
     draw = ImageDraw.Draw(out)
     lw = scaled(style.line_width, height)
     font, stroke = label_font(style, height), stroke_width(style, height)

@@ -39,6 +39,8 @@ class SourceEntry:
     subject: str | None
     attributes: dict[str, str]
     regions: list[dict] = field(default_factory=list)
+    # per-task extras (BLINK-style flows): name → file in the source folder, e.g. a disparity map
+    extras: dict[str, str] = field(default_factory=dict)
 
 
 # C0/C1 controls (NUL included) and the bidirectional embeddings, overrides and isolates: invisible, they
@@ -111,9 +113,26 @@ def read_source_dir(source_dir: str | Path, annotation_file: str = "annotations.
                     if v
                 },
                 regions=regions,
+                extras=extras_of(source_dir, img, where),
             )
         )
     return entries
+
+
+EXTRAS = ("disparity",)
+
+
+def extras_of(source_dir: Path, img: dict, where: str) -> dict[str, str]:
+    """The image's per-task extra files (``"disparity": "depth/x.png"``), each checked to exist inside the folder."""
+    found = {}
+    for name in EXTRAS:
+        if name in img:
+            rel = clean_text(img[name], f"{where} {name}")
+            path = resolve_inside(source_dir, rel)
+            if not path.is_file():
+                raise InputError(where, f"{name} file {rel} not found in {source_dir}")
+            found[name] = rel
+    return found
 
 
 def resolve_inside(source_dir: str | Path, file_name: str) -> Path:

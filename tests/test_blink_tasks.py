@@ -37,8 +37,12 @@ def test_jigsaw_answer_is_the_true_centre_cell():
         assert np.array_equal(np.asarray(item.options[item.answer]), np.asarray(image.crop(centre)))
         assert not np.array_equal(np.asarray(item.options[1 - item.answer]), np.asarray(image.crop(centre)))
         assert item.cells[item.answer] == centre
-        blank = np.asarray(item.reference.crop(centre))
-        assert (blank == 255).all()  # the reference has the centre cut out
+        assert item.reference.size == (centre[2], centre[3])  # the upper-left 2×2 cells
+        assert (np.asarray(item.reference.crop(centre)) == 255).all()  # with the grid's centre cut out
+        assert np.array_equal(
+            np.asarray(item.reference.crop(grid_cells(image.size)[0])),
+            np.asarray(image.crop(grid_cells(image.size)[0])),
+        )
         assert item.options[0].size == item.options[1].size  # size gives nothing away
     answers = {jigsaw(image, np.random.default_rng(s)).answer for s in range(20)}
     assert answers == {0, 1}
@@ -59,6 +63,8 @@ def test_counting_distractors_are_distinct_positive_and_include_the_truth():
         for seed in range(10):
             options, answer = counting_options(count, np.random.default_rng(seed))
             assert len(set(options)) == 4 and all(c >= 1 for c in options) and options[answer] == count
+    # the truth's place is drawn too: even a count of 1 is not always the first option
+    assert {counting_options(1, np.random.default_rng(seed))[1] for seed in range(20)} == {0, 1, 2, 3}
     with pytest.raises(ValueError, match="at least one object"):
         counting_options(0, np.random.default_rng(0))
 
@@ -86,3 +92,26 @@ def test_depth_order_follows_the_disparity():
         assert max(disparity[y0, x0], disparity[y1, x1]) / min(disparity[y0, x0], disparity[y1, x1]) >= 1.3
     with pytest.raises(ValueError, match="disparity ratio"):
         depth_pair(np.ones((100, 100)), np.random.default_rng(0), tries=20)
+
+
+def test_spatial_relations_are_stated_only_when_unambiguous():
+    from perceptforge.logic.blink_tasks import separated
+
+    assert separated((0, 0, 10, 10), (30, 0, 40, 10), 5) == "left of"
+    assert separated((30, 0, 40, 10), (0, 0, 10, 10), 5) == "right of"
+    assert separated((0, 0, 10, 10), (0, 30, 10, 40), 5) == "above"
+    assert separated((0, 0, 10, 10), (12, 0, 20, 10), 5) is None  # too close to tell
+    assert separated((0, 0, 10, 10), (30, 30, 40, 40), 5) is None  # diagonal: two relations at once
+    assert separated((0, 0, 10, 10), (5, 5, 15, 15), 5) is None  # overlapping
+
+
+def test_iq_puzzles_continue_their_sequence():
+    from perceptforge.logic.blink_tasks import draw_iq_puzzle, iq_puzzle
+
+    for seed in range(20):
+        puzzle = iq_puzzle(np.random.default_rng(seed))
+        a, b, c = puzzle.counts
+        assert b - a == c - b > 0 and puzzle.options[puzzle.answer] == c + (c - b)
+        assert len(set(puzzle.options)) == 4 and min(puzzle.options) >= 1
+    image, boxes = draw_iq_puzzle(puzzle)
+    assert len(boxes) == 4 and all(0 <= b[0] and b[2] <= image.width and b[3] <= image.height for b in boxes)

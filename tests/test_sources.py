@@ -12,7 +12,8 @@ from perceptforge.store.sources import grounding_from_entry, read_source_dir, re
 
 def test_bundled_sample_reads(sample_dir):
     entries = {e.file_name: e for e in read_source_dir(sample_dir)}
-    assert len(entries) == 6
+    assert len(entries) == 7
+    assert entries["images/depth_scene.png"].extras == {"disparity": "depth/depth_scene.png"}
     people = [e for e in entries.values() if e.subject]
     assert sorted(e.subject for e in people) == ["man", "woman", "woman"]
     astro = grounding_from_entry(entries["images/astronaut.jpg"])
@@ -22,6 +23,18 @@ def test_bundled_sample_reads(sample_dir):
     for e in entries.values():
         img = load_rgb(sample_dir / e.file_name)
         assert (img.width, img.height) == (e.width, e.height) and img.mode == "RGB"
+
+
+def test_a_missing_extra_file_is_one_line(tmp_path):
+    import json
+
+    from perceptforge.errors import InputError
+
+    Image.new("RGB", (4, 4)).save(tmp_path / "a.png")
+    doc = {"images": [{"id": 1, "file_name": "a.png", "width": 4, "height": 4, "disparity": "depth/a.png"}]}
+    (tmp_path / "annotations.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="disparity file depth/a.png not found"):
+        read_source_dir(tmp_path)
 
 
 def test_licences_present(sample_dir):
@@ -39,7 +52,7 @@ def test_path_outside_source_dir(tmp_path):
 def test_box_outside_image_is_named(sample_dir, tmp_path):
     doc = json.loads((sample_dir / "annotations.json").read_text())
     doc["annotations"][0]["bbox"] = [400, 400, 200, 200]
-    shutil.copytree(sample_dir / "images", tmp_path / "images")
+    shutil.copytree(sample_dir, tmp_path, dirs_exist_ok=True)
     (tmp_path / "annotations.json").write_text(json.dumps(doc))
     entry = read_source_dir(tmp_path)[0]
     with pytest.raises(InputError, match=r"annotation 1: bbox \[400, 400, 200, 200\] lies outside the 512x512 image"):

@@ -1,0 +1,200 @@
+"""The BLINK-style construction flow (BLINK §3.2): classic vision tasks as multiple-choice questions with
+visual prompts, one template file per task (``flows/blink_templates/``).
+
+ingest → build, one unit per source image × task (× visual-prompt variant), on the shared stage runner:
+resume by files, quarantine with reasons, progress. A task none of the sources can serve is skipped with
+the reason; the summary gives items and random-choice accuracy per task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from perceptforge.configs.profile import Profile, load_profile
+from perceptforge.errors import InputError
+from perceptforge.flows.common import prepare_run, select_entries, sources_digest
+from perceptforge.logic.marks import MarkStyle
+from perceptforge.logic.perception_build import style_of
+from perceptforge.logic.perception_templates import PerceptionTemplate, load_perception_templates
+from perceptforge.outputs.blink_report import write_blink_report
+from perceptforge.prompts.library import load_prompt
+from perceptforge.store.sources import SourceEntry, read_source_dir
+from perceptforge.tasks import ingest
+from perceptforge.tasks.perception import PerceptionUnit, build_stage
+from perceptforge.tasks.runner import StageRunner
+
+# BLINK §4.3's ablation: circle radius 5 / 10 / 15 px at 1024 px height, red or grey.
+COLOURS = {"red": (255, 0, 0), "grey": (128, 128, 128)}
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    radius: float | None = None
+    colour: tuple[int, int, int] | None = None
+
+
+def parse_variants(spec: str | None) -> list[Variant]:
+    """``None`` → the templates' own style; ``"5,10,15:red,grey"`` → every radius × colour (BLINK §4.3)."""
+    if not spec:
+        return [Variant("default")]
+    radii_text, _, colours_text = spec.partition(":")
+    try:
+        radii = [float(r) for r in radii_text.split(",") if r.strip()] or [10.0]
+    except ValueError:
+        raise InputError("--prompt-variants", f"radii must be numbers, got {radii_text!r}") from None
+    colours = [c.strip() for c in colours_text.split(",") if c.strip()] or ["red"]
+    unknown = [c for c in colours if c not in COLOURS]
+    if unknown:
+        raise InputError("--prompt-variants", f"unknown colour(s) {unknown}; choose from {', '.join(COLOURS)}")
+    return [Variant(f"r{r:g}-{c}", r, COLOURS[c]) for r in radii for c in colours]
+
+
+def serves(template: PerceptionTemplate, entry: SourceEntry, n_sources: int) -> str | None:
+    """Why ``entry`` cannot serve ``template`` (None: it can)."""
+    labelled = [r for r in entry.regions if "bbox" in r and r.get("label")]
+    if "labelled_boxes" in template.needs and not labelled:
+        return "no labelled boxes"
+    if "second_image" in template.needs and n_sources < 2:
+        return "needs a second source image"
+    if "disparity" in template.needs and "disparity" not in entry.extras:
+        return "no disparity map"
+    return None
+
+
+@dataclass(frozen=True)
+class BlinkPlan:
+    profile: Profile
+    seed: int
+    templates: dict[str, PerceptionTemplate]
+    variants: list[Variant]
+    source_dir: Path
+    entries: list[SourceEntry]
+    out: Path
+    identity: dict[str, Any]
+
+
+def plan_blink(
+    source: str | Path,
+    out: str | Path,
+    profile: str = "local",
+    seed: int | None = None,
+    limit: int | None = None,
+    tasks: list[str] | None = None,
+    prompt_variants: str | None = None,
+    fresh: bool = False,
+) -> BlinkPlan:
+    """Everything the run is decided by, checked before any stage; each problem is one line."""
+    prof = load_profile(profile)
+    seed = prof.seed if seed is None else seed
+    if seed < 0:
+        raise InputError("--seed", f"must be 0 or more, got {seed}")
+    templates = load_perception_templates()
+    if tasks:
+        unknown = sorted(set(tasks) - set(templates))
+        if unknown:
+            raise InputError("--tasks", f"unknown task(s) {unknown}; known: {', '.join(sorted(templates))}")
+        templates = {k: v for k, v in templates.items() if k in tasks}
+    variants = parse_variants(prompt_variants)
+    source_dir = Path(source).resolve()
+    entries = read_source_dir(source_dir, "annotations.json")
+    if not entries:
+        raise InputError(str(source_dir / "annotations.json"), "lists no images")
+    entries = (
+        sorted(entries, key=lambda e: e.source_id)[:limit] if limit else sorted(entries, key=lambda e: e.source_id)
+    )
+    identity = {
+        "flow": "blink",
+        "profile": hashlib.sha256(json.dumps(prof.model_dump(mode="json"), sort_keys=True).encode()).hexdigest(),
+        "seed": seed,
+        # task templates as "categories" (id@version): resume serves more of them, as in the MVP flow
+        "categories": [f"{k}@v{t.version}" for k, t in sorted(templates.items())],
+        "variants": [v.name for v in variants],
+        "sources": sources_digest(source_dir, "annotations.json", entries),
+        "limit": limit,
+    }
+    prepare_run(Path(out), identity, fresh, check_only=True)
+    return BlinkPlan(prof, seed, templates, variants, source_dir, select_entries(entries, None), Path(out), identity)
+
+
+def plan_units(
+    plan: BlinkPlan, sources: dict[str, tuple[SourceEntry, Any]]
+) -> tuple[list[PerceptionUnit], dict[str, str]]:
+    """Every (source × task × variant) unit a source can serve, and each task no source serves, with why."""
+    ids = sorted(sources)
+    units, skipped = [], {}
+    for tid, template in sorted(plan.templates.items()):
+        reasons: Counter[str] = Counter()
+        for k, sid in enumerate(ids):
+            entry, _ = sources[sid]
+            why = serves(template, entry, len(ids))
+            if why:
+                reasons[why] += 1
+                continue
+            # a second source, when the task needs one: the next source in id order
+            extra = [sources[ids[(k + 1) % len(ids)]]] if "second_image" in template.needs else []
+            for variant in plan.variants:
+                style: MarkStyle = style_of(template, variant.radius, variant.colour)
+                suffix = "" if variant.name == "default" else f"-{variant.name}"
+                name = f"{sid}-{tid}{suffix}"
+                units.append(
+                    PerceptionUnit(name, template, (sources[sid], *extra), variant.name, style, plan.source_dir)
+                )
+        if not any(u.template.id == tid for u in units):
+            skipped[tid] = "; ".join(f"{n} sources: {why}" for why, n in sorted(reasons.items())) or "no sources"
+    return units, skipped
+
+
+@flow(name="blink", task_runner=ThreadPoolTaskRunner(max_workers=2))  # type: ignore[arg-type]
+def blink_flow(
+    source: str,
+    out: str = "runs/blink",
+    profile: str = "local",
+    seed: int | None = None,
+    limit: int | None = None,
+    tasks: list[str] | None = None,
+    prompt_variants: str | None = None,
+    fresh: bool = False,
+) -> dict:
+    """Build BLINK-style items from a source directory into the run directory ``out``."""
+    plan = plan_blink(source, out, profile, seed, limit, tasks, prompt_variants, fresh)
+    run = prepare_run(plan.out, plan.identity, fresh)
+    runner = StageRunner(run)
+    sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, plan.profile.ingest.max_pixels)
+    units, skipped = plan_units(plan, sources)
+    items = build_stage(runner, units, plan.seed)
+    per_task = dict(sorted(Counter(i.task for i in items).items()))
+    random_choice = {t.task: t.random_choice for t in plan.templates.values() if t.task in per_task}
+    quarantine = run.gather_quarantine()
+    summary = {
+        "flow": "blink",
+        "profile": plan.profile.name,
+        "seed": plan.seed,
+        "variants": [v.name for v in plan.variants],
+        "counts": {
+            "sources": len(plan.entries),
+            "units": len(units),
+            "items": len(items),
+            "quarantined": len(quarantine),
+        },
+        "items_per_task": per_task,
+        "random_choice_per_task": dict(sorted(random_choice.items())),
+        # BLINK's random row: the mean over tasks of each task's random-choice accuracy
+        "random_choice_overall": round(sum(random_choice.values()) / len(random_choice), 2) if random_choice else None,
+        "skipped_tasks": skipped,
+        "failures": dict(sorted(runner.failures.items())),
+        "prompts": sorted({f"{t.prompt} v{load_prompt(t.prompt).version}" for t in plan.templates.values()}),
+        "wall_time_s": {k: round(v, 3) for k, v in runner.timings.items()},
+    }
+    run.write_summary(summary)
+    runner.publish("blink", summary, per_task)
+    summary["report"] = write_blink_report(run)
+    return summary

@@ -1,0 +1,210 @@
+"""One BLINK-style item from its template, its sources and the unit's generator: the images (visual prompts
+drawn in), the marks, the question's values, the choices and the answer. Builders are named by the
+template (``builder:``); each takes what its template's ``needs`` promise and raises ``NotApplicable`` (the
+source lacks something) or ``ValueError`` / ``MarkPlacementError`` (this draw cannot be made) otherwise."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from PIL import Image
+
+from perceptforge.data.schema import LETTERS
+from perceptforge.logic import blink_tasks as bt
+from perceptforge.logic.marks import Mark, MarkStyle, draw_marks
+from perceptforge.logic.perception_templates import PerceptionTemplate
+
+Box = tuple[float, float, float, float]
+
+
+class NotApplicable(ValueError):
+    """The source lacks what the task needs (expected: the unit is skipped with the reason)."""
+
+
+@dataclass(frozen=True)
+class SourceView:
+    """What a builder sees of one source image."""
+
+    id: str
+    image: Image.Image
+    boxes: tuple[tuple[str, Box, bool], ...] = ()  # (label, x0 y0 x1 y1, is a thing)
+    disparity: np.ndarray | None = None  # per-pixel disparity (larger: nearer), when the source gives one
+
+
+@dataclass
+class Built:
+    images: list[Image.Image]
+    choices: list[str]
+    answer: int
+    values: dict[str, str] = field(default_factory=dict)  # the question prompt's placeholders
+    marks: list[dict] = field(default_factory=list)  # schema.Mark fields
+    sources: list[str] = field(default_factory=list)
+
+
+def style_of(
+    template: PerceptionTemplate, radius: float | None = None, colour: tuple[int, int, int] | None = None
+) -> MarkStyle:
+    m = template.marks
+    return MarkStyle(shape=m.shape, colour=colour or m.colour, radius=radius or m.radius, line_width=m.line_width)
+
+
+def marked(
+    image: Image.Image, index: int, marks: list[Mark], style: MarkStyle, allow_overlap: bool = False
+) -> tuple[Image.Image, list[dict]]:
+    drawn, placed = draw_marks(image, marks, style, allow_overlap)
+    records = [
+        {
+            "label": p.label,
+            "image": index,
+            "shape": p.shape,
+            "at": list(p.centre if p.shape == "circle" else p.box or ()),
+        }
+        for p in placed
+    ]
+    return drawn, records
+
+
+IRREGULAR = {"man": "men", "woman": "women", "person": "people", "child": "children", "mouse": "mice", "foot": "feet"}
+
+
+def plural(label: str) -> str:
+    """'cat' → 'cats', 'box' → 'boxes', 'man' → 'men', 'cup of coffee' → 'cups of coffee'."""
+    head, sep, tail = label.partition(" of ")
+    *before, last = head.split(" ")
+    if last in IRREGULAR:
+        last = IRREGULAR[last]
+    elif not last.endswith("s"):
+        last += "es" if last.endswith(("x", "ch", "sh")) else "s"
+    return " ".join([*before, last]) + sep + tail
+
+
+def things(source: SourceView) -> list[tuple[str, Box]]:
+    """The boxes of countable, localizable objects (``thing``), not of stuff or parts (hair, a backdrop)."""
+    return [(label, box) for label, box, thing in source.boxes if thing]
+
+
+def jigsaw(t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle) -> Built:
+    item = bt.jigsaw(sources[0].image, rng)
+    return Built([item.reference, *item.options], ["the second image", "the third image"], item.answer)
+
+
+def object_localization(
+    t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle
+) -> Built:
+    src = sources[0]
+    w, h = src.image.size
+    counts = Counter(label for label, _ in things(src))
+    least = float(t.params.get("min_box_fraction", 0.01))  # type: ignore[arg-type]
+    usable = [
+        (label, box)
+        for label, box in things(src)
+        if counts[label] == 1 and (box[2] - box[0]) * (box[3] - box[1]) >= least * w * h and (box[2] - box[0]) < 0.9 * w
+    ]
+    if not usable:
+        raise NotApplicable("no uniquely labelled box that is neither tiny nor the whole image")
+    label, box = usable[int(rng.integers(len(usable)))]
+    band = t.params.get("iou_band", [0.3, 0.6])
+    distractor = bt.localization_distractor(box, (w, h), rng, (float(band[0]), float(band[1])))  # type: ignore[index]
+    answer = int(rng.integers(2))
+    boxes = [box, distractor] if answer == 0 else [distractor, box]
+    image, marks = marked(src.image, 0, [Mark("A", box=boxes[0]), Mark("B", box=boxes[1])], style, allow_overlap=True)
+    return Built([image], ["Box A", "Box B"], answer, {"object": label}, marks)
+
+
+def counting(t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle) -> Built:
+    counts = Counter(label for label, _ in things(sources[0]))
+    if not counts:
+        raise NotApplicable("no labelled objects to count")
+    label = sorted(counts)[int(rng.integers(len(counts)))]
+    options, answer = bt.counting_options(counts[label], rng)
+    return Built([sources[0].image], [str(n) for n in options], answer, {"objects": plural(label)})
+
+
+def visual_correspondence(
+    t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle
+) -> Built:
+    item = bt.correspondence(sources[0].image, rng)
+    first, ref = marked(sources[0].image, 0, [Mark("REF", item.reference_point)], style)
+    second, points = marked(item.warped, 1, [Mark(LETTERS[k], p) for k, p in enumerate(item.options)], style)
+    return Built(
+        [first, second], [f"Point {LETTERS[k]}" for k in range(len(item.options))], item.answer, marks=ref + points
+    )
+
+
+def spatial_relation(
+    t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle
+) -> Built:
+    src = sources[0]
+    counts = Counter(label for label, _ in things(src))
+    unique = [(label, box) for label, box in things(src) if counts[label] == 1]
+    gap = float(t.params.get("min_gap_fraction", 0.05)) * max(src.image.size)  # type: ignore[arg-type]
+    pairs = [
+        (a, b, relation)
+        for a in unique
+        for b in unique
+        if a[0] != b[0] and (relation := bt.separated(a[1], b[1], gap)) is not None
+    ]
+    if not pairs:
+        raise NotApplicable("no two uniquely labelled objects in a clear left/right/above/below relation")
+    first, second, relation = pairs[int(rng.integers(len(pairs)))]
+    truthful = bool(rng.integers(2))
+    stated = relation if truthful else bt.OPPOSITE[relation]
+    return Built(
+        [src.image], ["yes", "no"], 0 if truthful else 1, {"first": first[0], "second": second[0], "relation": stated}
+    )
+
+
+def visual_similarity(
+    t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle
+) -> Built:
+    if len(sources) < 2:
+        raise NotApplicable("needs a second source image")
+    size = (384, round(384 * sources[0].image.height / sources[0].image.width))
+    reference = bt.augmented_view(sources[0].image, rng, size)
+    same = bt.augmented_view(sources[0].image, rng, size)
+    other = bt.augmented_view(sources[1].image, rng, size)
+    answer = int(rng.integers(2))
+    options = [same, other] if answer == 0 else [other, same]
+    return Built(
+        [reference, *options], ["the second image", "the third image"], answer, sources=[s.id for s in sources]
+    )
+
+
+def iq_test(t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle) -> Built:
+    puzzle = bt.iq_puzzle(rng)
+    picture, boxes = bt.draw_iq_puzzle(puzzle)  # the letters are part of the puzzle's picture
+    return Built([picture], [f"picture {LETTERS[k]}" for k in range(len(boxes))], puzzle.answer)
+
+
+def relative_depth(
+    t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle
+) -> Built:
+    src = sources[0]
+    if src.disparity is None:
+        raise NotApplicable("no disparity map")
+    pair = bt.depth_pair(src.disparity, rng, float(t.params.get("min_ratio", 1.3)))  # type: ignore[arg-type]
+    image, marks = marked(src.image, 0, [Mark("A", pair.points[0]), Mark("B", pair.points[1])], style)
+    return Built([image], ["A", "B"], pair.closer, marks=marks)
+
+
+BUILDERS: dict[str, Callable[[PerceptionTemplate, list[SourceView], np.random.Generator, MarkStyle], Built]] = {
+    "jigsaw": jigsaw,
+    "object_localization": object_localization,
+    "counting": counting,
+    "visual_correspondence": visual_correspondence,
+    "spatial_relation": spatial_relation,
+    "visual_similarity": visual_similarity,
+    "iq_test": iq_test,
+    "relative_depth": relative_depth,
+}
+
+
+def build(template: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle) -> Built:
+    built = BUILDERS[template.builder](template, sources, rng, style)
+    if len(built.choices) != template.choices:
+        raise ValueError(f"{template.id}: built {len(built.choices)} choices, the template says {template.choices}")
+    built.sources = built.sources or [sources[0].id]
+    return built

@@ -1,0 +1,80 @@
+"""The bundled depth scene (data/sample/images/depth_scene.png and its disparity map): a ground plane and
+three pillars rendered by ray casting, so every pixel's depth is exact. Relative Depth items are built
+from its disparity; ``test_blink_flow`` checks that the bundled files are what this renders."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from PIL import Image
+
+WIDTH, HEIGHT = 640, 480
+FOCAL, CAMERA_HEIGHT, BASELINE = 500.0, 1.6, 0.1  # px, m, m: disparity = FOCAL * BASELINE / depth
+HORIZON = 200
+# pillars: x from, x to (m), height (m), depth of the front face (m), colour
+PILLARS = [
+    (-2.6, -1.4, 2.2, 4.0, (178, 60, 45)),
+    (0.9, 2.4, 3.0, 7.5, (50, 90, 170)),
+    (-1.2, 0.3, 4.0, 14.0, (210, 170, 40)),
+]
+SKY = np.array([170, 200, 230], np.float32)
+
+
+def render() -> tuple[Image.Image, np.ndarray]:
+    """The picture and its disparity in px (0 where there is only sky)."""
+    with np.errstate(invalid="ignore"):  # sky rays never meet the ground: inf × 0 there is masked out below
+        return _render()
+
+
+def _render() -> tuple[Image.Image, np.ndarray]:
+    v, u = np.mgrid[0:HEIGHT, 0:WIDTH].astype(np.float64)
+    dx, dy = (u - WIDTH / 2) / FOCAL, (v - HORIZON) / FOCAL
+    depth = np.full((HEIGHT, WIDTH), np.inf)
+    colour = np.broadcast_to(SKY, (HEIGHT, WIDTH, 3)).copy()
+    below = dy > 1e-6
+    z = np.where(below, CAMERA_HEIGHT / np.where(below, dy, 1), np.inf)  # the ground plane, Y = camera height
+    gx, gz = dx * z, z
+    checker = ((np.floor(gx) + np.floor(gz)) % 2 == 0)[..., None]
+    ground = np.where(checker, np.array([120, 150, 95], np.float32), np.array([85, 110, 70], np.float32))
+    depth = np.where(below, z, depth)
+    colour = np.where(below[..., None], ground, colour)
+    for x0, x1, height, z0, rgb in PILLARS:
+        x, y = dx * z0, dy * z0  # where each ray meets the pillar's front face
+        hit = (x >= x0) & (x <= x1) & (y <= CAMERA_HEIGHT) & (y >= CAMERA_HEIGHT - height) & (z0 < depth)
+        stripes = 0.85 + 0.15 * (np.floor((x - x0) * 5) % 2)[..., None]
+        depth = np.where(hit, z0, depth)
+        colour = np.where(hit[..., None], np.array(rgb, np.float32) * stripes, colour)
+    fog = np.exp(-np.where(np.isfinite(depth), depth, 1e9) / 40.0)[..., None]  # far things fade into the sky
+    colour = colour * fog + SKY * (1 - fog)
+    disparity = np.where(np.isfinite(depth), FOCAL * BASELINE / depth, 0.0)
+    return Image.fromarray(np.clip(colour, 0, 255).round().astype(np.uint8)), disparity
+
+
+def pillar_boxes() -> list[tuple[str, list[float]]]:
+    """Each pillar's front face in the picture (x, y, w, h), clipped to it: exact by projection."""
+    named = ("red pillar", "blue pillar", "yellow pillar")
+    boxes = []
+    for name, (x0, x1, height, z0, _) in zip(named, PILLARS):
+        s = FOCAL / z0
+        left, right = max(0.0, x0 * s + WIDTH / 2), min(float(WIDTH), x1 * s + WIDTH / 2)
+        top, bottom = HORIZON + (CAMERA_HEIGHT - height) * s, HORIZON + CAMERA_HEIGHT * s
+        boxes.append((name, [round(left, 1), round(top, 1), round(right - left, 1), round(bottom - top, 1)]))
+    return boxes
+
+
+def disparity_png(disparity: np.ndarray) -> bytes:
+    """KITTI's convention: a 16-bit PNG of disparity × 256, 0 where unknown."""
+    buf = io.BytesIO()
+    Image.fromarray(np.clip(np.round(disparity * 256), 0, 65535).astype(np.uint16)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+if __name__ == "__main__":  # regenerate the bundled files
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[1] / "data" / "sample"
+    image, disparity = render()
+    image.save(sample / "images" / "depth_scene.png")
+    (sample / "depth").mkdir(exist_ok=True)
+    (sample / "depth" / "depth_scene.png").write_bytes(disparity_png(disparity))

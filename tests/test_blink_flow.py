@@ -1,0 +1,175 @@
+"""The BLINK-style flow on the bundled sources: at least 8 of BLINK's 14 tasks, byte-identical reruns, a
+resumed run, the visual-prompt variants, BLINK's official layout, and `perceptforge score blink` on it with
+hand-written predictions whose accuracy is known."""
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+from helpers import perceptforge_cmd
+from PIL import Image
+
+from perceptforge.data.schema import PerceptionItem
+from perceptforge.errors import InputError
+from perceptforge.flows.blink import blink_flow, parse_variants
+from perceptforge.outputs.blink_export import export_blink
+from perceptforge.scorer.benchmarks import blink as blink_scorer
+
+
+@pytest.fixture(scope="module")
+def blink_run(prefect_api, sample_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("blink") / "run"
+    return out, blink_flow(source=str(sample_dir), out=str(out), seed=0)
+
+
+def item_files(run):
+    return {p.name: p.read_bytes() for p in sorted((run / "items").glob("*.json"))}
+
+
+def test_builds_at_least_eight_blink_tasks_from_the_bundled_sources(blink_run):
+    run, summary = blink_run
+    assert len(summary["items_per_task"]) >= 8
+    assert set(summary["items_per_task"]) <= set(blink_scorer.task_table())  # BLINK's own task names
+    assert summary["random_choice_per_task"]["Jigsaw"] == 50.0 and summary["random_choice_per_task"]["Counting"] == 25.0
+    rc = summary["random_choice_per_task"]
+    assert summary["random_choice_overall"] == round(sum(rc.values()) / len(rc), 2)
+    items = [PerceptionItem.model_validate_json(b) for b in item_files(run).values()]
+    assert len(items) == summary["counts"]["items"]
+    for item in items:
+        assert item.lineage.template_id and item.lineage.prompts and item.sources
+        for image in item.images:
+            assert (run / image.path).is_file()
+    # every quarantined unit says why
+    for line in (run / "quarantine.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        assert record["stage"] == "build" and record["detail"]
+    assert "Relative_Depth" in (run / "report.html").read_text()
+
+
+def test_items_are_true_of_their_construction(blink_run, sample_dir):
+    run, _ = blink_run
+    items = [PerceptionItem.model_validate_json(b) for b in item_files(run).values()]
+    depth = next(i for i in items if i.task == "Relative_Depth")
+    disparity = np.asarray(Image.open(sample_dir / "depth" / "depth_scene.png"), np.float64) / 256
+    a, b = ((round(m.at[0]), round(m.at[1])) for m in depth.marks)
+    closer = "A" if disparity[a[1], a[0]] > disparity[b[1], b[0]] else "B"
+    assert depth.answer == closer and depth.choices == ["A", "B"]
+    marked = np.asarray(Image.open(run / depth.images[0].path).convert("RGB"))
+    assert tuple(marked[a[1], a[0]]) != (255, 0, 0)  # the circle leaves its point visible
+    for item in items:
+        assert len(item.choices) == {"Counting": 4, "IQ_Test": 4, "Visual_Correspondence": 4}.get(item.task, 2)
+        if item.task == "Counting":
+            assert all(int(c) >= 1 for c in item.choices) and len(set(item.choices)) == 4
+
+
+def test_rerun_is_byte_identical_and_a_killed_run_resumes(blink_run, sample_dir, tmp_path):
+    run, _ = blink_run
+    again = tmp_path / "again"
+    blink_flow(source=str(sample_dir), out=str(again), seed=0)
+    assert item_files(again) == item_files(run)
+    # a run that lost some finished units (killed before they were written) builds only those again
+    lost = sorted((again / "perception").glob("*.json"))[:5]
+    for path in lost:
+        path.unlink()
+    for path in (again / "items").glob("*.json"):
+        path.unlink()
+    blink_flow(source=str(sample_dir), out=str(again), seed=0)
+    assert item_files(again) == item_files(run)
+
+
+def test_prompt_variants_are_the_same_questions_with_other_marks(prefect_api, sample_dir, tmp_path):
+    assert [v.name for v in parse_variants("5,15:red,grey")] == ["r5-red", "r5-grey", "r15-red", "r15-grey"]
+    with pytest.raises(InputError, match="unknown colour"):
+        parse_variants("10:blue")
+    summary = blink_flow(
+        source=str(sample_dir),
+        out=str(tmp_path / "v"),
+        seed=0,
+        tasks=["relative_depth"],
+        prompt_variants="5,15:red,grey",
+    )
+    items = [PerceptionItem.model_validate_json(p.read_text()) for p in (tmp_path / "v" / "items").glob("*.json")]
+    assert summary["items_per_task"] == {"Relative_Depth": 4} and {i.variant for i in items} == {
+        "r5-red",
+        "r5-grey",
+        "r15-red",
+        "r15-grey",
+    }
+    assert len({tuple(tuple(m.at) for m in i.marks) for i in items}) == 1  # the same points, drawn four ways
+    assert len({i.images[0].sha256 for i in items}) == 4
+
+
+def test_blink_layout_scores_with_the_blink_scorer(blink_run, tmp_path, cli_env):
+    run, summary = blink_run
+    out = tmp_path / "blink"
+    export_blink(run, out)
+    answers = json.loads((out / "val_answers.json").read_text())
+    assert len(answers) == summary["counts"]["items"]
+    parquets = sorted(out.glob("*/val-00000-of-00001.parquet"))
+    assert {p.parent.name for p in parquets} == set(summary["items_per_task"])
+    import pyarrow.parquet as pq
+
+    row = pq.read_table(parquets[0]).to_pylist()[0]
+    assert (
+        row["answer"] in {f"({c})" for c in "ABCD"}
+        and row["image_1"]["bytes"]
+        and row["prompt"].endswith(row["choices"][-1])
+    )
+    concat = pq.read_table(out / "concat" / "Jigsaw" / "val-00000-of-00001.parquet").to_pylist()[0]
+    assert concat["image_2"] is None  # the three Jigsaw images joined into one
+    # right on the first item of each task, wrong on every other
+    preds = tmp_path / "preds.jsonl"
+    with open(preds, "w") as f:
+        for idx, answer in answers.items():
+            letter = answer[1] if idx.endswith("_1") else ("B" if answer[1] == "A" else "A")
+            f.write(json.dumps({"idx": idx, "output": f"The answer is ({letter})."}) + "\n")
+    scored = subprocess.run(
+        [
+            *perceptforge_cmd(),
+            "score",
+            "blink",
+            *(a for p in parquets for a in ("--data", str(p))),
+            "--predictions",
+            str(preds),
+            "--json",
+            str(tmp_path / "s.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=cli_env,
+        timeout=300,
+    )
+    assert scored.returncode == 0, scored.stderr
+    tasks = json.loads((tmp_path / "s.json").read_text())["tasks"]
+    assert set(tasks) == set(summary["items_per_task"])
+    assert all(tasks[t] == pytest.approx(100 / n, abs=0.01) for t, n in summary["items_per_task"].items())
+
+
+def test_bundled_depth_scene_is_what_the_renderer_draws(sample_dir):
+    from synthetic_scene import disparity_png, render
+
+    image, disparity = render()
+    assert np.array_equal(np.asarray(Image.open(sample_dir / "images" / "depth_scene.png")), np.asarray(image))
+    assert (sample_dir / "depth" / "depth_scene.png").read_bytes() == disparity_png(disparity)
+
+
+def test_cli_bad_task_is_one_line(sample_dir, tmp_path, cli_env):
+    done = subprocess.run(
+        [
+            *perceptforge_cmd(),
+            "run",
+            "blink",
+            "--source",
+            str(sample_dir),
+            "--out",
+            str(tmp_path / "r"),
+            "--tasks",
+            "jigsaw,nope",
+        ],
+        capture_output=True,
+        text=True,
+        env=cli_env,
+        timeout=300,
+    )
+    assert done.returncode == 2 and "unknown task(s) ['nope']" in done.stderr
