@@ -273,9 +273,9 @@ def deep_predictions(tmp, env):
     split = tmp / "split"
     cli(env, "export", str(run), "--out", str(split))
     (tmp / "pred.jsonl").write_text('{"id": ' + "[" * 200_000 + "]" * 200_000 + "}\n")
-    proc = cli(
-        env, "score", "perceptforge", "--data", str(split / "test.jsonl"), "--predictions", str(tmp / "pred.jsonl")
-    )
+    # one source: export keeps its questions on one side, so one of the two files is empty
+    data = max((split / "val.jsonl", split / "test.jsonl"), key=lambda p: p.stat().st_size)
+    proc = cli(env, "score", "perceptforge", "--data", str(data), "--predictions", str(tmp / "pred.jsonl"))
     return verdict(proc, "nested too deeply")
 
 

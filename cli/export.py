@@ -60,6 +60,12 @@ def export(
         f"val {manifest.counts.get('val', 0)} · test {manifest.counts.get('test', 0)} items → [bold]{out}[/] "
         f"({len(manifest.files)} files)"
     )
+    empty = [s for s in ("val", "test") if not manifest.counts.get(s)]
+    if empty:
+        console.print(
+            f"[yellow]warning:[/] {' and '.join(empty)} split is empty: whole source images go to one side, and "
+            f"this run has too few of them for both"
+        )
     if audit and "jsonl" in formats:
         from perceptforge.audit.run import audit as run_audit
         from perceptforge.cli.audit import print_audit
