@@ -20,7 +20,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from perceptforge.configs.profile import Profile, load_profile
 from perceptforge.errors import InputError
-from perceptforge.flows.common import prepare_run, select_entries, sources_digest
+from perceptforge.flows.common import prepare_run, sources_digest
 from perceptforge.logic.marks import MarkStyle
 from perceptforge.logic.perception_build import style_of
 from perceptforge.logic.perception_templates import PerceptionTemplate, load_perception_templates
@@ -108,9 +108,7 @@ def plan_blink(
     entries = read_source_dir(source_dir, "annotations.json")
     if not entries:
         raise InputError(str(source_dir / "annotations.json"), "lists no images")
-    entries = (
-        sorted(entries, key=lambda e: e.source_id)[:limit] if limit else sorted(entries, key=lambda e: e.source_id)
-    )
+    entries = sorted(entries, key=lambda e: e.source_id)[:limit]
     identity = {
         "flow": "blink",
         "profile": hashlib.sha256(json.dumps(prof.model_dump(mode="json"), sort_keys=True).encode()).hexdigest(),
@@ -122,7 +120,7 @@ def plan_blink(
         "limit": limit,
     }
     prepare_run(Path(out), identity, fresh, check_only=True)
-    return BlinkPlan(prof, seed, templates, variants, source_dir, select_entries(entries, None), Path(out), identity)
+    return BlinkPlan(prof, seed, templates, variants, source_dir, entries, Path(out), identity)
 
 
 def plan_units(
