@@ -67,7 +67,34 @@ def serves(template: PerceptionTemplate, entry: SourceEntry, n_sources: int) -> 
         return "needs a second source image"
     if "disparity" in template.needs and "disparity" not in entry.extras:
         return "no disparity map"
+    if "pose" in template.needs and not entry.pose:
+        return "no camera pose"
+    if entry.pose and not entry.pose["reference"] and "pose" not in template.needs:
+        return "a secondary view of a pose sequence (it serves Multi-view tasks only)"
     return None
+
+
+def companions(template: PerceptionTemplate, sid: str, sources: dict[str, tuple[SourceEntry, Any]]) -> list:
+    """The other sources a unit needs besides its own: every other view of its pose sequence, or the next
+    source in id order that is not a view of the same scene (a different picture)."""
+    entry = sources[sid][0]
+    if "pose" in template.needs:
+        sequence = entry.pose["sequence"] if entry.pose else None
+        return [
+            sources[k] for k in sorted(sources) if k != sid and (sources[k][0].pose or {}).get("sequence") == sequence
+        ]
+    if "second_image" in template.needs:
+        scene = (entry.pose or {}).get("sequence")
+        ids = sorted(sources)
+        later = ids[ids.index(sid) + 1 :] + ids[: ids.index(sid)]
+        other = [
+            k
+            for k in later
+            if (scene is None or (sources[k][0].pose or {}).get("sequence") != scene)
+            and (sources[k][0].pose or {}).get("reference", True)
+        ]
+        return [sources[other[0]]] if other else []
+    return []
 
 
 @dataclass(frozen=True)
@@ -131,14 +158,13 @@ def plan_units(
     units, skipped = [], {}
     for tid, template in sorted(plan.templates.items()):
         reasons: Counter[str] = Counter()
-        for k, sid in enumerate(ids):
+        for sid in ids:
             entry, _ = sources[sid]
             why = serves(template, entry, len(ids))
             if why:
                 reasons[why] += 1
                 continue
-            # a second source, when the task needs one: the next source in id order
-            extra = [sources[ids[(k + 1) % len(ids)]]] if "second_image" in template.needs else []
+            extra = companions(template, sid, sources)
             for variant in plan.variants:
                 style: MarkStyle = style_of(template, variant.radius, variant.colour)
                 suffix = "" if variant.name == "default" else f"-{variant.name}"

@@ -32,6 +32,7 @@ class SourceView:
     image: Image.Image
     boxes: tuple[tuple[str, Box, bool], ...] = ()  # (label, x0 y0 x1 y1, is a thing)
     disparity: np.ndarray | None = None  # per-pixel disparity (larger: nearer), when the source gives one
+    yaw: float | None = None  # camera yaw in degrees (right positive), for a view of a pose sequence
 
 
 @dataclass
@@ -190,6 +191,22 @@ def relative_depth(
     return Built([image], ["A", "B"], pair.closer, marks=marks)
 
 
+def multi_view(t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle) -> Built:
+    first = sources[0]
+    least = float(t.params.get("min_yaw", 5.0))  # type: ignore[arg-type]
+    others = [s for s in sources[1:] if s.yaw is not None and first.yaw is not None and abs(s.yaw - first.yaw) >= least]
+    if not others:
+        raise NotApplicable(f"no other view of the sequence at least {least:g} degrees apart")
+    second = others[int(rng.integers(len(others)))]
+    assert first.yaw is not None and second.yaw is not None
+    return Built(
+        [first.image, second.image],
+        ["left", "right"],
+        1 if second.yaw > first.yaw else 0,
+        sources=[first.id, second.id],
+    )
+
+
 BUILDERS: dict[str, Callable[[PerceptionTemplate, list[SourceView], np.random.Generator, MarkStyle], Built]] = {
     "jigsaw": jigsaw,
     "object_localization": object_localization,
@@ -199,6 +216,7 @@ BUILDERS: dict[str, Callable[[PerceptionTemplate, list[SourceView], np.random.Ge
     "visual_similarity": visual_similarity,
     "iq_test": iq_test,
     "relative_depth": relative_depth,
+    "multi_view": multi_view,
 }
 
 

@@ -27,9 +27,11 @@ BUILDERS = (
     "visual_similarity",
     "iq_test",
     "relative_depth",
+    "multi_view",
 )
-# What a source can give: an image, COCO-style labelled boxes, a second source image, a disparity map.
-NEEDS = ("image", "labelled_boxes", "second_image", "disparity")
+# What a source can give: an image, COCO-style labelled boxes, a second source image, a disparity map, a
+# camera pose within a sequence of views of one scene.
+NEEDS = ("image", "labelled_boxes", "second_image", "disparity", "pose")
 
 
 class MarkSettings(BaseModel):

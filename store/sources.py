@@ -41,6 +41,9 @@ class SourceEntry:
     regions: list[dict] = field(default_factory=list)
     # per-task extras (BLINK-style flows): name → file in the source folder, e.g. a disparity map
     extras: dict[str, str] = field(default_factory=dict)
+    # a view in a sequence of one scene (Multi-view Reasoning): sequence name, camera yaw in degrees (right
+    # positive), and whether it also serves other tasks (a secondary view does not)
+    pose: dict | None = None
 
 
 # C0/C1 controls (NUL included) and the bidirectional embeddings, overrides and isolates: invisible, they
@@ -114,9 +117,28 @@ def read_source_dir(source_dir: str | Path, annotation_file: str = "annotations.
                 },
                 regions=regions,
                 extras=extras_of(source_dir, img, where),
+                pose=pose_of(img, where),
             )
         )
     return entries
+
+
+def pose_of(img: dict, where: str) -> dict | None:
+    """``{"sequence": name, "yaw": degrees, "reference": bool}`` when the image is a view of a sequence."""
+    pose = img.get("pose")
+    if pose is None:
+        return None
+    if not isinstance(pose, dict) or not isinstance(pose.get("sequence"), str):
+        raise InputError(where, "pose must be an object with a 'sequence' name and a 'yaw' in degrees")
+    try:
+        yaw = float(pose["yaw"])
+    except (KeyError, TypeError, ValueError):
+        raise InputError(where, f"pose.yaw must be a number of degrees, got {pose.get('yaw')!r}") from None
+    return {
+        "sequence": clean_text(pose["sequence"], f"{where} pose.sequence"),
+        "yaw": yaw,
+        "reference": bool(pose.get("reference", True)),
+    }
 
 
 EXTRAS = ("disparity",)

@@ -56,7 +56,8 @@ def view(run: RunDir, source_dir: Path, entry: SourceEntry, ingested: IngestedSo
             size = f"{raw.shape[1]}x{raw.shape[0]}"
             raise ValueError(f"{entry.extras['disparity']}: {size}, the image is {ingested.width}x{ingested.height}")
         disparity = raw / 256.0
-    return SourceView(entry.source_id, load_rgb(run.sub(ingested.stored)), tuple(boxes), disparity)
+    yaw = entry.pose["yaw"] if entry.pose else None
+    return SourceView(entry.source_id, load_rgb(run.sub(ingested.stored)), tuple(boxes), disparity, yaw)
 
 
 def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:

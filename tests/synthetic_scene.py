@@ -21,29 +21,34 @@ PILLARS = [
 SKY = np.array([170, 200, 230], np.float32)
 
 
-def render() -> tuple[Image.Image, np.ndarray]:
-    """The picture and its disparity in px (0 where there is only sky)."""
-    with np.errstate(invalid="ignore"):  # sky rays never meet the ground: inf × 0 there is masked out below
-        return _render()
+def render(yaw: float = 0.0) -> tuple[Image.Image, np.ndarray]:
+    """The picture and its disparity in px (0 where there is only sky), the camera turned ``yaw`` degrees
+    to the right (negative: to the left) about the vertical axis."""
+    with np.errstate(invalid="ignore", divide="ignore"):  # sky rays never meet the ground: masked out below
+        return _render(np.radians(yaw))
 
 
-def _render() -> tuple[Image.Image, np.ndarray]:
+def _render(yaw: float) -> tuple[Image.Image, np.ndarray]:
     v, u = np.mgrid[0:HEIGHT, 0:WIDTH].astype(np.float64)
-    dx, dy = (u - WIDTH / 2) / FOCAL, (v - HORIZON) / FOCAL
+    cx, dy = (u - WIDTH / 2) / FOCAL, (v - HORIZON) / FOCAL
+    # each ray in world axes per unit of camera depth: x to the right, z forward
+    dx = cx * np.cos(yaw) + np.sin(yaw)
+    dz = -cx * np.sin(yaw) + np.cos(yaw)
     depth = np.full((HEIGHT, WIDTH), np.inf)
     colour = np.broadcast_to(SKY, (HEIGHT, WIDTH, 3)).copy()
     below = dy > 1e-6
     z = np.where(below, CAMERA_HEIGHT / np.where(below, dy, 1), np.inf)  # the ground plane, Y = camera height
-    gx, gz = dx * z, z
+    gx, gz = dx * z, dz * z
     checker = ((np.floor(gx) + np.floor(gz)) % 2 == 0)[..., None]
     ground = np.where(checker, np.array([120, 150, 95], np.float32), np.array([85, 110, 70], np.float32))
     depth = np.where(below, z, depth)
     colour = np.where(below[..., None], ground, colour)
     for x0, x1, height, z0, rgb in PILLARS:
-        x, y = dx * z0, dy * z0  # where each ray meets the pillar's front face
-        hit = (x >= x0) & (x <= x1) & (y <= CAMERA_HEIGHT) & (y >= CAMERA_HEIGHT - height) & (z0 < depth)
+        t = np.where(dz > 1e-6, z0 / dz, np.inf)  # camera depth at which each ray meets the front face
+        x, y = dx * t, dy * t
+        hit = (x >= x0) & (x <= x1) & (y <= CAMERA_HEIGHT) & (y >= CAMERA_HEIGHT - height) & (t < depth)
         stripes = 0.85 + 0.15 * (np.floor((x - x0) * 5) % 2)[..., None]
-        depth = np.where(hit, z0, depth)
+        depth = np.where(hit, t, depth)
         colour = np.where(hit[..., None], np.array(rgb, np.float32) * stripes, colour)
     fog = np.exp(-np.where(np.isfinite(depth), depth, 1e9) / 40.0)[..., None]  # far things fade into the sky
     colour = colour * fog + SKY * (1 - fog)
@@ -70,6 +75,9 @@ def disparity_png(disparity: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+VIEWS = {"depth_scene_left": -12.0, "depth_scene_right": 12.0}  # the same scene, the camera turned (Multi-view)
+
+
 if __name__ == "__main__":  # regenerate the bundled files
     from pathlib import Path
 
@@ -78,3 +86,5 @@ if __name__ == "__main__":  # regenerate the bundled files
     image.save(sample / "images" / "depth_scene.png")
     (sample / "depth").mkdir(exist_ok=True)
     (sample / "depth" / "depth_scene.png").write_bytes(disparity_png(disparity))
+    for name, yaw in VIEWS.items():
+        render(yaw)[0].save(sample / "images" / f"{name}.png")

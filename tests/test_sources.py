@@ -12,8 +12,9 @@ from perceptforge.store.sources import grounding_from_entry, read_source_dir, re
 
 def test_bundled_sample_reads(sample_dir):
     entries = {e.file_name: e for e in read_source_dir(sample_dir)}
-    assert len(entries) == 7
+    assert len(entries) == 9
     assert entries["images/depth_scene.png"].extras == {"disparity": "depth/depth_scene.png"}
+    assert entries["images/depth_scene_left.png"].pose == {"sequence": "pillars", "yaw": -12.0, "reference": False}
     people = [e for e in entries.values() if e.subject]
     assert sorted(e.subject for e in people) == ["man", "woman", "woman"]
     astro = grounding_from_entry(entries["images/astronaut.jpg"])
@@ -34,6 +35,20 @@ def test_a_missing_extra_file_is_one_line(tmp_path):
     doc = {"images": [{"id": 1, "file_name": "a.png", "width": 4, "height": 4, "disparity": "depth/a.png"}]}
     (tmp_path / "annotations.json").write_text(json.dumps(doc))
     with pytest.raises(InputError, match="disparity file depth/a.png not found"):
+        read_source_dir(tmp_path)
+
+
+def test_a_bad_pose_is_one_line(tmp_path):
+    import json
+
+    from perceptforge.errors import InputError
+
+    Image.new("RGB", (4, 4)).save(tmp_path / "a.png")
+    doc = {
+        "images": [{"id": 1, "file_name": "a.png", "width": 4, "height": 4, "pose": {"sequence": "s", "yaw": "left"}}]
+    }
+    (tmp_path / "annotations.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="pose.yaw must be a number of degrees"):
         read_source_dir(tmp_path)
 
 
