@@ -179,13 +179,16 @@ def duplicates(items: list[AuditItem], t: dict) -> Check:
     options, answer and images), and leakage between val and test (an item or a source in both)."""
     flags: list[dict] = []
     figures: dict[str, Any] = {}
-    users: dict[str, set[str]] = defaultdict(set)  # image file → the sources (else items) showing it
+    # image file → the source sets (else items) of the items showing it; an item built from several
+    # sources (BLINK's Visual Similarity) has them all in its set
+    groups: dict[str, set[frozenset[str]]] = defaultdict(set)
     first_item: dict[str, str] = {}
     for i in items:
         for image in i.images:
             if Path(image).is_file():  # an official release's image names are compared as names only
-                users[image].add(i.source or i.pair or i.id)
+                groups[image].add(frozenset((i.source or i.pair or i.id).split(",")))
                 first_item.setdefault(image, i.id)
+    users = {image: set().union(*sets) for image, sets in groups.items()}
     if users:
         hashes = {image: image_hash(image) for image in sorted(users)}
         near = []
@@ -193,7 +196,8 @@ def duplicates(items: list[AuditItem], t: dict) -> Check:
             distance = bin(hashes[a] ^ hashes[b]).count("1")
             if distance <= t["image_hamming"] and not users[a] & users[b]:
                 near.append((a, b, distance))
-        same_file = [image for image, who in users.items() if len(who) > 1]
+        # one file in items of unrelated sources (content addressing makes identical pictures one file)
+        same_file = [image for image, sets in groups.items() if any(not a & b for a, b in combinations(sets, 2))]
         figures |= {
             "images": len(hashes),
             "near_duplicate_image_pairs": len(near),

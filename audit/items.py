@@ -45,7 +45,8 @@ def read_items(paths: list[Path], benchmark: str = "perceptforge") -> list[Audit
     for path in paths:
         if (path / "items").is_dir():
             for record in sorted((path / "items").glob("*.json")):
-                items += ours(json.loads(record.read_text()), path, "")
+                rec = json.loads(record.read_text())
+                items += perception(rec, path) if "task" in rec else ours(rec, path, "")
             continue
         splits = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
         if not splits:
@@ -89,6 +90,23 @@ def ours(rec: dict, folder: Path, split: str) -> list[AuditItem]:
         ]
     images = (natural, manipulated) if q["kind"] == "cross_mcq" else (manipulated,)
     return [AuditItem(rec["id"], kind="mcq", answer=q["answer"], options=tuple(q["options"]), images=images, **base)]
+
+
+def perception(rec: dict, folder: Path) -> list[AuditItem]:
+    """One BLINK-style item of a run (``run blink``): an MCQ over its images, its task as the category."""
+    return [
+        AuditItem(
+            rec["id"],
+            category=rec["task"],
+            kind="mcq",
+            question=rec["question"],
+            answer=rec["answer"],
+            options=tuple(rec["choices"]),
+            level=rec.get("variant", ""),
+            images=tuple(str(folder / im["path"]) for im in rec["images"]),
+            source=",".join(rec["sources"]),
+        )
+    ]
 
 
 _CHOICE_PREFIX = re.compile(r"^\(?[A-H][).]\s*")

@@ -155,7 +155,8 @@ def plan_units(
 ) -> tuple[list[PerceptionUnit], dict[str, str]]:
     """Every (source × task × variant) unit a source can serve, and each task no source serves, with why."""
     ids = sorted(sources)
-    units, skipped = [], {}
+    units: list[PerceptionUnit] = []
+    skipped: dict[str, str] = {}
     for tid, template in sorted(plan.templates.items()):
         reasons: Counter[str] = Counter()
         for sid in ids:
@@ -165,12 +166,13 @@ def plan_units(
                 reasons[why] += 1
                 continue
             extra = companions(template, sid, sources)
+            index = len({u.sources[0][0].source_id for u in units if u.template.id == tid})
             for variant in plan.variants:
                 style: MarkStyle = style_of(template, variant.radius, variant.colour)
                 suffix = "" if variant.name == "default" else f"-{variant.name}"
                 name = f"{sid}-{tid}{suffix}"
                 units.append(
-                    PerceptionUnit(name, template, (sources[sid], *extra), variant.name, style, plan.source_dir)
+                    PerceptionUnit(name, template, (sources[sid], *extra), variant.name, style, plan.source_dir, index)
                 )
         if not any(u.template.id == tid for u in units):
             skipped[tid] = "; ".join(f"{n} sources: {why}" for why, n in sorted(reasons.items())) or "no sources"

@@ -233,16 +233,26 @@ class IqPuzzle:
     shape: str
 
 
-def iq_puzzle(rng: np.random.Generator, n_options: int = 4) -> IqPuzzle:
+IQ_SHAPES = ("circle", "square", "triangle")
+# every (start, step, shape) a puzzle can have: 36, so a run's puzzles can all differ
+IQ_SPACE = [(start, step, shape) for start in range(1, 5) for step in range(1, 4) for shape in IQ_SHAPES]
+
+
+def iq_puzzle(rng: np.random.Generator, n_options: int = 4, index: int | None = None, seed: int = 0) -> IqPuzzle:
     """A counting sequence: three panels with k, k+s, k+2s shapes; the answer panel has k+3s; the distractors
-    are nearby counts (k+2s, k+3s±1, k+4s), all distinct and positive."""
-    start, step = int(rng.integers(1, 4)), int(rng.integers(1, 3))
+    are nearby counts (k+2s, k+3s±1, k+4s), all distinct and positive. ``index`` picks the puzzle from a
+    seed-shuffled enumeration of every (start, step, shape), so a run's first 36 puzzles never repeat."""
+    if index is None:
+        start, step, shape = IQ_SPACE[int(rng.integers(len(IQ_SPACE)))]
+    else:
+        start, step, shape = IQ_SPACE[
+            int(np.random.default_rng([seed, 7]).permutation(len(IQ_SPACE))[index % len(IQ_SPACE)])
+        ]
     truth = start + 3 * step
     pool = sorted({start + 2 * step, truth - 1, truth + 1, start + 4 * step, truth + 2} - {truth})
     distractors = [int(c) for c in rng.choice([c for c in pool if c > 0], size=n_options - 1, replace=False)]
     options = [truth, *distractors]
     order = rng.permutation(n_options)
-    shape = str(rng.choice(["circle", "square", "triangle"]))
     return IqPuzzle(
         (start, start + step, start + 2 * step),
         tuple(options[i] for i in order),

@@ -25,6 +25,16 @@ class NotApplicable(ValueError):
 
 
 @dataclass(frozen=True)
+class Draw:
+    """What a builder draws with: the unit's generator, and its place among the task's units (a task whose
+    items do not come from a source, the IQ Test, enumerates its puzzles by it so they never repeat)."""
+
+    rng: np.random.Generator
+    index: int = 0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class SourceView:
     """What a builder sees of one source image."""
 
@@ -87,14 +97,14 @@ def things(source: SourceView) -> list[tuple[str, Box]]:
     return [(label, box) for label, box, thing in source.boxes if thing]
 
 
-def jigsaw(t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle) -> Built:
+def jigsaw(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    rng = draw.rng
     item = bt.jigsaw(sources[0].image, rng)
     return Built([item.reference, *item.options], ["the second image", "the third image"], item.answer)
 
 
-def object_localization(
-    t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle
-) -> Built:
+def object_localization(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    rng = draw.rng
     src = sources[0]
     w, h = src.image.size
     counts = Counter(label for label, _ in things(src))
@@ -115,7 +125,8 @@ def object_localization(
     return Built([image], ["Box A", "Box B"], answer, {"object": label}, marks)
 
 
-def counting(t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle) -> Built:
+def counting(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    rng = draw.rng
     counts = Counter(label for label, _ in things(sources[0]))
     if not counts:
         raise NotApplicable("no labelled objects to count")
@@ -124,9 +135,8 @@ def counting(t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Ge
     return Built([sources[0].image], [str(n) for n in options], answer, {"objects": plural(label)})
 
 
-def visual_correspondence(
-    t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle
-) -> Built:
+def visual_correspondence(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    rng = draw.rng
     item = bt.correspondence(sources[0].image, rng)
     first, ref = marked(sources[0].image, 0, [Mark("REF", item.reference_point)], style)
     second, points = marked(item.warped, 1, [Mark(LETTERS[k], p) for k, p in enumerate(item.options)], style)
@@ -135,9 +145,8 @@ def visual_correspondence(
     )
 
 
-def spatial_relation(
-    t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle
-) -> Built:
+def spatial_relation(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    rng = draw.rng
     src = sources[0]
     counts = Counter(label for label, _ in things(src))
     unique = [(label, box) for label, box in things(src) if counts[label] == 1]
@@ -158,9 +167,8 @@ def spatial_relation(
     )
 
 
-def visual_similarity(
-    t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle
-) -> Built:
+def visual_similarity(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    rng = draw.rng
     if len(sources) < 2:
         raise NotApplicable("needs a second source image")
     size = (384, round(384 * sources[0].image.height / sources[0].image.width))
@@ -174,15 +182,14 @@ def visual_similarity(
     )
 
 
-def iq_test(t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle) -> Built:
-    puzzle = bt.iq_puzzle(rng)
+def iq_test(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    puzzle = bt.iq_puzzle(draw.rng, index=draw.index, seed=draw.seed)
     picture, boxes = bt.draw_iq_puzzle(puzzle)  # the letters are part of the puzzle's picture
     return Built([picture], [f"picture {LETTERS[k]}" for k in range(len(boxes))], puzzle.answer)
 
 
-def relative_depth(
-    t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle
-) -> Built:
+def relative_depth(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    rng = draw.rng
     src = sources[0]
     if src.disparity is None:
         raise NotApplicable("no disparity map")
@@ -191,7 +198,8 @@ def relative_depth(
     return Built([image], ["A", "B"], pair.closer, marks=marks)
 
 
-def multi_view(t: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle) -> Built:
+def multi_view(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    rng = draw.rng
     first = sources[0]
     least = float(t.params.get("min_yaw", 5.0))  # type: ignore[arg-type]
     others = [s for s in sources[1:] if s.yaw is not None and first.yaw is not None and abs(s.yaw - first.yaw) >= least]
@@ -207,7 +215,7 @@ def multi_view(t: PerceptionTemplate, sources: list[SourceView], rng: np.random.
     )
 
 
-BUILDERS: dict[str, Callable[[PerceptionTemplate, list[SourceView], np.random.Generator, MarkStyle], Built]] = {
+BUILDERS: dict[str, Callable[[PerceptionTemplate, list[SourceView], Draw, MarkStyle], Built]] = {
     "jigsaw": jigsaw,
     "object_localization": object_localization,
     "counting": counting,
@@ -220,8 +228,8 @@ BUILDERS: dict[str, Callable[[PerceptionTemplate, list[SourceView], np.random.Ge
 }
 
 
-def build(template: PerceptionTemplate, sources: list[SourceView], rng: np.random.Generator, style: MarkStyle) -> Built:
-    built = BUILDERS[template.builder](template, sources, rng, style)
+def build(template: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    built = BUILDERS[template.builder](template, sources, draw, style)
     if len(built.choices) != template.choices:
         raise ValueError(f"{template.id}: built {len(built.choices)} choices, the template says {template.choices}")
     built.sources = built.sources or [sources[0].id]

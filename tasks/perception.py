@@ -15,7 +15,7 @@ from prefect.cache_policies import NO_CACHE
 from perceptforge.data.schema import LETTERS, IngestedSource, Lineage, PerceptionItem
 from perceptforge.logic.ids import unit_rng
 from perceptforge.logic.marks import MarkStyle
-from perceptforge.logic.perception_build import SourceView, build
+from perceptforge.logic.perception_build import Draw, SourceView, build
 from perceptforge.logic.perception_templates import PerceptionTemplate
 from perceptforge.prompts.library import load_prompt
 from perceptforge.store.images import load_rgb
@@ -32,6 +32,7 @@ class PerceptionUnit:
     variant: str  # visual-prompt variant name
     style: MarkStyle
     source_dir: Path  # where per-task extras (a disparity map) are read
+    index: int = 0  # the unit's source's place among the sources that serve its task
 
 
 def item_id(unit: PerceptionUnit, seed: int) -> str:
@@ -64,7 +65,8 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:
     t = unit.template
     # The draw does not depend on the variant, so the variants of one unit differ only in their marks.
     rng = unit_rng(seed, f"{unit.sources[0][0].source_id}-{t.id}:build")
-    built = build(t, [view(run, unit.source_dir, e, i) for e, i in unit.sources], rng, unit.style)
+    draw = Draw(rng, unit.index, seed)
+    built = build(t, [view(run, unit.source_dir, e, i) for e, i in unit.sources], draw, unit.style)
     prompt = load_prompt(t.prompt)
     own_entry, own = unit.sources[0]
     return PerceptionItem(

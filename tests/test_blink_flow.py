@@ -65,6 +65,8 @@ def test_items_are_true_of_their_construction(blink_run, sample_dir):
         assert item.choices == ["left", "right"] and item.choices["AB".index(item.answer)] == (
             "right" if second > first else "left"
         )
+    iq = [i for i in items if i.task == "IQ_Test"]
+    assert len({i.images[0].sha256 for i in iq}) == len(iq)  # no puzzle twice
     similar = [i for i in items if i.task == "Visual_Similarity"]
     assert all(set(i.sources) & {"8", "9"} == set() for i in similar)  # a view of one scene is never "another picture"
     for item in items:
@@ -108,6 +110,17 @@ def test_prompt_variants_are_the_same_questions_with_other_marks(prefect_api, sa
     }
     assert len({tuple(tuple(m.at) for m in i.marks) for i in items}) == 1  # the same points, drawn four ways
     assert len({i.images[0].sha256 for i in items}) == 4
+
+
+def test_the_audit_reads_a_blink_run_and_finds_no_duplicates(blink_run, tmp_path):
+    from perceptforge.audit.run import audit
+
+    run, summary = blink_run
+    doc = audit([run], tmp_path / "audit")
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert doc["items"] == summary["counts"]["items"] and checks["balance"]["passed"] is True
+    # photos reused across tasks come from one source, so they are not duplicates; no two items repeat
+    assert checks["duplicates"]["passed"] is True, checks["duplicates"]["flags"][:3]
 
 
 def test_blink_layout_scores_with_the_blink_scorer(blink_run, tmp_path, cli_env):

@@ -113,5 +113,13 @@ def test_iq_puzzles_continue_their_sequence():
         a, b, c = puzzle.counts
         assert b - a == c - b > 0 and puzzle.options[puzzle.answer] == c + (c - b)
         assert len(set(puzzle.options)) == 4 and min(puzzle.options) >= 1
+    # by index, a run's puzzles never repeat
+    from perceptforge.logic.blink_tasks import IQ_SPACE
+
+    drawn = {
+        (p.counts, p.shape)
+        for p in (iq_puzzle(np.random.default_rng(k), index=k, seed=3) for k in range(len(IQ_SPACE)))
+    }
+    assert len(drawn) == len(IQ_SPACE) == 36
     image, boxes = draw_iq_puzzle(puzzle)
     assert len(boxes) == 4 and all(0 <= b[0] and b[2] <= image.width and b[3] <= image.height for b in boxes)
