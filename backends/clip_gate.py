@@ -50,6 +50,20 @@ class ClipScorer:
             out = self.model(**inputs)  # image_embeds and text_embeds come out normalised
         return [round(float(s), 6) for s in (out.text_embeds @ out.image_embeds[0]).tolist()]
 
+    def image_embeddings(self, images: list[Image.Image]) -> list[list[float]]:
+        """Each image's CLIP embedding, normalised (cosine similarity is their dot product): the perceptual
+        embedding that decides a BLINK-style Visual Similarity item."""
+        import torch
+
+        self.load()
+        inputs = self.processor(images=[im.convert("RGB") for im in images], return_tensors="pt").to(self.device)
+        with torch.no_grad():
+            embeds = self.model.get_image_features(**inputs)
+        if not isinstance(embeds, torch.Tensor):  # transformers 5 returns an output object
+            embeds = embeds.pooler_output
+        embeds = embeds / embeds.norm(dim=-1, keepdim=True)
+        return [[round(float(v), 6) for v in row] for row in embeds.tolist()]
+
     def measure(self, region: Image.Image, new: str, old: str) -> dict[str, float]:
         sim_new, sim_old = self.similarities(region, [new, old])
         return {"clip_new": sim_new, "clip_old": sim_old}

@@ -74,7 +74,9 @@ def serves(template: PerceptionTemplate, entry: SourceEntry, n_sources: int) -> 
     return None
 
 
-def companions(template: PerceptionTemplate, sid: str, sources: dict[str, tuple[SourceEntry, Any]]) -> list:
+def companions(
+    template: PerceptionTemplate, sid: str, sources: dict[str, tuple[SourceEntry, Any]], pool: bool = False
+) -> list:
     """The other sources a unit needs besides its own: every other view of its pose sequence, or the next
     source in id order that is not a view of the same scene (a different picture)."""
     entry = sources[sid][0]
@@ -93,7 +95,8 @@ def companions(template: PerceptionTemplate, sid: str, sources: dict[str, tuple[
             if (scene is None or (sources[k][0].pose or {}).get("sequence") != scene)
             and (sources[k][0].pose or {}).get("reference", True)
         ]
-        return [sources[other[0]]] if other else []
+        # with a perceptual embedding every other photo is a candidate; without, the next one is the "other"
+        return [sources[k] for k in (other if pool else other[:1])]
     return []
 
 
@@ -151,7 +154,7 @@ def plan_blink(
 
 
 def plan_units(
-    plan: BlinkPlan, sources: dict[str, tuple[SourceEntry, Any]]
+    plan: BlinkPlan, sources: dict[str, tuple[SourceEntry, Any]], embedder: Any = None
 ) -> tuple[list[PerceptionUnit], dict[str, str]]:
     """Every (source × task × variant) unit a source can serve, and each task no source serves, with why."""
     ids = sorted(sources)
@@ -165,14 +168,16 @@ def plan_units(
             if why:
                 reasons[why] += 1
                 continue
-            extra = companions(template, sid, sources)
+            extra = companions(template, sid, sources, pool=embedder is not None)
             index = len({u.sources[0][0].source_id for u in units if u.template.id == tid})
             for variant in plan.variants:
                 style: MarkStyle = style_of(template, variant.radius, variant.colour)
                 suffix = "" if variant.name == "default" else f"-{variant.name}"
                 name = f"{sid}-{tid}{suffix}"
                 units.append(
-                    PerceptionUnit(name, template, (sources[sid], *extra), variant.name, style, plan.source_dir, index)
+                    PerceptionUnit(
+                        name, template, (sources[sid], *extra), variant.name, style, plan.source_dir, index, embedder
+                    )
                 )
         if not any(u.template.id == tid for u in units):
             skipped[tid] = "; ".join(f"{n} sources: {why}" for why, n in sorted(reasons.items())) or "no sources"
@@ -195,7 +200,9 @@ def blink_flow(
     run = prepare_run(plan.out, plan.identity, fresh)
     runner = StageRunner(run)
     sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, plan.profile.ingest.max_pixels)
-    units, skipped = plan_units(plan, sources)
+    # the profile's CLIP model (gates.clip) doubles as the perceptual embedding of Visual Similarity
+    embedder = plan.profile.build_clip_gate(plan.profile.runtime())
+    units, skipped = plan_units(plan, sources, embedder)
     items = build_stage(runner, units, plan.seed)
     per_task = dict(sorted(Counter(i.task for i in items).items()))
     random_choice = {t.task: t.random_choice for t in plan.templates.values() if t.task in per_task}

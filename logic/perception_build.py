@@ -32,6 +32,9 @@ class Draw:
     rng: np.random.Generator
     index: int = 0
     seed: int = 0
+    # a perceptual embedding (normalised vectors, one per image), when the profile names a CLIP model
+    embed: Callable[[list[Image.Image]], list[list[float]]] | None = None
+    embed_model: str = ""
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class Built:
     values: dict[str, str] = field(default_factory=dict)  # the question prompt's placeholders
     marks: list[dict] = field(default_factory=list)  # schema.Mark fields
     sources: list[str] = field(default_factory=list)
+    models: dict[str, str] = field(default_factory=dict)  # role → model that decided the answer
 
 
 def style_of(
@@ -168,9 +172,28 @@ def spatial_relation(t: PerceptionTemplate, sources: list[SourceView], draw: Dra
 
 
 def visual_similarity(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    """With a perceptual embedding: the reference photo and the two other photos whose similarity to it differs
+    most (at least ``min_gap`` apart); the answer is the nearer one. Without one: a second view of the same
+    photo against a view of another (the answer known by construction)."""
     rng = draw.rng
     if len(sources) < 2:
         raise NotApplicable("needs a second source image")
+    if draw.embed is not None and len(sources) >= 3:
+        vectors = np.asarray(draw.embed([s.image for s in sources]))
+        sims = vectors[1:] @ vectors[0]
+        near, far = int(np.argmax(sims)), int(np.argmin(sims))
+        gap = float(sims[near] - sims[far])
+        if gap < float(t.params.get("min_gap", 0.05)):  # type: ignore[arg-type]
+            raise ValueError(f"the candidates' similarities to the reference differ by only {gap:.3f}")
+        answer = int(rng.integers(2))
+        picked = [sources[1 + near], sources[1 + far]] if answer == 0 else [sources[1 + far], sources[1 + near]]
+        return Built(
+            [sources[0].image, *(o.image for o in picked)],
+            ["the second image", "the third image"],
+            answer,
+            sources=[sources[0].id, *(o.id for o in picked)],
+            models={"similarity": draw.embed_model},
+        )
     size = (384, round(384 * sources[0].image.height / sources[0].image.width))
     reference = bt.augmented_view(sources[0].image, rng, size)
     same = bt.augmented_view(sources[0].image, rng, size)
@@ -178,7 +201,7 @@ def visual_similarity(t: PerceptionTemplate, sources: list[SourceView], draw: Dr
     answer = int(rng.integers(2))
     options = [same, other] if answer == 0 else [other, same]
     return Built(
-        [reference, *options], ["the second image", "the third image"], answer, sources=[s.id for s in sources]
+        [reference, *options], ["the second image", "the third image"], answer, sources=[s.id for s in sources[:2]]
     )
 
 

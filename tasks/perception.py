@@ -6,13 +6,14 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from perceptforge.data.schema import LETTERS, IngestedSource, Lineage, PerceptionItem
+from perceptforge.data.schema import LETTERS, BackendRef, IngestedSource, Lineage, PerceptionItem
 from perceptforge.logic.ids import unit_rng
 from perceptforge.logic.marks import MarkStyle
 from perceptforge.logic.perception_build import Draw, SourceView, build
@@ -33,6 +34,7 @@ class PerceptionUnit:
     style: MarkStyle
     source_dir: Path  # where per-task extras (a disparity map) are read
     index: int = 0  # the unit's source's place among the sources that serve its task
+    embedder: Any = None  # a perceptual embedding model (ClipScorer), when the profile names one
 
 
 def item_id(unit: PerceptionUnit, seed: int) -> str:
@@ -65,7 +67,8 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:
     t = unit.template
     # The draw does not depend on the variant, so the variants of one unit differ only in their marks.
     rng = unit_rng(seed, f"{unit.sources[0][0].source_id}-{t.id}:build")
-    draw = Draw(rng, unit.index, seed)
+    embed = unit.embedder.image_embeddings if unit.embedder is not None else None
+    draw = Draw(rng, unit.index, seed, embed, getattr(unit.embedder, "model_id", ""))
     built = build(t, [view(run, unit.source_dir, e, i) for e, i in unit.sources], draw, unit.style)
     prompt = load_prompt(t.prompt)
     own_entry, own = unit.sources[0]
@@ -86,6 +89,7 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:
             template_id=t.id,
             template_version=t.version,
             prompts=[prompt.ref()],
+            backends={role: BackendRef(name="clip", model_id=model) for role, model in built.models.items()},
             seed=seed,
         ),
     )

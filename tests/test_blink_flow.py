@@ -227,3 +227,31 @@ def test_sigkill_mid_build_then_rerun_matches_uninterrupted(blink_run, sample_di
     proc = start()
     assert proc.wait(timeout=600) == 0, proc.stderr.read().decode()[-2000:]
     assert item_files(killed) == item_files(run)  # nothing lost, nothing duplicated, byte-identical
+
+
+def test_visual_similarity_by_a_clip_embedding_when_the_profile_names_one(prefect_api, sample_dir, tmp_path):
+    """The real backend path: a profile whose gates.clip names a (tiny, local) CLIP model. Each item's answer is
+    the candidate photo whose embedding is nearer the reference's, and the item names the model."""
+    from pathlib import Path
+
+    from tiny_models import save_tiny_clip
+
+    import perceptforge
+    from perceptforge.backends.clip_gate import ClipScorer
+
+    clip = save_tiny_clip(tmp_path / "clip")
+    local = (Path(perceptforge.__file__).parent / "configs" / "local.yaml").read_text()
+    profile = tmp_path / "clip.yaml"
+    profile.write_text(local.replace("gates:\n", f"gates:\n  clip:\n    model: {clip}\n", 1))
+    summary = blink_flow(
+        source=str(sample_dir), out=str(tmp_path / "run"), profile=str(profile), seed=0, tasks=["visual_similarity"]
+    )
+    items = [PerceptionItem.model_validate_json(p.read_text()) for p in (tmp_path / "run" / "items").glob("*.json")]
+    assert items and summary["items_per_task"] == {"Visual_Similarity": len(items)}
+    scorer = ClipScorer(str(clip)).load()
+    for item in items:
+        assert item.lineage.backends["similarity"].model_id == str(clip) and len(item.sources) == 3
+        pictures = [Image.open(tmp_path / "run" / ref.path) for ref in item.images]
+        reference, *candidates = np.asarray(scorer.image_embeddings(pictures))
+        nearer = int(np.argmax(np.asarray(candidates) @ reference))
+        assert "AB"[nearer] == item.answer
