@@ -21,9 +21,10 @@ def test_mvp_flow_ingests_grounds_and_renders_only_what_the_local_backends_can(d
     # 3 people × the 3 categories the local editors can render: scenes (B1, S1) from the donor library,
     # hair colours (I1) by recolouring; every other category is skipped with the reason.
     counts = summary["counts"]
+    # 9 sources: the 6 photos and the 3 rendered views of the BLINK-style depth scene (no subject: ingested only)
     assert {k: counts[k] for k in ("sources", "ingested", "grounded", "ideas", "candidates")} == {
-        "sources": 6,
-        "ingested": 6,
+        "sources": 9,
+        "ingested": 9,
         "grounded": 3,
         "ideas": 9,
         "candidates": 9,
@@ -56,7 +57,7 @@ def test_mvp_flow_ingests_grounds_and_renders_only_what_the_local_backends_can(d
         gate = json.loads((out / "gates" / f"{unit}.json").read_text())
         assert gate["passed"] and {"inside_change", "outside_change"} <= set(gate["measurements"])
     sources = [json.loads(line) for line in (out / "sources.jsonl").read_text().splitlines()]
-    assert [s["id"] for s in sources] == ["1", "2", "3", "4", "5", "6"]
+    assert [s["id"] for s in sources] == ["1", "2", "3", "4", "5", "6", "7", "8", "9"]
     assert sorted(p.name for p in (out / "groundings").iterdir()) == ["1.json", "2.json", "3.json"]
     first = {p.name: p.read_bytes() for p in sorted((out / "items").iterdir())}
     mvp_flow(source=str(sample_dir), profile="local", out=str(out), seed=0)
@@ -119,7 +120,7 @@ def test_corrupt_and_escaping_images_are_quarantined(prefect_api, sample_dir, tm
     out = tmp_path / "run"
     with caplog.at_level(logging.INFO):
         summary = mvp_flow(source=str(src), profile="local", out=str(out), categories=["S1"])
-    assert summary["counts"]["ingested"] == 4
+    assert summary["counts"]["ingested"] == 7  # the 9 bundled sources but the two bad ones
     # every quarantine, bad files included, is one warning line: no error, no traceback
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert any("ingest: source-4 quarantined" in r.getMessage() for r in caplog.records)
