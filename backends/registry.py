@@ -33,7 +33,8 @@ from pydantic import BaseModel, ConfigDict
 
 from perceptforge.errors import PerceptforgeError
 
-ROLES = ("grounder", "segmenter", "inpainter", "editor", "llm")
+ROLES = ("grounder", "segmenter", "inpainter", "editor", "llm", "depth")
+OPTIONAL_ROLES = ("editor", "depth")  # a profile may leave these out (None)
 ENTRY_POINT_GROUP = "perceptforge.backends"
 BUILTIN_MODULES = (
     "perceptforge.backends.grounders",
@@ -43,6 +44,7 @@ BUILTIN_MODULES = (
     "perceptforge.backends.recolour",
     "perceptforge.backends.editors",
     "perceptforge.backends.writers",
+    "perceptforge.backends.depth",
 )
 
 

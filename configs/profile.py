@@ -100,6 +100,9 @@ class Profile(Section):
     )
     editor: BackendSettings | None = Field(None, description="None: direct-alteration categories are skipped")
     llm: BackendSettings
+    depth: BackendSettings | None = Field(
+        None, description="None: BLINK-style Relative Depth only from sources with a disparity map"
+    )
     gates: Gates = Gates()
     runner: Runner = Runner()
     ingest: Ingest = Ingest()
@@ -111,6 +114,7 @@ class Profile(Section):
             "inpainter": "+".join(s.backend for s in self.inpainter),
             "editor": self.editor.backend if self.editor else "none",
             "llm": self.llm.backend,
+            "depth": self.depth.backend if self.depth else "none",
         }
 
     def runtime(self, cache_dir: Path | None = None) -> Runtime:
@@ -160,7 +164,9 @@ def _as_list(value: Any) -> Any:
 
 def profile_model() -> type[Profile]:
     """``Profile`` with each backend section validated against the backends registered for its role."""
-    fields: dict[str, Any] = {role: (_role_type(role), ...) for role in registry.ROLES if role != "editor"}
+    fields: dict[str, Any] = {
+        role: (_role_type(role), ...) for role in registry.ROLES if role not in registry.OPTIONAL_ROLES
+    }
     fields["inpainter"] = (
         Annotated[list[_role_type("inpainter")], BeforeValidator(_as_list), Field(min_length=1)],  # type: ignore[misc]
         ...,
@@ -168,6 +174,10 @@ def profile_model() -> type[Profile]:
     fields["editor"] = (
         Optional[_role_type("editor")],
         Field(None, description="None: direct-alteration categories are skipped"),
+    )
+    fields["depth"] = (
+        Optional[_role_type("depth")],
+        Field(None, description="None: BLINK-style Relative Depth only from sources with a disparity map"),
     )
     return create_model("Profile", __base__=Profile, **fields)
 

@@ -58,15 +58,15 @@ def parse_variants(spec: str | None) -> list[Variant]:
     return [Variant(f"r{r:g}-{c}", r, COLOURS[c]) for r in radii for c in colours]
 
 
-def serves(template: PerceptionTemplate, entry: SourceEntry, n_sources: int) -> str | None:
+def serves(template: PerceptionTemplate, entry: SourceEntry, n_sources: int, depth_model: bool = False) -> str | None:
     """Why ``entry`` cannot serve ``template`` (None: it can)."""
     labelled = [r for r in entry.regions if "bbox" in r and r.get("label")]
     if "labelled_boxes" in template.needs and not labelled:
         return "no labelled boxes"
     if "second_image" in template.needs and n_sources < 2:
         return "needs a second source image"
-    if "disparity" in template.needs and "disparity" not in entry.extras:
-        return "no disparity map"
+    if "disparity" in template.needs and "disparity" not in entry.extras and not depth_model:
+        return "no disparity map (and the profile names no depth model)"
     if "pose" in template.needs and not entry.pose:
         return "no camera pose"
     if entry.pose and not entry.pose["reference"] and "pose" not in template.needs:
@@ -154,7 +154,7 @@ def plan_blink(
 
 
 def plan_units(
-    plan: BlinkPlan, sources: dict[str, tuple[SourceEntry, Any]], embedder: Any = None
+    plan: BlinkPlan, sources: dict[str, tuple[SourceEntry, Any]], embedder: Any = None, depth: Any = None
 ) -> tuple[list[PerceptionUnit], dict[str, str]]:
     """Every (source × task × variant) unit a source can serve, and each task no source serves, with why."""
     ids = sorted(sources)
@@ -164,7 +164,7 @@ def plan_units(
         reasons: Counter[str] = Counter()
         for sid in ids:
             entry, _ = sources[sid]
-            why = serves(template, entry, len(ids))
+            why = serves(template, entry, len(ids), depth is not None)
             if why:
                 reasons[why] += 1
                 continue
@@ -176,7 +176,15 @@ def plan_units(
                 name = f"{sid}-{tid}{suffix}"
                 units.append(
                     PerceptionUnit(
-                        name, template, (sources[sid], *extra), variant.name, style, plan.source_dir, index, embedder
+                        name,
+                        template,
+                        (sources[sid], *extra),
+                        variant.name,
+                        style,
+                        plan.source_dir,
+                        index,
+                        embedder,
+                        depth,
                     )
                 )
         if not any(u.template.id == tid for u in units):
@@ -201,8 +209,9 @@ def blink_flow(
     runner = StageRunner(run)
     sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, plan.profile.ingest.max_pixels)
     # the profile's CLIP model (gates.clip) doubles as the perceptual embedding of Visual Similarity
-    embedder = plan.profile.build_clip_gate(plan.profile.runtime())
-    units, skipped = plan_units(plan, sources, embedder)
+    runtime = plan.profile.runtime()
+    embedder, depth = plan.profile.build_clip_gate(runtime), plan.profile.build("depth", runtime)
+    units, skipped = plan_units(plan, sources, embedder, depth)
     items = build_stage(runner, units, plan.seed)
     per_task = dict(sorted(Counter(i.task for i in items).items()))
     random_choice = {t.task: t.random_choice for t in plan.templates.values() if t.task in per_task}

@@ -311,3 +311,28 @@ def draw_iq_puzzle(puzzle: IqPuzzle, panel: int = 160, gap: int = 24) -> tuple[I
             canvas, letter, (x + (panel - tw) // 2, top + panel + 8 + th), cv2.FONT_HERSHEY_SIMPLEX, 1.2, (0, 0, 0), 3
         )
     return Image.fromarray(canvas), boxes
+
+
+def relative_depth_pair(
+    nearness: np.ndarray,
+    rng: np.random.Generator,
+    min_gap: float = 0.25,
+    margin: int = 16,
+    tries: int = 2000,
+    min_distance: int = 40,
+) -> DepthPair:
+    """Two points whose order is clear on a relative nearness map (a depth model's output, known up to scale
+    and shift): their values differ by at least ``min_gap`` of the map's 5–95 % spread."""
+    h, w = nearness.shape
+    low, high = np.percentile(nearness, [5, 95])
+    spread = float(high - low)
+    if not np.isfinite(spread) or spread <= 0:
+        raise ValueError("the depth map is flat: no clear depth order anywhere")
+    for _ in range(tries):
+        (x0, x1), (y0, y1) = rng.integers(margin, w - margin, size=2), rng.integers(margin, h - margin, size=2)
+        if np.hypot(x1 - x0, y1 - y0) < min_distance:
+            continue
+        d0, d1 = float(nearness[y0, x0]), float(nearness[y1, x1])
+        if abs(d0 - d1) >= min_gap * spread:
+            return DepthPair(((int(x0), int(y0)), (int(x1), int(y1))), 0 if d0 > d1 else 1)
+    raise ValueError(f"no two points {min_gap:.0%} of the depth spread apart after {tries} tries")

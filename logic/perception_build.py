@@ -46,6 +46,8 @@ class SourceView:
     boxes: tuple[tuple[str, Box, bool], ...] = ()  # (label, x0 y0 x1 y1, is a thing)
     disparity: np.ndarray | None = None  # per-pixel disparity (larger: nearer), when the source gives one
     yaw: float | None = None  # camera yaw in degrees (right positive), for a view of a pose sequence
+    nearness: np.ndarray | None = None  # a depth model's relative nearness (larger: nearer), without a disparity map
+    depth_model: str = ""
 
 
 @dataclass
@@ -212,13 +214,20 @@ def iq_test(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style:
 
 
 def relative_depth(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    """Two points with a clear depth order: from the source's disparity map (a ratio), else from the profile's
+    depth model (a share of its spread, as its output is known up to scale and shift)."""
     rng = draw.rng
     src = sources[0]
-    if src.disparity is None:
-        raise NotApplicable("no disparity map")
-    pair = bt.depth_pair(src.disparity, rng, float(t.params.get("min_ratio", 1.3)))  # type: ignore[arg-type]
+    models = {}
+    if src.disparity is not None:
+        pair = bt.depth_pair(src.disparity, rng, float(t.params.get("min_ratio", 1.3)))  # type: ignore[arg-type]
+    elif src.nearness is not None:
+        pair = bt.relative_depth_pair(src.nearness, rng, float(t.params.get("min_gap", 0.25)))  # type: ignore[arg-type]
+        models = {"depth": src.depth_model}
+    else:
+        raise NotApplicable("no disparity map and no depth model")
     image, marks = marked(src.image, 0, [Mark("A", pair.points[0]), Mark("B", pair.points[1])], style)
-    return Built([image], ["A", "B"], pair.closer, marks=marks)
+    return Built([image], ["A", "B"], pair.closer, marks=marks, models=models)
 
 
 def multi_view(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:

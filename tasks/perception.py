@@ -24,6 +24,8 @@ from perceptforge.store.rundir import RunDir
 from perceptforge.store.sources import SourceEntry, resolve_inside
 from perceptforge.tasks.runner import StageRunner, Unit, unit_record
 
+BACKEND_NAMES = {"similarity": "clip", "depth": "transformers-depth"}  # role → the backend that decided
+
 
 @dataclass(frozen=True)
 class PerceptionUnit:
@@ -35,6 +37,7 @@ class PerceptionUnit:
     source_dir: Path  # where per-task extras (a disparity map) are read
     index: int = 0  # the unit's source's place among the sources that serve its task
     embedder: Any = None  # a perceptual embedding model (ClipScorer), when the profile names one
+    depth: Any = None  # a depth model (backends/depth), when the profile names one
 
 
 def item_id(unit: PerceptionUnit, seed: int) -> str:
@@ -43,7 +46,7 @@ def item_id(unit: PerceptionUnit, seed: int) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def view(run: RunDir, source_dir: Path, entry: SourceEntry, ingested: IngestedSource) -> SourceView:
+def view(run: RunDir, source_dir: Path, entry: SourceEntry, ingested: IngestedSource, depth: Any = None) -> SourceView:
     """What a builder sees: the stored image, the labelled boxes (``isthing: 0`` marks stuff such as hair or a
     backdrop: COCO panoptic's convention), and the disparity map when the source names one."""
     boxes = []
@@ -60,7 +63,10 @@ def view(run: RunDir, source_dir: Path, entry: SourceEntry, ingested: IngestedSo
             raise ValueError(f"{entry.extras['disparity']}: {size}, the image is {ingested.width}x{ingested.height}")
         disparity = raw / 256.0
     yaw = entry.pose["yaw"] if entry.pose else None
-    return SourceView(entry.source_id, load_rgb(run.sub(ingested.stored)), tuple(boxes), disparity, yaw)
+    image = load_rgb(run.sub(ingested.stored))
+    nearness = depth.nearness(image) if depth is not None and disparity is None else None
+    model = getattr(depth, "model_id", "") if nearness is not None else ""
+    return SourceView(entry.source_id, image, tuple(boxes), disparity, yaw, nearness, model)
 
 
 def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:
@@ -69,7 +75,8 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:
     rng = unit_rng(seed, f"{unit.sources[0][0].source_id}-{t.id}:build")
     embed = unit.embedder.image_embeddings if unit.embedder is not None else None
     draw = Draw(rng, unit.index, seed, embed, getattr(unit.embedder, "model_id", ""))
-    built = build(t, [view(run, unit.source_dir, e, i) for e, i in unit.sources], draw, unit.style)
+    depth = unit.depth if "disparity" in t.needs else None  # only Relative Depth asks the model
+    built = build(t, [view(run, unit.source_dir, e, i, depth) for e, i in unit.sources], draw, unit.style)
     prompt = load_prompt(t.prompt)
     own_entry, own = unit.sources[0]
     return PerceptionItem(
@@ -89,7 +96,7 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:
             template_id=t.id,
             template_version=t.version,
             prompts=[prompt.ref()],
-            backends={role: BackendRef(name="clip", model_id=model) for role, model in built.models.items()},
+            backends={role: BackendRef(name=BACKEND_NAMES[role], model_id=m) for role, m in built.models.items()},
             seed=seed,
         ),
     )

@@ -255,3 +255,36 @@ def test_visual_similarity_by_a_clip_embedding_when_the_profile_names_one(prefec
         reference, *candidates = np.asarray(scorer.image_embeddings(pictures))
         nearer = int(np.argmax(np.asarray(candidates) @ reference))
         assert "AB"[nearer] == item.answer
+
+
+def test_relative_depth_by_a_depth_model_when_the_profile_names_one(prefect_api, sample_dir, tmp_path):
+    """Photos without a disparity map get Relative Depth items from the profile's depth model (a tiny local
+    DPT through transformers' depth-estimation pipeline): the nearer point by the model's own output is the
+    answer, and the item names the model; the rendered scene still uses its exact disparity."""
+    from pathlib import Path
+
+    from tiny_models import save_tiny_dpt
+
+    import perceptforge
+    from perceptforge.backends.depth import TransformersDepth
+
+    dpt = save_tiny_dpt(tmp_path / "dpt")
+    local = (Path(perceptforge.__file__).parent / "configs" / "local.yaml").read_text()
+    profile = tmp_path / "depth.yaml"
+    profile.write_text(local + f"depth:\n  backend: transformers-depth\n  model_path: {dpt}\n")
+    blink_flow(
+        source=str(sample_dir), out=str(tmp_path / "run"), profile=str(profile), seed=0, tasks=["relative_depth"]
+    )
+    items = [PerceptionItem.model_validate_json(p.read_text()) for p in (tmp_path / "run" / "items").glob("*.json")]
+    by_model = [i for i in items if "depth" in i.lineage.backends]
+    assert len(by_model) >= 3 and any(i.sources == ["7"] and not i.lineage.backends for i in items)
+    model = TransformersDepth(str(dpt))
+    sources = {
+        json.loads(line)["id"]: json.loads(line)
+        for line in (tmp_path / "run" / "sources.jsonl").read_text().splitlines()
+    }
+    for item in by_model:
+        assert item.lineage.backends["depth"].model_id == str(dpt)
+        nearness = model.nearness(Image.open(tmp_path / "run" / sources[item.sources[0]]["stored"]).convert("RGB"))
+        (ax, ay), (bx, by) = ((round(m.at[0]), round(m.at[1])) for m in item.marks)
+        assert item.answer == ("A" if nearness[ay, ax] > nearness[by, bx] else "B")

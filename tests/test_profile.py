@@ -15,10 +15,12 @@ def test_bundled_profiles_load():
         "inpainter": "composite+recolour",
         "editor": "none",
         "llm": "template",
+        "depth": "none",
     }
     gpu = load_profile("gpu")
     assert gpu.segmenter.backend == "sam" and [i.backend for i in gpu.inpainter] == ["sd-inpaint"]
     assert gpu.editor.backend == "instruct-pix2pix" and gpu.llm.backend == "openai"
+    assert gpu.depth.backend == "transformers-depth"
 
 
 def test_typo_names_the_key(tmp_path):

@@ -265,3 +265,27 @@ def save_tiny_sam(folder: Path) -> tuple[str, Path]:
     path = folder / "sam_tiny.pth"
     torch.save(build_tiny().state_dict(), path)
     return "tiny_test", path
+
+
+def save_tiny_dpt(folder: Path) -> Path:
+    """A tiny random DPT depth-estimation model with its image processor, loadable by transformers'
+    ``pipeline("depth-estimation", model=folder)``: the real code path, no download."""
+    from transformers import DPTConfig, DPTForDepthEstimation, DPTImageProcessor, set_seed
+
+    set_seed(0)
+    config = DPTConfig(
+        hidden_size=32,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=37,
+        image_size=32,
+        patch_size=8,
+        neck_hidden_sizes=[8, 16, 32, 32],
+        fusion_hidden_size=16,
+        backbone_out_indices=[0, 1, 2, 3],
+        reassemble_factors=[4, 2, 1, 0.5],
+        is_hybrid=False,
+    )
+    DPTForDepthEstimation(config).save_pretrained(folder)
+    DPTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder)
+    return folder

@@ -1,0 +1,67 @@
+"""Depth estimation for BLINK-style Relative Depth items on photos without a disparity map: a ``transformers``
+``depth-estimation`` model (DPT, Depth Anything …) loaded from a local folder."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from PIL import Image
+from pydantic import Field
+
+from perceptforge.backends.devices import device_lock, release
+from perceptforge.backends.registry import BackendSettings, Runtime, register
+from perceptforge.errors import PerceptforgeError
+
+
+class TransformersDepthSettings(BackendSettings):
+    backend: Literal["transformers-depth"] = "transformers-depth"
+    model_path: str = Field(description="folder of a depth-estimation model, loaded with transformers' pipeline")
+    output: Literal["inverse_depth", "depth"] = Field(
+        "inverse_depth",
+        description="what the model predicts: relative inverse depth (DPT, Depth Anything: larger is nearer) "
+        "or depth (metric models: larger is farther)",
+    )
+
+
+@register("depth", "transformers-depth", TransformersDepthSettings)
+class TransformersDepth:
+    name = "transformers-depth"
+
+    @classmethod
+    def from_settings(cls, settings: TransformersDepthSettings, runtime: Runtime) -> TransformersDepth:
+        return cls(settings.model_path, settings.output, runtime.device)
+
+    def __init__(self, model_path: str, output: str = "inverse_depth", device: str = "cpu"):
+        self.model_path, self.output, self.device = model_path, output, device
+        self.model_id = model_path
+        self.pipe: Any = None
+        self._loading = threading.Lock()  # units run in threads: the weights load once
+
+    def load(self) -> TransformersDepth:
+        with self._loading:
+            if self.pipe is not None:
+                return self
+            from transformers import pipeline
+
+            path = Path(self.model_path).expanduser()
+            if not path.is_dir():
+                raise PerceptforgeError(f"{self.model_path}: depth model folder not found")
+            self.pipe = pipeline("depth-estimation", model=str(path), device=self.device)
+        return self
+
+    def unload(self) -> None:
+        self.pipe = None
+        release()
+
+    def nearness(self, image: Image.Image) -> np.ndarray:
+        """Per pixel, how near the camera (larger is nearer), at the image's size; only the order is
+        meaningful (relative models are known up to scale and shift)."""
+        self.load()
+        with device_lock(self.device):
+            predicted = self.pipe(image.convert("RGB"))["predicted_depth"]
+        values = np.asarray(predicted.detach().cpu().numpy() if hasattr(predicted, "detach") else predicted, np.float64)
+        values = values.reshape(values.shape[-2:])
+        return -values if self.output == "depth" else values
