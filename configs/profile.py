@@ -103,6 +103,7 @@ class Profile(Section):
     depth: BackendSettings | None = Field(
         None, description="None: BLINK-style Relative Depth only from sources with a disparity map"
     )
+    generator: BackendSettings | None = Field(None, description="None: BLINK-style Forensic Detection is skipped")
     gates: Gates = Gates()
     runner: Runner = Runner()
     ingest: Ingest = Ingest()
@@ -115,6 +116,7 @@ class Profile(Section):
             "editor": self.editor.backend if self.editor else "none",
             "llm": self.llm.backend,
             "depth": self.depth.backend if self.depth else "none",
+            "generator": self.generator.backend if self.generator else "none",
         }
 
     def runtime(self, cache_dir: Path | None = None) -> Runtime:
@@ -178,6 +180,10 @@ def profile_model() -> type[Profile]:
     fields["depth"] = (
         Optional[_role_type("depth")],
         Field(None, description="None: BLINK-style Relative Depth only from sources with a disparity map"),
+    )
+    fields["generator"] = (
+        Optional[_role_type("generator")],
+        Field(None, description="None: BLINK-style Forensic Detection is skipped"),
     )
     return create_model("Profile", __base__=Profile, **fields)
 

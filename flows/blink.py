@@ -58,8 +58,16 @@ def parse_variants(spec: str | None) -> list[Variant]:
     return [Variant(f"r{r:g}-{c}", r, COLOURS[c]) for r in radii for c in colours]
 
 
-def serves(template: PerceptionTemplate, entry: SourceEntry, n_sources: int, depth_model: bool = False) -> str | None:
+def serves(
+    template: PerceptionTemplate, entry: SourceEntry, n_sources: int, depth_model: bool = False, generator: bool = False
+) -> str | None:
     """Why ``entry`` cannot serve ``template`` (None: it can)."""
+    if "generator" in template.needs and not generator:
+        return "the profile names no text-to-image generator"
+    if "caption" in template.needs and not entry.caption:
+        return "no caption"
+    if "photograph" in template.needs and entry.synthetic:
+        return "a rendered image, not a photograph"
     labelled = [r for r in entry.regions if "bbox" in r and r.get("label")]
     if "labelled_boxes" in template.needs and not labelled:
         return "no labelled boxes"
@@ -154,7 +162,11 @@ def plan_blink(
 
 
 def plan_units(
-    plan: BlinkPlan, sources: dict[str, tuple[SourceEntry, Any]], embedder: Any = None, depth: Any = None
+    plan: BlinkPlan,
+    sources: dict[str, tuple[SourceEntry, Any]],
+    embedder: Any = None,
+    depth: Any = None,
+    generator: Any = None,
 ) -> tuple[list[PerceptionUnit], dict[str, str]]:
     """Every (source × task × variant) unit a source can serve, and each task no source serves, with why."""
     ids = sorted(sources)
@@ -164,7 +176,7 @@ def plan_units(
         reasons: Counter[str] = Counter()
         for sid in ids:
             entry, _ = sources[sid]
-            why = serves(template, entry, len(ids), depth is not None)
+            why = serves(template, entry, len(ids), depth is not None, generator is not None)
             if why:
                 reasons[why] += 1
                 continue
@@ -185,6 +197,7 @@ def plan_units(
                         index,
                         embedder,
                         depth,
+                        generator,
                     )
                 )
         if not any(u.template.id == tid for u in units):
@@ -206,13 +219,20 @@ def blink_flow(
     """Build BLINK-style items from a source directory into the run directory ``out``."""
     plan = plan_blink(source, out, profile, seed, limit, tasks, prompt_variants, fresh)
     run = prepare_run(plan.out, plan.identity, fresh)
-    runner = StageRunner(run)
+    runner = StageRunner(run, release_models=plan.profile.release_models_between_stages)
     sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, plan.profile.ingest.max_pixels)
     # the profile's CLIP model (gates.clip) doubles as the perceptual embedding of Visual Similarity
     runtime = plan.profile.runtime()
     embedder, depth = plan.profile.build_clip_gate(runtime), plan.profile.build("depth", runtime)
-    units, skipped = plan_units(plan, sources, embedder, depth)
-    items = build_stage(runner, units, plan.seed)
+    generator = plan.profile.build("generator", runtime)
+    units, skipped = plan_units(plan, sources, embedder, depth, generator)
+    # Models load here, once, before the units run in threads (a diffusers pipeline loaded by two threads
+    # at once breaks), and only when some unit's task asks for them.
+    asked = {need for u in units for need in u.template.needs}
+    for model, need in ((embedder, "second_image"), (depth, "disparity"), (generator, "generator")):
+        if model is not None and need in asked:
+            model.load()
+    items = build_stage(runner, units, plan.seed, tuple(m for m in (embedder, depth, generator) if m is not None))
     per_task = dict(sorted(Counter(i.task for i in items).items()))
     random_choice = {t.task: t.random_choice for t in plan.templates.values() if t.task in per_task}
     quarantine = run.gather_quarantine()

@@ -35,6 +35,9 @@ class Draw:
     # a perceptual embedding (normalised vectors, one per image), when the profile names a CLIP model
     embed: Callable[[list[Image.Image]], list[list[float]]] | None = None
     embed_model: str = ""
+    # a text-to-image model: (prompt, seeds, size) → one image per seed, when the profile names one
+    generate: Callable[[str, list[int], tuple[int, int]], list[Image.Image]] | None = None
+    generator_model: str = ""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class SourceView:
     boxes: tuple[tuple[str, Box, bool], ...] = ()  # (label, x0 y0 x1 y1, is a thing)
     disparity: np.ndarray | None = None  # per-pixel disparity (larger: nearer), when the source gives one
     yaw: float | None = None  # camera yaw in degrees (right positive), for a view of a pose sequence
+    caption: str = ""
     nearness: np.ndarray | None = None  # a depth model's relative nearness (larger: nearer), without a disparity map
     depth_model: str = ""
 
@@ -247,6 +251,27 @@ def multi_view(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, sty
     )
 
 
+def forensic_detection(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    """The real photograph and three images the profile's text-to-image model drew from its caption, in a
+    drawn order; the answer is where the photograph went."""
+    from perceptforge.prompts.library import load_prompt
+
+    src = sources[0]
+    if draw.generate is None:
+        raise NotApplicable("the profile names no text-to-image generator")
+    if not src.caption:
+        raise NotApplicable("no caption to draw from")
+    prompt = load_prompt(str(t.params.get("generation_prompt", "blink/forensic_generation"))).render(
+        caption=src.caption
+    )
+    seeds = [int(s) for s in draw.rng.integers(0, 2**31 - 1, size=t.choices - 1)]
+    fakes = draw.generate(prompt, seeds, src.image.size)
+    answer = int(draw.rng.integers(t.choices))
+    images = [*fakes[:answer], src.image, *fakes[answer:]]
+    ordinals = ["the first image", "the second image", "the third image", "the fourth image", "the fifth image"]
+    return Built(images, ordinals[: t.choices], answer, models={"generator": draw.generator_model})
+
+
 BUILDERS: dict[str, Callable[[PerceptionTemplate, list[SourceView], Draw, MarkStyle], Built]] = {
     "jigsaw": jigsaw,
     "object_localization": object_localization,
@@ -257,6 +282,7 @@ BUILDERS: dict[str, Callable[[PerceptionTemplate, list[SourceView], Draw, MarkSt
     "iq_test": iq_test,
     "relative_depth": relative_depth,
     "multi_view": multi_view,
+    "forensic_detection": forensic_detection,
 }
 
 

@@ -28,10 +28,12 @@ BUILDERS = (
     "iq_test",
     "relative_depth",
     "multi_view",
+    "forensic_detection",
 )
 # What a source can give: an image, COCO-style labelled boxes, a second source image, a disparity map, a
-# camera pose within a sequence of views of one scene.
-NEEDS = ("image", "labelled_boxes", "second_image", "disparity", "pose")
+# camera pose within a sequence of views of one scene, a caption, being a real photograph (not rendered);
+# and what the profile must give: a text-to-image generator.
+NEEDS = ("image", "labelled_boxes", "second_image", "disparity", "pose", "caption", "photograph", "generator")
 
 
 class MarkSettings(BaseModel):
@@ -77,6 +79,8 @@ def load_perception_templates(folder: Path | None = None) -> dict[str, Perceptio
         except yaml.YAMLError as exc:
             raise InputError(str(path), f"not YAML: {str(exc).splitlines()[0]}") from None
         load_prompt(template.prompt)  # an unknown prompt file is an error now, not mid-run
+        if "generation_prompt" in template.params:
+            load_prompt(str(template.params["generation_prompt"]))
         if template.id in templates:
             raise InputError(str(path), f"template id {template.id!r} is used twice")
         templates[template.id] = template

@@ -44,6 +44,7 @@ class SourceEntry:
     # a view in a sequence of one scene (Multi-view Reasoning): sequence name, camera yaw in degrees (right
     # positive), and whether it also serves other tasks (a secondary view does not)
     pose: dict | None = None
+    synthetic: bool = False  # rendered, not photographed (never the "real photograph" of Forensic Detection)
 
 
 # C0/C1 controls (NUL included) and the bidirectional embeddings, overrides and isolates: invisible, they
@@ -118,6 +119,7 @@ def read_source_dir(source_dir: str | Path, annotation_file: str = "annotations.
                 regions=regions,
                 extras=extras_of(source_dir, img, where),
                 pose=pose_of(img, where),
+                synthetic=bool(img.get("synthetic", False)),
             )
         )
     return entries

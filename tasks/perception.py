@@ -24,7 +24,11 @@ from perceptforge.store.rundir import RunDir
 from perceptforge.store.sources import SourceEntry, resolve_inside
 from perceptforge.tasks.runner import StageRunner, Unit, unit_record
 
-BACKEND_NAMES = {"similarity": "clip", "depth": "transformers-depth"}  # role → the backend that decided
+BACKEND_NAMES = {
+    "similarity": "clip",
+    "depth": "transformers-depth",
+    "generator": "sd-text2image",
+}  # role → the backend that decided
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class PerceptionUnit:
     index: int = 0  # the unit's source's place among the sources that serve its task
     embedder: Any = None  # a perceptual embedding model (ClipScorer), when the profile names one
     depth: Any = None  # a depth model (backends/depth), when the profile names one
+    generator: Any = None  # a text-to-image model (backends/text_to_image), when the profile names one
 
 
 def item_id(unit: PerceptionUnit, seed: int) -> str:
@@ -66,7 +71,16 @@ def view(run: RunDir, source_dir: Path, entry: SourceEntry, ingested: IngestedSo
     image = load_rgb(run.sub(ingested.stored))
     nearness = depth.nearness(image) if depth is not None and disparity is None else None
     model = getattr(depth, "model_id", "") if nearness is not None else ""
-    return SourceView(entry.source_id, image, tuple(boxes), disparity, yaw, nearness, model)
+    return SourceView(
+        entry.source_id,
+        image,
+        tuple(boxes),
+        disparity=disparity,
+        yaw=yaw,
+        caption=entry.caption,
+        nearness=nearness,
+        depth_model=model,
+    )
 
 
 def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:
@@ -74,7 +88,16 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:
     # The draw does not depend on the variant, so the variants of one unit differ only in their marks.
     rng = unit_rng(seed, f"{unit.sources[0][0].source_id}-{t.id}:build")
     embed = unit.embedder.image_embeddings if unit.embedder is not None else None
-    draw = Draw(rng, unit.index, seed, embed, getattr(unit.embedder, "model_id", ""))
+    generate = unit.generator.generate if unit.generator is not None else None
+    draw = Draw(
+        rng,
+        unit.index,
+        seed,
+        embed,
+        getattr(unit.embedder, "model_id", ""),
+        generate,
+        getattr(unit.generator, "model_id", ""),
+    )
     depth = unit.depth if "disparity" in t.needs else None  # only Relative Depth asks the model
     built = build(t, [view(run, unit.source_dir, e, i, depth) for e, i in unit.sources], draw, unit.style)
     prompt = load_prompt(t.prompt)
@@ -108,9 +131,14 @@ def build_unit(unit: PerceptionUnit, seed: int, run_path: Path) -> PerceptionIte
     return unit_record(run, f"perception/{unit.name}.json", lambda: build_item(unit, seed, run), PerceptionItem)
 
 
-def build_stage(runner: StageRunner, units: list[PerceptionUnit], seed: int) -> list[PerceptionItem]:
-    """Every unit's item, also written as ``items/<id>.json``."""
-    done = runner.map("build", build_unit, [Unit(u.name, u.sources[0][0].file_name, u) for u in units], seed)
+def build_stage(
+    runner: StageRunner, units: list[PerceptionUnit], seed: int, models: tuple = ()
+) -> list[PerceptionItem]:
+    """Every unit's item, also written as ``items/<id>.json``; ``models`` are freed after the stage when the
+    profile says so."""
+    done = runner.map(
+        "build", build_unit, [Unit(u.name, u.sources[0][0].file_name, u) for u in units], seed, models=models
+    )
     items = [item for _, item in done]
     for item in items:
         runner.run.write_record(f"items/{item.id}.json", item.model_dump(mode="json"))

@@ -288,3 +288,37 @@ def test_relative_depth_by_a_depth_model_when_the_profile_names_one(prefect_api,
         nearness = model.nearness(Image.open(tmp_path / "run" / sources[item.sources[0]]["stored"]).convert("RGB"))
         (ax, ay), (bx, by) = ((round(m.at[0]), round(m.at[1])) for m in item.marks)
         assert item.answer == ("A" if nearness[ay, ax] > nearness[by, bx] else "B")
+
+
+def test_forensic_detection_with_a_text_to_image_model_and_skipped_without(prefect_api, sample_dir, tmp_path):
+    """With a generator in the profile (a tiny local Stable Diffusion through diffusers), each photograph stands
+    among three images drawn from its caption and the answer is where it stands; rendered sources never play
+    the photograph. The local profile has no generator: the task is skipped with the reason."""
+    from pathlib import Path
+
+    from tiny_models import save_tiny_sd
+
+    import perceptforge
+
+    skipped = blink_flow(source=str(sample_dir), out=str(tmp_path / "plain"), seed=0, tasks=["forensic_detection"])
+    assert skipped["skipped_tasks"]["forensic_detection"].endswith("the profile names no text-to-image generator")
+    model = save_tiny_sd(tmp_path / "sd", "t2i")
+    local = (Path(perceptforge.__file__).parent / "configs" / "local.yaml").read_text()
+    profile = tmp_path / "t2i.yaml"
+    profile.write_text(local + f"generator:\n  backend: sd-text2image\n  model: {model}\n  steps: 2\n  max_side: 64\n")
+    summary = blink_flow(
+        source=str(sample_dir), out=str(tmp_path / "run"), profile=str(profile), seed=0, tasks=["forensic_detection"]
+    )
+    items = [PerceptionItem.model_validate_json(p.read_text()) for p in (tmp_path / "run" / "items").glob("*.json")]
+    assert summary["items_per_task"] == {"Forensic_Detection": 6} and len(items) == 6  # the six photographs
+    sources = {
+        json.loads(line)["id"]: json.loads(line)
+        for line in (tmp_path / "run" / "sources.jsonl").read_text().splitlines()
+    }
+    for item in items:
+        assert item.choices == ["the first image", "the second image", "the third image", "the fourth image"]
+        real = item.images["ABCD".index(item.answer)]
+        assert real.path == sources[item.sources[0]]["stored"]  # the photograph itself, untouched
+        assert len({i.sha256 for i in item.images}) == 4 and all(i.width == real.width for i in item.images)
+        assert item.lineage.backends["generator"].model_id == str(model)
+    assert {i.answer for i in items} != {"A"}  # the photograph's place is drawn

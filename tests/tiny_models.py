@@ -169,23 +169,26 @@ def save_tiny_clip(folder: Path) -> Path:
 
 
 def sd_pipeline(kind: str, **parts):
-    """An inpainting ("inpaint") or InstructPix2Pix ("ip2p") pipeline from its vae, text encoder, tokenizer and
-    UNet, with the scheduler each uses and no safety checker."""
+    """An inpainting ("inpaint"), InstructPix2Pix ("ip2p") or text-to-image ("t2i") pipeline from its vae, text
+    encoder, tokenizer and UNet, with the scheduler each uses and no safety checker."""
     from diffusers import (
         DDIMScheduler,
         EulerAncestralDiscreteScheduler,
         StableDiffusionInpaintPipeline,
         StableDiffusionInstructPix2PixPipeline,
+        StableDiffusionPipeline,
     )
 
     common = dict(safety_checker=None, feature_extractor=None, requires_safety_checker=False, **parts)
     if kind == "inpaint":
         return StableDiffusionInpaintPipeline(scheduler=DDIMScheduler(steps_offset=1), **common)
+    if kind == "t2i":
+        return StableDiffusionPipeline(scheduler=DDIMScheduler(steps_offset=1), **common)
     return StableDiffusionInstructPix2PixPipeline(scheduler=EulerAncestralDiscreteScheduler(), **common)
 
 
 def save_tiny_sd(folder: Path, kind: str) -> Path:
-    """A tiny random Stable Diffusion pipeline: ``kind`` is "inpaint" (UNet in_channels 9) or "ip2p" (8)."""
+    """A tiny random Stable Diffusion pipeline: ``kind`` is "inpaint" (UNet in_channels 9), "ip2p" (8) or "t2i" (4)."""
     import torch
     from diffusers import AutoencoderKL, UNet2DConditionModel
     from transformers import CLIPTextModel
@@ -197,7 +200,7 @@ def save_tiny_sd(folder: Path, kind: str) -> Path:
         block_out_channels=(32, 64),
         layers_per_block=1,
         sample_size=8,
-        in_channels=9 if kind == "inpaint" else 8,
+        in_channels={"inpaint": 9, "ip2p": 8, "t2i": 4}[kind],
         out_channels=4,
         down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
         up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
