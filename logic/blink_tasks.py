@@ -4,6 +4,7 @@ rebuilt byte for byte from its unit's seed."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -179,6 +180,17 @@ class DepthPair:
     closer: int  # index of the point nearer the camera
 
 
+def point_pairs(
+    shape: tuple[int, ...], rng: np.random.Generator, margin: int, tries: int, min_distance: int
+) -> Iterator[tuple[tuple[int, int], tuple[int, int]]]:
+    """Up to ``tries`` random pairs of points at least ``min_distance`` apart, ``margin`` from the edges."""
+    h, w = shape[:2]
+    for _ in range(tries):
+        (x0, x1), (y0, y1) = rng.integers(margin, w - margin, size=2), rng.integers(margin, h - margin, size=2)
+        if np.hypot(x1 - x0, y1 - y0) >= min_distance:
+            yield (int(x0), int(y0)), (int(x1), int(y1))
+
+
 def depth_pair(
     disparity: np.ndarray,
     rng: np.random.Generator,
@@ -189,15 +201,10 @@ def depth_pair(
 ) -> DepthPair:
     """Two points whose depth order is clear from a disparity map (larger disparity: nearer the camera):
     valid (positive, finite) disparities differing by at least ``min_ratio``, apart on the image."""
-    h, w = disparity.shape
-    for _ in range(tries):
-        (x0, x1), (y0, y1) = rng.integers(margin, w - margin, size=2), rng.integers(margin, h - margin, size=2)
-        d0, d1 = float(disparity[y0, x0]), float(disparity[y1, x1])
-        if not (np.isfinite(d0) and np.isfinite(d1) and d0 > 0 and d1 > 0):
-            continue
-        if np.hypot(x1 - x0, y1 - y0) < min_distance or max(d0, d1) / min(d0, d1) < min_ratio:
-            continue
-        return DepthPair(((int(x0), int(y0)), (int(x1), int(y1))), 0 if d0 > d1 else 1)
+    for a, b in point_pairs(disparity.shape, rng, margin, tries, min_distance):
+        d0, d1 = float(disparity[a[1], a[0]]), float(disparity[b[1], b[0]])
+        if np.isfinite(d0) and np.isfinite(d1) and d0 > 0 and d1 > 0 and max(d0, d1) / min(d0, d1) >= min_ratio:
+            return DepthPair((a, b), 0 if d0 > d1 else 1)
     raise ValueError(f"no two points with a disparity ratio ≥ {min_ratio} after {tries} tries")
 
 
@@ -323,16 +330,12 @@ def relative_depth_pair(
 ) -> DepthPair:
     """Two points whose order is clear on a relative nearness map (a depth model's output, known up to scale
     and shift): their values differ by at least ``min_gap`` of the map's 5–95 % spread."""
-    h, w = nearness.shape
     low, high = np.percentile(nearness, [5, 95])
     spread = float(high - low)
     if not np.isfinite(spread) or spread <= 0:
         raise ValueError("the depth map is flat: no clear depth order anywhere")
-    for _ in range(tries):
-        (x0, x1), (y0, y1) = rng.integers(margin, w - margin, size=2), rng.integers(margin, h - margin, size=2)
-        if np.hypot(x1 - x0, y1 - y0) < min_distance:
-            continue
-        d0, d1 = float(nearness[y0, x0]), float(nearness[y1, x1])
+    for a, b in point_pairs(nearness.shape, rng, margin, tries, min_distance):
+        d0, d1 = float(nearness[a[1], a[0]]), float(nearness[b[1], b[0]])
         if abs(d0 - d1) >= min_gap * spread:
-            return DepthPair(((int(x0), int(y0)), (int(x1), int(y1))), 0 if d0 > d1 else 1)
+            return DepthPair((a, b), 0 if d0 > d1 else 1)
     raise ValueError(f"no two points {min_gap:.0%} of the depth spread apart after {tries} tries")
