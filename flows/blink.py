@@ -182,24 +182,28 @@ def plan_units(
                 continue
             extra = companions(template, sid, sources, pool=embedder is not None)
             index = len({u.sources[0][0].source_id for u in units if u.template.id == tid})
-            for variant in plan.variants:
-                style: MarkStyle = style_of(template, variant.radius, variant.colour)
-                suffix = "" if variant.name == "default" else f"-{variant.name}"
-                name = f"{sid}-{tid}{suffix}"
-                units.append(
-                    PerceptionUnit(
-                        name,
-                        template,
-                        (sources[sid], *extra),
-                        variant.name,
-                        style,
-                        plan.source_dir,
-                        index,
-                        embedder,
-                        depth,
-                        generator,
+            # a template may draw several items from one source (``items_per_source``: points of one depth map)
+            for draw in range(int(template.params.get("items_per_source", 1))):  # type: ignore[arg-type]
+                for variant in plan.variants:
+                    style: MarkStyle = style_of(template, variant.radius, variant.colour)
+                    suffix = ("" if draw == 0 else f"-{draw + 1}") + (
+                        "" if variant.name == "default" else f"-{variant.name}"
                     )
-                )
+                    units.append(
+                        PerceptionUnit(
+                            f"{sid}-{tid}{suffix}",
+                            template,
+                            (sources[sid], *extra),
+                            variant.name,
+                            style,
+                            plan.source_dir,
+                            index,
+                            embedder,
+                            depth,
+                            generator,
+                            draw,
+                        )
+                    )
         if not any(u.template.id == tid for u in units):
             skipped[tid] = "; ".join(f"{n} sources: {why}" for why, n in sorted(reasons.items())) or "no sources"
     return units, skipped

@@ -43,11 +43,14 @@ class PerceptionUnit:
     embedder: Any = None  # a perceptual embedding model (ClipScorer), when the profile names one
     depth: Any = None  # a depth model (backends/depth), when the profile names one
     generator: Any = None  # a text-to-image model (backends/text_to_image), when the profile names one
+    draw: int = 0  # which of the template's items_per_source this unit is
 
 
 def item_id(unit: PerceptionUnit, seed: int) -> str:
     shas = ",".join(s.sha256 for _, s in unit.sources)
     key = f"{shas}:{unit.template.id}:v{unit.template.version}:{seed}:{unit.variant}"
+    if unit.draw:  # the first draw keeps the id it had before items_per_source existed
+        key += f":draw{unit.draw}"
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -86,7 +89,8 @@ def view(run: RunDir, source_dir: Path, entry: SourceEntry, ingested: IngestedSo
 def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:
     t = unit.template
     # The draw does not depend on the variant, so the variants of one unit differ only in their marks.
-    rng = unit_rng(seed, f"{unit.sources[0][0].source_id}-{t.id}:build")
+    draw_key = "" if unit.draw == 0 else f"#{unit.draw}"
+    rng = unit_rng(seed, f"{unit.sources[0][0].source_id}-{t.id}{draw_key}:build")
     embed = unit.embedder.image_embeddings if unit.embedder is not None else None
     generate = unit.generator.generate if unit.generator is not None else None
     draw = Draw(

@@ -4,6 +4,7 @@ hand-written predictions whose accuracy is known."""
 
 import json
 import subprocess
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -50,13 +51,15 @@ def test_builds_at_least_eight_blink_tasks_from_the_bundled_sources(blink_run):
 def test_items_are_true_of_their_construction(blink_run, sample_dir):
     run, _ = blink_run
     items = [PerceptionItem.model_validate_json(b) for b in item_files(run).values()]
-    depth = next(i for i in items if i.task == "Relative_Depth")
     disparity = np.asarray(Image.open(sample_dir / "depth" / "depth_scene.png"), np.float64) / 256
-    a, b = ((round(m.at[0]), round(m.at[1])) for m in depth.marks)
-    closer = "A" if disparity[a[1], a[0]] > disparity[b[1], b[0]] else "B"
-    assert depth.answer == closer and depth.choices == ["A", "B"]
-    marked = np.asarray(Image.open(run / depth.images[0].path).convert("RGB"))
-    assert tuple(marked[a[1], a[0]]) != (255, 0, 0)  # the circle leaves its point visible
+    depths = [i for i in items if i.task == "Relative_Depth"]
+    assert len(depths) == 5  # items_per_source: 5 point pairs from the one depth map
+    for depth in depths:
+        a, b = ((round(m.at[0]), round(m.at[1])) for m in depth.marks)
+        closer = "A" if disparity[a[1], a[0]] > disparity[b[1], b[0]] else "B"
+        assert depth.answer == closer and depth.choices == ["A", "B"]
+        marked = np.asarray(Image.open(run / depth.images[0].path).convert("RGB"))
+        assert tuple(marked[a[1], a[0]]) != (255, 0, 0)  # the circle leaves its point visible
     yaws = {"7": 0.0, "8": -12.0, "9": 12.0}  # the bundled views of the pillar scene
     views = [i for i in items if i.task == "Multi-view_Reasoning"]
     assert len(views) == 3
@@ -102,14 +105,12 @@ def test_prompt_variants_are_the_same_questions_with_other_marks(prefect_api, sa
         prompt_variants="5,15:red,grey",
     )
     items = [PerceptionItem.model_validate_json(p.read_text()) for p in (tmp_path / "v" / "items").glob("*.json")]
-    assert summary["items_per_task"] == {"Relative_Depth": 4} and {i.variant for i in items} == {
-        "r5-red",
-        "r5-grey",
-        "r15-red",
-        "r15-grey",
-    }
-    assert len({tuple(tuple(m.at) for m in i.marks) for i in items}) == 1  # the same points, drawn four ways
-    assert len({i.images[0].sha256 for i in items}) == 4
+    # the template draws 5 point pairs from the scene's depth map, each drawn four ways
+    assert summary["items_per_task"] == {"Relative_Depth": 20}
+    assert {i.variant for i in items} == {"r5-red", "r5-grey", "r15-red", "r15-grey"}
+    points = Counter(tuple(tuple(m.at) for m in i.marks) for i in items)
+    assert len(points) == 5 and set(points.values()) == {4}
+    assert len({i.images[0].sha256 for i in items}) == 20
 
 
 def test_the_audit_reads_a_blink_run_and_finds_no_duplicates(blink_run, tmp_path):
