@@ -9,6 +9,14 @@ import typer
 from perceptforge.cli.app import console
 
 
+def audit_beside(paths: list[Path], out: Path, benchmark: str = "perceptforge") -> None:
+    """`perceptforge audit` of what was exported, its files written beside the split."""
+    from perceptforge.audit.run import audit as run_audit
+    from perceptforge.cli.audit import print_audit
+
+    print_audit(run_audit(paths, out, benchmark), out)
+
+
 def export(
     run_dir: Path = typer.Argument(..., help="run directory with items/ and images/"),
     out: Path = typer.Option(..., "--out", help="split directory to write"),
@@ -41,10 +49,7 @@ def export(
             f"--data {out}/<Task>/val-00000-of-00001.parquet …` or --data {out}/val_answers.json)"
         )
         if audit:
-            from perceptforge.audit.run import audit as run_audit
-            from perceptforge.cli.audit import print_audit
-
-            print_audit(run_audit([out / "val_answers.json"], out, "blink"), out)
+            audit_beside([out / "val_answers.json"], out, "blink")
         return
 
     manifest = export_split(
@@ -67,7 +72,4 @@ def export(
             f"this run has too few of them for both"
         )
     if audit and "jsonl" in formats:
-        from perceptforge.audit.run import audit as run_audit
-        from perceptforge.cli.audit import print_audit
-
-        print_audit(run_audit([out], out), out)
+        audit_beside([out], out)

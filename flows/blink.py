@@ -8,8 +8,6 @@ the reason; the summary gives items and random-choice accuracy per task.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +18,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from perceptforge.configs.profile import Profile, load_profile
 from perceptforge.errors import InputError
-from perceptforge.flows.common import prepare_run, sources_digest
+from perceptforge.flows.common import prepare_run, profile_digest, sources_digest
 from perceptforge.logic.marks import MarkStyle
 from perceptforge.logic.perception_build import style_of
 from perceptforge.logic.perception_templates import PerceptionTemplate, load_perception_templates
@@ -149,7 +147,7 @@ def plan_blink(
     entries = sorted(entries, key=lambda e: e.source_id)[:limit]
     identity = {
         "flow": "blink",
-        "profile": hashlib.sha256(json.dumps(prof.model_dump(mode="json"), sort_keys=True).encode()).hexdigest(),
+        "profile": profile_digest(prof),
         "seed": seed,
         # task templates as "categories" (id@version): resume serves more of them, as in the MVP flow
         "categories": [f"{k}@v{t.version}" for k, t in sorted(templates.items())],

@@ -102,13 +102,17 @@ def sources_digest(source_dir: Path, annotation_file: str, entries: list[SourceE
     return h.hexdigest()
 
 
+def profile_digest(prof: Profile) -> str:
+    """The resolved profile's hash: a run made with other settings is another run."""
+    return hashlib.sha256(json.dumps(prof.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+
 def run_identity(
     flow: str, prof: Profile, seed: int, used: dict[str, Template], sources: str, limit: int | None
 ) -> dict[str, Any]:
-    profile = hashlib.sha256(json.dumps(prof.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
     return {
         "flow": flow,
-        "profile": profile,
+        "profile": profile_digest(prof),
         "seed": seed,
         "categories": sorted(used),
         "sources": sources,

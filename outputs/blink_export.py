@@ -11,16 +11,15 @@ one image, each part labelled with its number.
 from __future__ import annotations
 
 import io
-import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
 from perceptforge.data.schema import LETTERS, PerceptionItem
 from perceptforge.errors import InputError
-from perceptforge.fileio import atomic_write_bytes, write_json
+from perceptforge.fileio import write_json
+from perceptforge.outputs.export import write_hf_parquet
 from perceptforge.store.rundir import RunDir
 
 MAX_IMAGES = 4
@@ -61,34 +60,16 @@ def png(image: Image.Image) -> bytes:
     return buf.getvalue()
 
 
-def write_task(rows: list[dict], path: Path) -> Path:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-    schema = pa.schema(
-        [
-            ("idx", pa.string()),
-            ("question", pa.string()),
-            ("sub_task", pa.string()),
-            *((f"image_{k}", image) for k in range(1, MAX_IMAGES + 1)),
-            ("choices", pa.list_(pa.string())),
-            ("answer", pa.string()),
-            ("prompt", pa.string()),
-            ("explanation", pa.string()),
-        ]
-    )
-    features: dict[str, Any] = {
-        f.name: {"dtype": "string", "_type": "Value"} for f in schema if not f.name.startswith("image_")
-    }
-    features |= {f"image_{k}": {"_type": "Image"} for k in range(1, MAX_IMAGES + 1)}
-    features["choices"] = {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"}
-    schema = schema.with_metadata(
-        {b"huggingface": json.dumps({"info": {"features": features}}, sort_keys=True).encode()}
-    )
-    buf = io.BytesIO()
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), buf, compression="zstd")
-    return atomic_write_bytes(path, buf.getvalue())
+BLINK_COLUMNS = [
+    ("idx", "string"),
+    ("question", "string"),
+    ("sub_task", "string"),
+    *((f"image_{k}", "image") for k in range(1, MAX_IMAGES + 1)),
+    ("choices", "strings"),
+    ("answer", "string"),
+    ("prompt", "string"),
+    ("explanation", "string"),
+]
 
 
 def export_blink(run_dir: Path, out: Path) -> list[Path]:
@@ -126,7 +107,9 @@ def export_blink(run_dir: Path, out: Path) -> list[Path]:
                 else pictures[0]
             )
             concat_rows.append(base | slots | {"image_1": {"bytes": joined, "path": f"{idx}_concat.png"}})
-        written.append(write_task(rows, out / task / "val-00000-of-00001.parquet"))
-        written.append(write_task(concat_rows, out / "concat" / task / "val-00000-of-00001.parquet"))
+        written.append(write_hf_parquet(rows, BLINK_COLUMNS, out / task / "val-00000-of-00001.parquet"))
+        written.append(
+            write_hf_parquet(concat_rows, BLINK_COLUMNS, out / "concat" / task / "val-00000-of-00001.parquet")
+        )
     written.append(write_json(out / "val_answers.json", dict(sorted(answers.items()))))
     return written

@@ -50,9 +50,7 @@ def write_blink_report(run: RunDir) -> str:
         f"<div class='charts'>{bar_chart('items per task', summary.get('items_per_task', {}))}</div>"
         + "".join(sections)
         + quarantine_table(run, run.quarantined())
-        + skipped_list(summary.get("skipped_tasks", {})).replace(
-            "categories this profile cannot render", "tasks skipped"
-        )
+        + skipped_list(summary.get("skipped_tasks", {}), "tasks skipped")
     )
     page = f"<!doctype html><html><head><meta charset='utf-8'><title>perceptforge BLINK report</title><style>{CSS}</style></head><body>{body}</body></html>\n"
     atomic_write_text(run.sub("report.html"), page)

@@ -14,7 +14,6 @@ import re
 import subprocess
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -137,10 +136,6 @@ def write_parquet(items, splits, run_dir: Path, out: Path) -> list[Path]:
 
 
 def write_parquet_file(items, splits, run_dir: Path, path: Path) -> Path:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
     rows = []
     for item in items:
         fields = _question_fields(item)
@@ -163,40 +158,37 @@ def write_parquet_file(items, splits, run_dir: Path, path: Path) -> Path:
                 "lineage": dumps_canonical(item.lineage.model_dump(mode="json")),
             }
         )
-    schema = pa.schema(
-        [
-            ("id", pa.string()),
-            ("split", pa.string()),
-            ("category", pa.string()),
-            ("category_high", pa.string()),
-            ("category_low", pa.string()),
-            ("kind", pa.string()),
-            ("level", pa.string()),
-            ("question", pa.string()),
-            ("options", pa.list_(pa.string())),
-            ("answer", pa.string()),
-            ("natural_image", image),
-            ("manipulated_image", image),
-            ("lineage", pa.string()),
-        ]
-    )
-    # Hugging Face `datasets` reads this metadata and decodes the two struct columns as images.
-    features: dict[str, Any] = {
-        f.name: {"dtype": "string", "_type": "Value"}
-        for f in schema
-        if f.name not in ("options", "natural_image", "manipulated_image")
+    columns = [
+        *((name, "string") for name in ("id", "split", "category", "category_high", "category_low", "kind", "level")),
+        ("question", "string"),
+        ("options", "strings"),
+        ("answer", "string"),
+        ("natural_image", "image"),
+        ("manipulated_image", "image"),
+        ("lineage", "string"),
+    ]
+    return write_hf_parquet(rows, columns, path)
+
+
+def write_hf_parquet(rows: list[dict], columns: list[tuple[str, str]], path: Path) -> Path:
+    """``rows`` as Parquet with one column per ``(name, kind)`` — kind ``string``, ``strings`` (a list) or
+    ``image`` ({bytes, path}) — and the metadata Hugging Face ``datasets`` reads to decode the images."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrow = {
+        "string": pa.string(),
+        "strings": pa.list_(pa.string()),
+        "image": pa.struct([("bytes", pa.binary()), ("path", pa.string())]),
     }
-    features |= {
-        "options": {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"},
-        "natural_image": {"_type": "Image"},
-        "manipulated_image": {"_type": "Image"},
-    }
-    schema = schema.with_metadata(
+    value = {"dtype": "string", "_type": "Value"}
+    feature = {"string": value, "strings": {"feature": value, "_type": "Sequence"}, "image": {"_type": "Image"}}
+    features = {name: feature[kind] for name, kind in columns}
+    schema = pa.schema([(name, arrow[kind]) for name, kind in columns]).with_metadata(
         {b"huggingface": json.dumps({"info": {"features": features}}, sort_keys=True).encode()}
     )
-    table = pa.Table.from_pylist(rows, schema=schema)
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd")
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), buf, compression="zstd")
     return atomic_write_bytes(path, buf.getvalue())
 
 

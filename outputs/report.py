@@ -156,11 +156,11 @@ def quarantine_table(run: RunDir, quarantined: list[dict]) -> str:
     )
 
 
-def skipped_list(skipped: dict[str, str]) -> str:
+def skipped_list(skipped: dict[str, str], title: str = "categories this profile cannot render") -> str:
     if not skipped:
         return ""
     rows = "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in sorted(skipped.items()))
-    return f"<h2>categories this profile cannot render</h2><ul>{rows}</ul>"
+    return f"<h2>{html.escape(title)}</h2><ul>{rows}</ul>"
 
 
 def write_report(run: RunDir) -> str:
