@@ -11,7 +11,9 @@ from importlib import resources
 from typing import Any
 
 KINDS = ("yes_no_pair", "single_mcq", "cross_mcq", "context_pair", "absent_mcq")
-CONTROL_TYPES = {"Choices": "choices", "TextArea": "textarea"}
+# the human-authored flows: one project to write items in, one to cross-check them, per benchmark
+AUTHORING_KINDS = ("codis_author", "codis_review", "mme_realworld_author", "mme_realworld_review")
+CONTROL_TYPES = {"Choices": "choices", "TextArea": "textarea", "RectangleLabels": "rectanglelabels"}
 
 
 @dataclass(frozen=True)
@@ -24,8 +26,8 @@ class Control:
 
 
 def config_text(kind: str) -> str:
-    if kind not in KINDS:
-        raise ValueError(f"no labeling config for item kind {kind!r}; known: {', '.join(KINDS)}")
+    if kind not in KINDS + AUTHORING_KINDS:
+        raise ValueError(f"no labeling config for item kind {kind!r}; known: {', '.join(KINDS + AUTHORING_KINDS)}")
     return resources.files("perceptforge.annotation").joinpath("configs", f"{kind}.xml").read_text()
 
 
@@ -45,7 +47,7 @@ def controls(text: str) -> dict[str, Control]:
         if el.tag not in CONTROL_TYPES:
             continue
         name = el.attrib["name"]
-        choices = tuple(c.attrib["value"] for c in el.iter("Choice"))
+        choices = tuple(c.attrib["value"] for c in el.iter("Choice" if el.tag == "Choices" else "Label"))
         found[name] = Control(
             name, CONTROL_TYPES[el.tag], el.attrib.get("toName", ""), choices, el.attrib.get("required") == "true"
         )
@@ -74,6 +76,11 @@ def result_errors(result: list[dict], known: dict[str, Control]) -> list[str]:
             bad = [c for c in picked if c not in control.choices]
             if bad or len(picked) != 1:
                 errors.append(f"{name}: expected one of {list(control.choices)}, got {picked}")
+        elif control.type == "rectanglelabels":
+            sizes = [value.get(k) for k in ("x", "y", "width", "height")]
+            numbers = [float(v) for v in sizes if isinstance(v, int | float)]
+            if len(numbers) != 4 or numbers[2] <= 0 or numbers[3] <= 0:
+                errors.append(f"{name}: expected a rectangle (x, y, width, height in %), got {value!r}")
         elif not isinstance(value.get("text"), list) or not all(isinstance(t, str) for t in value["text"]):
             errors.append(f"{name}: expected a list of texts, got {value.get('text')!r}")
     for control in known.values():
@@ -87,6 +94,8 @@ def answers(result: list[dict]) -> dict[str, str]:
     out: dict[str, str] = {}
     for r in result:
         value = r["value"]
+        if r["type"] == "rectanglelabels":
+            continue  # a rectangle is not text: ``rectangle`` reads it
         text = value["choices"][0] if r["type"] == "choices" else "\n".join(value["text"]).strip()
         if text:
             out[r["from_name"]] = text
@@ -99,3 +108,37 @@ def choice(from_name: str, to_name: str, value: str) -> dict:
 
 def text(from_name: str, to_name: str, value: str) -> dict:
     return {"from_name": from_name, "to_name": to_name, "type": "textarea", "value": {"text": [value]}}
+
+
+def rectangle(result: list[dict], name: str, width: int, height: int) -> tuple[float, float, float, float] | None:
+    """The result's rectangle ``name`` in image pixels (x0, y0, x1, y1), from Label Studio's percentages,
+    rounded to 0.01 px so pulls stay byte-stable; None when it was not drawn."""
+    for r in result:
+        if r.get("from_name") == name and r.get("type") == "rectanglelabels":
+            v = r["value"]
+            x0, y0 = v["x"] * width / 100, v["y"] * height / 100
+            x1, y1 = x0 + v["width"] * width / 100, y0 + v["height"] * height / 100
+            return (round(max(0.0, x0), 2), round(max(0.0, y0), 2), round(min(width, x1), 2), round(min(height, y1), 2))
+    return None
+
+
+def rectangle_result(
+    name: str, to_name: str, box: tuple[float, float, float, float], width: int, height: int, label: str
+) -> dict:
+    """A rectangle in image pixels as a Label Studio result (percentages of the original size)."""
+    x0, y0, x1, y1 = box
+    return {
+        "from_name": name,
+        "to_name": to_name,
+        "type": "rectanglelabels",
+        "original_width": width,
+        "original_height": height,
+        "value": {
+            "x": 100 * x0 / width,
+            "y": 100 * y0 / height,
+            "width": 100 * (x1 - x0) / width,
+            "height": 100 * (y1 - y0) / height,
+            "rotation": 0,
+            "rectanglelabels": [label],
+        },
+    }

@@ -10,6 +10,8 @@ from pathlib import Path
 from perceptforge.audit.checks import Check, pct
 from perceptforge.audit.items import AuditItem
 from perceptforge.backends.chat import ChatClient
+from perceptforge.data.schema import AuthoredItem, CheckResult, CodisContent
+from perceptforge.fileio import write_json
 from perceptforge.scorer import benchmarks
 from perceptforge.scorer.predict import predict
 
@@ -82,3 +84,53 @@ def blind_baseline(
             "per_category": per_category,
         },
     )
+
+
+def codis_record(version: AuthoredItem) -> dict:
+    """A version as a record of CODIS's ``data.json``, under its version id (the scorer reads it as is)."""
+    c = version.content
+    assert isinstance(c, CodisContent)
+    return {
+        "id": version.version_id,
+        "image_id": Path(version.image.path).name,
+        "question": c.question,
+        "context": {"context_1": c.context_1, "context_2": c.context_2},
+        "answer": {"answer_1": c.answer_1, "answer_2": c.answer_2},
+        "category": c.category,
+    }
+
+
+def codis_item_checks(versions: list[AuthoredItem], run_path: Path, client: ChatClient) -> dict[str, list[CheckResult]]:
+    """CODIS §3.3's rule per written item, asked of a model: with the contexts but no image, an item whose two
+    answers both come out right is answerable without the image; with the image but no context, an answer
+    that names one of the two is the image alone deciding. Answers are kept in ``RUN_DIR/checks/`` by
+    version, so a version is asked once however often the run is pulled."""
+    from perceptforge.scorer.benchmarks import codis
+
+    folder = run_path / "checks"
+    data = folder / "codis_versions.json"
+    write_json(data, [codis_record(v) for v in versions])
+    right: dict[str, dict[str, bool]] = {}
+    for mode in ("none", "no_context"):
+        answers = folder / f"blind_{mode}.jsonl"
+        predict("codis", data, run_path / "images", client, answers, blind=mode)
+        right[mode] = {s.id: s.correct for s in codis.score(data=[data], predictions=[answers]).items}
+    found: dict[str, list[CheckResult]] = {}
+    for v in versions:
+        no_image = [right["none"].get(f"{v.version_id}#{c}", False) for c in (1, 2)]
+        no_context = [right["no_context"].get(f"{v.version_id}#{c}", False) for c in (1, 2)]
+        found[v.version_id] = [
+            CheckResult(
+                name="answerable_without_image",
+                flagged=all(no_image),
+                detail=f"{client.model} gave both answers from the contexts alone" if all(no_image) else "",
+            ),
+            CheckResult(
+                name="answerable_without_context",
+                flagged=any(no_context),
+                detail=f"{client.model} gave answer {no_context.index(True) + 1} from the image alone"
+                if any(no_context)
+                else "",
+            ),
+        ]
+    return found

@@ -15,9 +15,10 @@ from typing import Protocol
 import numpy as np
 from PIL import Image
 
-from perceptforge.data.schema import Grounding, Idea, Rendering
+from perceptforge.data.schema import CodisContent, Grounding, Idea, MMERealWorldContent, Rendering
 from perceptforge.logic.edit_region import MaskSegmenter
 from perceptforge.logic.templates import Template
+from perceptforge.prompts.library import Prompt
 from perceptforge.store.sources import SourceEntry
 
 
@@ -82,3 +83,8 @@ class QuestionWriter(Backend, Protocol):
     def mcq_question(self, template: Template, ctx: dict) -> str: ...
 
     def distractors(self, template: Template, ctx: dict, rng: np.random.Generator) -> list[str]: ...
+
+    # the human-authored flows' drafts (CODIS, MME-RealWorld): content plus the prompt file it came from
+    def draft_codis(self, category: str, facts: dict, rng: np.random.Generator) -> tuple[CodisContent, Prompt]: ...
+
+    def draft_mme_realworld(self, facts: dict, rng: np.random.Generator) -> tuple[MMERealWorldContent, Prompt]: ...

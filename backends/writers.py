@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field, ValidationError, create_model, field_vali
 
 from perceptforge.backends.chat import ChatClient, DiskCache, EndpointSettings
 from perceptforge.backends.registry import BackendSettings, Runtime, register
-from perceptforge.data.schema import Grounding, Idea, Rendering
-from perceptforge.logic import context
+from perceptforge.data.schema import CodisContent, Grounding, Idea, MMERealWorldContent, Rendering
+from perceptforge.logic import authored, context
 from perceptforge.logic.templates import Template
 from perceptforge.prompts.library import Prompt, load_prompt
 from perceptforge.settings import state_dir
@@ -95,6 +95,19 @@ class TemplateWriter:
             raise ValueError(f"template {template.id}: fewer than 3 alternatives left for distractors")
         return [pool[i] for i in sorted(rng.choice(len(pool), size=3, replace=False))]
 
+    def draft_codis(self, category: str, facts: dict, rng: np.random.Generator) -> tuple[CodisContent, Prompt]:
+        """The category's wording file (``prompts/draft/codis_<category>``) filled with the source's object."""
+        prompt = load_prompt("draft/codis_" + "_".join(authored.words(category)))
+        return authored.codis_draft(prompt, category, facts["object"], facts["side"]), prompt
+
+    def draft_mme_realworld(self, facts: dict, rng: np.random.Generator) -> tuple[MMERealWorldContent, Prompt]:
+        """Where is the target? The right quadrant from its box, the options in a seeded order."""
+        prompt = load_prompt("draft/mme_realworld_position")
+        content = authored.mme_position_draft(
+            prompt, facts["region"], facts["width"], facts["height"], facts["domain"], rng
+        )
+        return content, prompt
+
 
 # --- OpenAI-compatible endpoint ------------------------------------------------------------------------
 
@@ -131,6 +144,20 @@ _LABELS = {
     "question": r"Question",
     "distractors": r"Distractors",
 }
+
+
+class CodisDraftReply(BaseModel):
+    question: str = Field(min_length=1)
+    context_1: str = Field(min_length=1)
+    context_2: str = Field(min_length=1)
+    answer_1: str = Field(min_length=1)
+    answer_2: str = Field(min_length=1)
+
+
+class MMEDraftReply(BaseModel):
+    question: str = Field(min_length=1)
+    options: list[str] = Field(min_length=4, max_length=4)
+    answer: Literal["A", "B", "C", "D"]
 
 
 def parse_reply(raw: str, model: type[R]) -> R:
@@ -262,3 +289,30 @@ class OpenAIWriter:
         question = self.mcq_question(template, ctx)
         text = context.render(prompt, ctx, question=question, correct_answer=ctx["new_value"])
         return self.ask(prompt, text, DistractorsReply).distractors
+
+    def draft_codis(self, category: str, facts: dict, rng: np.random.Generator) -> tuple[CodisContent, Prompt]:
+        prompt = load_prompt("draft/codis")
+        text = prompt.render(category=category, caption=facts["caption"], objects=facts["objects"])
+        reply = self.ask(prompt, text, CodisDraftReply)
+        return CodisContent(category=category, **reply.model_dump()), prompt
+
+    def draft_mme_realworld(self, facts: dict, rng: np.random.Generator) -> tuple[MMERealWorldContent, Prompt]:
+        prompt = load_prompt("draft/mme_realworld")
+        region = facts["region"]
+        text = prompt.render(
+            object=region["label"], domain=facts["domain"], caption=facts["caption"], objects=facts["objects"]
+        )
+        reply = self.ask(prompt, text, MMEDraftReply)
+        x, y, w, h = region["bbox"]
+        return (
+            MMERealWorldContent(
+                question=reply.question,
+                options=reply.options,
+                answer=reply.answer,
+                absent_object=region["label"],
+                domain=facts["domain"],
+                subtask="object",
+                target={"x0": x, "y0": y, "x1": x + w, "y1": y + h},
+            ),
+            prompt,
+        )

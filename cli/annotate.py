@@ -92,6 +92,37 @@ def add_annotator_cmd(
     )
 
 
+PREDICT_ENDPOINT = typer.Option(
+    None,
+    "--predict-endpoint",
+    help="CODIS runs: an OpenAI-compatible endpoint for the blind checks (no image, no context)",
+)
+MODEL = typer.Option(None, "--model", help="the model name at --predict-endpoint")
+
+
+def _extra_checks(run_dir: Path, endpoint: Optional[str], model: Optional[str]):
+    """The CODIS blind checks through a model endpoint, or None when none is given."""
+    if not endpoint:
+        return None
+    if not model:
+        raise PerceptforgeError("--predict-endpoint needs --model")
+    from perceptforge.audit.blind import codis_item_checks
+    from perceptforge.backends.chat import ChatClient
+
+    client = ChatClient(base_url=endpoint, model=model)
+    return lambda versions: codis_item_checks(versions, run_dir.resolve(), client)
+
+
+def _push_authored(run_dir: Path, ls, root: Path, checks) -> None:
+    from perceptforge.annotation.authoring import push
+
+    with console.status(f"pushing {run_dir} to {ls.url}"):
+        report = push(run_dir, ls, root, checks)
+    for kind, pid in report["projects"].items():
+        console.print(f"  {kind}: {ls.url}/projects/{pid}/data")
+    console.print(f"imported {report['imported']} new tasks; {report['already_there']} were already there")
+
+
 @app.command("push")
 def push_cmd(
     run_dir: Path = typer.Argument(..., help="run directory"),
@@ -99,12 +130,19 @@ def push_cmd(
     document_root: Optional[Path] = typer.Option(
         None, "--document-root", help="the server's local-files document root"
     ),
+    predict_endpoint: Optional[str] = PREDICT_ENDPOINT,
+    model: Optional[str] = MODEL,
 ) -> None:
-    """Create or update one project per item kind and import the items it lacks (never touches existing tasks)."""
+    """Create or update one project per item kind and import the items it lacks (never touches existing tasks).
+    A CODIS or MME-RealWorld run gets an author and a review project, and whatever tasks are due in them."""
+    from perceptforge.annotation.authoring import is_authored_run
     from perceptforge.annotation.labelstudio import connect
     from perceptforge.annotation.sync import push
 
     ls = connect(url)
+    if is_authored_run(run_dir):
+        _push_authored(run_dir, ls, _document_root(document_root), _extra_checks(run_dir, predict_endpoint, model))
+        return
     with console.status(f"pushing {run_dir} to {ls.url}"):
         report = push(run_dir, ls, _document_root(document_root))
     for kind, pid in report["projects"].items():
@@ -132,13 +170,46 @@ def _print_verification(summary: dict) -> None:
     console.print(table)
 
 
+def _print_authoring(summary: dict, run_dir: Path) -> None:
+    console.print(
+        f"{summary['items']} items: "
+        + ", ".join(f"{n} {s}" for s, n in summary["status"].items())
+        + f"; {summary['reviews']} reviews ({summary['review_pass_rate']}% passed), {summary['revisions']} revisions, "
+        f"{summary['invalid_annotations']} invalid annotations"
+    )
+    agreement = summary["reviewer_agreement"]
+    console.print(
+        f"reviewer agreement over {agreement['items']} pairs: {agreement['percent_agreement']}% "
+        f"(Cohen's kappa {agreement['cohens_kappa']})"
+    )
+    for check, n in summary["flagged"].items():
+        console.print(f"  [yellow]flagged[/] {n} item(s) by {check}")
+    console.print(f"decisions: [bold]{(run_dir / 'authoring' / 'decisions.jsonl').resolve()}[/]")
+    console.print(f"report:    [bold]{summary['report']}[/]")
+
+
 @app.command("pull")
-def pull_cmd(run_dir: Path = typer.Argument(..., help="run directory"), url: Optional[str] = URL) -> None:
-    """Decide every item from its annotations; write RUN_DIR/verification/ and agreement into the summary."""
+def pull_cmd(
+    run_dir: Path = typer.Argument(..., help="run directory"),
+    url: Optional[str] = URL,
+    predict_endpoint: Optional[str] = PREDICT_ENDPOINT,
+    model: Optional[str] = MODEL,
+) -> None:
+    """Decide every item from its annotations; write RUN_DIR/verification/ and agreement into the summary.
+    A CODIS or MME-RealWorld run: every item's versions and status into RUN_DIR/authoring/."""
+    from perceptforge.annotation.authoring import is_authored_run
     from perceptforge.annotation.labelstudio import connect
     from perceptforge.annotation.sync import pull
 
     ls = connect(url)
+    if is_authored_run(run_dir):
+        from perceptforge.annotation.authoring import pull as pull_authored
+
+        checks = _extra_checks(run_dir, predict_endpoint, model)
+        with console.status(f"pulling authoring and reviews from {ls.url}"):
+            summary = pull_authored(run_dir, ls, checks)
+        _print_authoring(summary, run_dir)
+        return
     with console.status(f"pulling annotations from {ls.url}"):
         summary = pull(run_dir, ls)
     _print_verification(summary)

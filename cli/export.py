@@ -34,7 +34,8 @@ def export(
     audit: bool = typer.Option(True, "--audit/--no-audit", help="run `perceptforge audit` on the split"),
 ) -> None:
     """Export a run as a split stratified by category: JSONL + images, Parquet, VLMEvalKit TSV, manifest, data card.
-    A BLINK-style run (`run blink`) is written in BLINK's official layout instead."""
+    A BLINK-style run (`run blink`) is written in BLINK's official layout instead, and a CODIS or MME-RealWorld run
+    (`run codis`, `run mme-realworld`) as the release's JSON with its kept items' original images."""
     import json
 
     from perceptforge.outputs.export import export_split
@@ -50,6 +51,22 @@ def export(
         )
         if audit:
             audit_beside([out / "val_answers.json"], out, "blink")
+        return
+    if marker.is_file() and json.loads(marker.read_text()).get("flow") in ("codis", "mme-realworld"):
+        from perceptforge.outputs.authored_export import export_authored
+
+        written_files = export_authored(run_dir, out, license=license)
+        benchmark = written_files["benchmark"]
+        official = [f for f in written_files["files"] if f.endswith(".json")]
+        console.print(
+            f"{written_files['items']} kept items in {benchmark}'s official format → [bold]{out}[/] "
+            f"({', '.join(official)}); score with `perceptforge score {benchmark} "
+            f"--data {out}/{official[0] if official else '…'} --predictions …`"
+        )
+        if not written_files["items"]:
+            console.print("[yellow]warning:[/] no item has passed review yet: the split is empty")
+        elif audit:
+            audit_beside([out / f for f in official], out, benchmark)
         return
 
     manifest = export_split(

@@ -189,6 +189,72 @@ def run_blink(
     _require_items(summary)
 
 
+def _run_authored(
+    benchmark: str, source: Path, out: Path, profile: str, seed: Optional[int], limit: Optional[int], fresh: bool
+) -> None:
+    configure_prefect()
+    from perceptforge.flows.authored import plan_authored
+
+    plan_authored(benchmark, source, out, profile, seed, limit, fresh)  # each input problem: one line
+    if benchmark == "codis":
+        from perceptforge.flows.codis import codis_flow as flow
+    else:
+        from perceptforge.flows.mme_realworld import mme_realworld_flow as flow
+    summary = flow(source=str(source), out=str(out), profile=profile, seed=seed, limit=limit, fresh=fresh)
+    from rich.table import Table
+
+    table = Table(title=f"{benchmark} run · drafter {summary['drafter']} · seed {summary['seed']}")
+    for col in ("drafts per category", "items"):
+        table.add_column(col)
+    for category, n in summary["drafts_per_category"].items():
+        table.add_row(category, str(n))
+    console.print(table)
+    for reason, n in summary["failures"].items():
+        console.print(f"  [yellow]quarantined[/] {n} × {reason}")
+    for check, n in summary["flagged_checks"].items():
+        console.print(f"  [yellow]flagged[/] {n} draft(s) by {check}")
+    console.print(f"run directory: [bold]{out.resolve()}[/]")
+    console.print(f"report:        [bold]{summary['report']}[/]")
+    console.print(f"next: `perceptforge annotate push {out}`: annotators write the items from these drafts")
+    if not summary["counts"]["drafts"]:
+        err_console.print("[bold red]error:[/] the run drafted no items", highlight=False)
+        raise typer.Exit(1)
+
+
+SOURCE = typer.Option(..., "--source", help="source directory with images and a COCO-style annotations.json")
+PROFILE = typer.Option("local", "--profile", help="bundled profile name (local, gpu) or a YAML path")
+SEED = typer.Option(None, "--seed", min=0, help="seed for every random choice of the run")
+LIMIT = typer.Option(None, "--limit", min=1, help="only the first N source images (by id)")
+FRESH = typer.Option(False, "--fresh", help="clear OUT first when it holds a run of other settings")
+
+
+@run_app.command("codis")
+def run_codis(
+    source: Path = SOURCE,
+    out: Path = typer.Option(..., "--out", help="run directory (created; an existing one is resumed)"),
+    profile: str = PROFILE,
+    seed: Optional[int] = SEED,
+    limit: Optional[int] = LIMIT,
+    fresh: bool = FRESH,
+) -> None:
+    """Draft CODIS items (CODIS §3.3) from SOURCE into OUT, for annotators to write and cross-check in Label Studio."""
+    _run_authored("codis", source, out, profile, seed, limit, fresh)
+
+
+@run_app.command("mme-realworld")
+def run_mme_realworld(
+    source: Path = SOURCE,
+    out: Path = typer.Option(..., "--out", help="run directory (created; an existing one is resumed)"),
+    profile: str = PROFILE,
+    seed: Optional[int] = SEED,
+    limit: Optional[int] = LIMIT,
+    fresh: bool = FRESH,
+) -> None:
+    """Draft MME-RealWorld items (§3.2) from full-resolution images in SOURCE into OUT, for annotators to write
+    and review."""
+    _run_authored("mme-realworld", source, out, profile, seed, limit, fresh)
+
+
 @profile_app.command("check")
 def profile_check(profiles: list[str] = typer.Argument(..., help="profile names or YAML paths")) -> None:
     """Validate profiles; the first bad one stops with one line naming the key."""

@@ -83,6 +83,22 @@ class Ingest(Section):
     )
 
 
+class Authoring(Section):
+    """The human-authored flows (CODIS, MME-RealWorld): review and automatic checks."""
+
+    codis_reviewers: int = Field(4, ge=1, description="reviews each CODIS item needs (CODIS §3.3: the other four)")
+    mme_realworld_reviewers: int = Field(1, ge=1, description="reviews each MME-RealWorld item needs (§3.2: one)")
+    min_short_side: int = Field(
+        1000, ge=1, description="MME-RealWorld sources with a shorter side below this are refused (full resolution)"
+    )
+    max_target_fraction: float = Field(
+        0.1, gt=0, le=1, description="MME-RealWorld: the target rectangle's largest share of the image (§3.2: 1/10)"
+    )
+    near_duplicate_similarity: float = Field(
+        0.8, gt=0, le=1, description="CODIS: questions at least this similar (token Jaccard) are near-duplicates"
+    )
+
+
 class Profile(Section):
     """A run's profile. The backend sections are typed here by their common base; ``profile_model()``
     narrows each to the union of the settings models registered for its role."""
@@ -107,6 +123,7 @@ class Profile(Section):
     gates: Gates = Gates()
     runner: Runner = Runner()
     ingest: Ingest = Ingest()
+    authoring: Authoring = Authoring()
 
     def backend_names(self) -> dict[str, str]:
         return {

@@ -471,6 +471,122 @@ class PerceptionItem(Record):
         return self
 
 
+# --- human-authored benchmarks (CODIS, MME-RealWorld) ---------------------------------------------------
+
+CODIS_CATEGORIES = (
+    "Location and Orientation",
+    "Temporal Information",
+    "Cultural Background",
+    "Attributes",
+    "Relationships",
+)
+MME_DOMAINS = ("OCR", "Remote Sensing", "Diagram and Table", "Autonomous Driving", "Monitoring")
+
+
+class OriginalImage(Record):
+    """A source image kept with its original bytes (MME-RealWorld is about full resolution): never decoded
+    and re-encoded, so the stored file hashes to the source file."""
+
+    path: str = Field(pattern=r"^images/[0-9a-f]{64}\.(png|jpg|webp|tif)$", description="'images/<sha256>.<ext>'")
+    sha256: SHA256
+    width: int = Field(gt=0)
+    height: int = Field(gt=0)
+    source_id: str = Field(min_length=1)
+    file_name: str = Field(min_length=1, description="the file's name in the source folder")
+    licence: str = Field(min_length=1)
+    attribution: str = ""
+
+
+class CodisContent(Record):
+    """CODIS §3.3: a question about an ambiguous part of the image, two contexts, the answers they lead to."""
+
+    question: str = Field(min_length=1)
+    context_1: str = Field(min_length=1)
+    context_2: str = Field(min_length=1)
+    answer_1: str = Field(min_length=1)
+    answer_2: str = Field(min_length=1)
+    category: Literal[CODIS_CATEGORIES]  # type: ignore[valid-type]
+
+
+class MMERealWorldContent(Record):
+    """MME-RealWorld §3.2: a question with four options and the fifth, "(E) The image does not feature the
+    <absent_object>."; the target's rectangle on the full-resolution image."""
+
+    question: str = Field(min_length=1)
+    options: list[str] = Field(min_length=4, max_length=4)
+    absent_object: str = Field(min_length=1, description="the object the E option says the image lacks")
+    answer: str = Field(pattern=r"^[A-E]$")
+    task: Literal["Perception", "Reasoning"] = "Perception"
+    domain: Literal[MME_DOMAINS] | None = Field(None, description="None: the annotator chooses")  # type: ignore[valid-type]
+    subtask: str = Field(min_length=1, description="the release's Category, e.g. 'position', 'color'")
+    language: Literal["en", "cn"] = "en"
+    target: Box | None = Field(None, description="the asked-about object's rectangle, in full-resolution pixels")
+
+    @property
+    def choices(self) -> list[str]:
+        """A–E as the release lists them: the four options, then "The image does not feature the …"."""
+        return [*self.options, f"The image does not feature the {self.absent_object}."]
+
+
+class CheckResult(Record):
+    """One automatic check of an item version; ``flagged`` sends the item to review with the reason."""
+
+    name: str
+    flagged: bool
+    detail: str = ""
+    value: float | str | None = None
+
+
+class Review(Record):
+    """One reviewer's answer in the cross-check project."""
+
+    reviewer: str = Field(description="the reviewer's e-mail (or user id when unknown)")
+    correct: bool
+    distinct: bool
+    follows_rules: bool
+    comment: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.correct and self.distinct and self.follows_rules
+
+
+class AuthoredLineage(Record):
+    """Where an authored item version came from: its source, the draft, who wrote and who reviewed it."""
+
+    source_id: str
+    source_sha256: SHA256
+    benchmark: Literal["codis", "mme-realworld"]
+    seed: int
+    draft_backend: BackendRef
+    draft_prompts: list[PromptRef] = []
+    parent_id: str | None = Field(None, description="the version this one revises (the draft for version 1)")
+    author: str | None = Field(None, description="None: still the model's draft")
+    task: dict[str, int | str] = Field(default_factory=dict, description="Label Studio project and task of the version")
+
+
+class AuthoredItem(Record):
+    """One version of a human-authored CODIS or MME-RealWorld item. Version 0 is the model's draft; each
+    authoring or revision in Label Studio makes the next version."""
+
+    id: str = Field(min_length=1, description="the item: hash of source image + benchmark + seed")
+    version: int = Field(ge=0, description="0: the draft; n: the n-th human authoring or revision")
+    status: Literal["draft", "in_review", "revise", "kept"] = "draft"
+    image: OriginalImage
+    content: CodisContent | MMERealWorldContent
+    checks: list[CheckResult] = []
+    reviews: list[Review] = []
+    lineage: AuthoredLineage
+
+    @property
+    def version_id(self) -> str:
+        return f"{self.id}.v{self.version}"
+
+    @property
+    def flags(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.flagged]
+
+
 SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
     SourceImage,
     IngestedSource,
@@ -494,6 +610,13 @@ SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
     BenchmarkItem,
     Mark,
     PerceptionItem,
+    OriginalImage,
+    CodisContent,
+    MMERealWorldContent,
+    CheckResult,
+    Review,
+    AuthoredLineage,
+    AuthoredItem,
     SplitManifest,
 )
 

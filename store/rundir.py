@@ -8,7 +8,8 @@ byte-identical. Layout::
                                   limit): a rerun with another identity is refused (flows/common.prepare_run)
     RUN_DIR/profile.yaml          resolved profile (no secrets: only environment-variable names)
     RUN_DIR/sources.jsonl         ingested source images (SourceImage records), sorted by id
-    RUN_DIR/images/<sha256>.png   content-addressed images (natural, manipulated) and masks
+    RUN_DIR/images/<sha256>.png   content-addressed images (natural, manipulated) and masks; the authored flows
+                                  keep each source's original bytes as images/<sha256>.<jpg|png|webp|tif>
     RUN_DIR/groundings/<id>.json  one grounding per source image
     RUN_DIR/ideas/<unit>.json     IdeaRecord;  candidates/<unit>.json  Candidate (idea + questions + lineage)
     RUN_DIR/masks/<unit>.json     MaskRecord;  edits/<unit>.json  EditRecord;  items/<id>.json  BenchmarkItem
@@ -21,6 +22,7 @@ byte-identical. Layout::
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -32,6 +34,8 @@ from perceptforge.data.schema import ImageRef
 from perceptforge.errors import InputError
 from perceptforge.fileio import atomic_write_bytes, dumps_canonical, sha256_bytes, write_json, write_jsonl
 from perceptforge.store.images import load_rgb, png_bytes
+
+ORIGINAL_FORMATS = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp", "TIFF": "tif"}
 
 
 def safe_name(unit_id: str) -> str:
@@ -62,6 +66,24 @@ class RunDir:
         if not target.exists():
             atomic_write_bytes(target, data)
         return ImageRef(path=rel, sha256=digest, width=image.width, height=image.height)
+
+    def store_original(self, path: Path) -> tuple[str, str, int, int]:
+        """Copy a source file byte for byte to ``images/<sha256>.<ext>`` (once); (path, sha256, width,
+        height). Its header is read for the size and format, its pixels never decoded or re-encoded."""
+        data = Path(path).read_bytes()
+        digest = sha256_bytes(data)
+        with Image.open(io.BytesIO(data)) as im:
+            ext = ORIGINAL_FORMATS.get(im.format or "")
+            if ext is None:
+                raise InputError(
+                    str(path), f"{im.format} images are not kept as originals; use {', '.join(ORIGINAL_FORMATS)}"
+                )
+            width, height = im.size
+            im.verify()  # a truncated or corrupt file fails here, not in front of an annotator
+        rel = f"images/{digest}.{ext}"
+        if not self.sub(rel).exists():
+            atomic_write_bytes(self.sub(rel), data)
+        return rel, digest, width, height
 
     def store_mask(self, mask: np.ndarray) -> ImageRef:
         """An ``(H, W)`` bool mask as a black-and-white PNG, content-addressed like any image."""

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from perceptforge.data.schema import Box, Grounding, Region
+from perceptforge.data.schema import CODIS_CATEGORIES, MME_DOMAINS, Box, Grounding, Region
 from perceptforge.errors import InputError, describe_validation_error
 from perceptforge.fileio import read_json
 
@@ -45,6 +45,8 @@ class SourceEntry:
     # positive), and whether it also serves other tasks (a secondary view does not)
     pose: dict | None = None
     synthetic: bool = False  # rendered, not photographed (never the "real photograph" of Forensic Detection)
+    # the human-authored flows: MME-RealWorld's domain and subtask, CODIS's category, when the source knows them
+    benchmark_labels: dict[str, str] = field(default_factory=dict)
 
 
 # C0/C1 controls (NUL included) and the bidirectional embeddings, overrides and isolates: invisible, they
@@ -120,6 +122,7 @@ def read_source_dir(source_dir: str | Path, annotation_file: str = "annotations.
                 extras=extras_of(source_dir, img, where),
                 pose=pose_of(img, where),
                 synthetic=bool(img.get("synthetic", False)),
+                benchmark_labels=benchmark_labels_of(img, where),
             )
         )
     return entries
@@ -141,6 +144,15 @@ def pose_of(img: dict, where: str) -> dict | None:
         "yaw": yaw,
         "reference": bool(pose.get("reference", True)),
     }
+
+
+def benchmark_labels_of(img: dict, where: str) -> dict[str, str]:
+    """``domain`` (one of MME-RealWorld's five), ``subtask`` and ``codis_category`` (one of CODIS's five)."""
+    labels = {k: clean_text(img[k], f"{where} {k}") for k in ("domain", "subtask", "codis_category") if img.get(k)}
+    for key, known in (("domain", MME_DOMAINS), ("codis_category", CODIS_CATEGORIES)):
+        if key in labels and labels[key] not in known:
+            raise InputError(where, f"{key} {labels[key]!r} is not one of {', '.join(known)}")
+    return labels
 
 
 EXTRAS = ("disparity",)

@@ -1,0 +1,165 @@
+"""The human-authored flows' stages before Label Studio: ingest at full resolution (original bytes), and the
+model's draft (version 0 of each item) with its automatic checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from perceptforge.backends.protocols import QuestionWriter
+from perceptforge.configs.profile import Authoring
+from perceptforge.data.schema import (
+    AuthoredItem,
+    AuthoredLineage,
+    BackendRef,
+    CodisContent,
+    MMERealWorldContent,
+    OriginalImage,
+)
+from perceptforge.fileio import write_jsonl
+from perceptforge.logic import authored
+from perceptforge.logic.ids import unit_rng
+from perceptforge.store.rundir import RunDir, safe_name
+from perceptforge.store.sources import SourceEntry, resolve_inside
+from perceptforge.tasks.runner import StageRunner, Unit, transient, unit_record
+
+
+def ingest_original(source_dir: Path, entry: SourceEntry, run: RunDir, min_short_side: int | None) -> OriginalImage:
+    """Keep the source file's bytes; refuse an image whose shorter side is below ``min_short_side``."""
+    path = resolve_inside(source_dir, entry.file_name)
+    rel, digest, width, height = run.store_original(path)
+    if (width, height) != (entry.width, entry.height):
+        raise ValueError(f"{entry.file_name}: annotation says {entry.width}x{entry.height}, image is {width}x{height}")
+    if min_short_side and min(width, height) < min_short_side:
+        raise ValueError(
+            f"{entry.file_name}: {width}x{height} is below the profile's full-resolution threshold "
+            f"(shorter side at least {min_short_side} px, authoring.min_short_side)"
+        )
+    return OriginalImage(
+        path=rel,
+        sha256=digest,
+        width=width,
+        height=height,
+        source_id=entry.source_id,
+        file_name=entry.file_name,
+        licence=entry.licence,
+        attribution=entry.attribution,
+    )
+
+
+@task(name="ingest-original", cache_policy=NO_CACHE)
+def ingest(
+    entry: SourceEntry, source_dir: Path, min_short_side: int | None, run_path: Path
+) -> OriginalImage | Exception:
+    rel = f"sources/{safe_name(entry.source_id)}.json"
+    return unit_record(
+        RunDir(run_path),
+        rel,
+        lambda: ingest_original(source_dir, entry, RunDir(run_path), min_short_side),
+        OriginalImage,
+    )
+
+
+def ingest_stage(
+    runner: StageRunner, entries: list[SourceEntry], source_dir: Path, min_short_side: int | None
+) -> dict[str, tuple[SourceEntry, OriginalImage]]:
+    units = [Unit(f"source-{e.source_id}", e.file_name, e) for e in entries]
+    done = runner.map("ingest", ingest, units, source_dir, min_short_side)
+    write_jsonl(runner.run.sub("sources.jsonl"), [r.model_dump(mode="json") for _, r in done])
+    return {u.value.source_id: (u.value, r) for u, r in done}
+
+
+@dataclass(frozen=True)
+class DraftUnit:
+    benchmark: str
+    entry: SourceEntry
+    image: OriginalImage
+    index: int  # the source's place in id order (CODIS categories go round in turn)
+
+
+def facts_of(entry: SourceEntry, authoring: Authoring) -> dict:
+    """What a drafter knows of a source: caption, labelled things, the main one and its side, a small target."""
+    things = [r for r in entry.regions if r.get("label") and r.get("isthing", 1) != 0 and r.get("role") != "face"]
+    main = next((r for r in things if r.get("role") == "subject"), None) or (
+        max(things, key=lambda r: (r["bbox"][2] * r["bbox"][3], str(r.get("id")))) if things else None
+    )
+    facts: dict = {
+        "caption": entry.caption or "(no caption)",
+        "objects": ", ".join(sorted({str(r["label"]) for r in things})) or "(none annotated)",
+        "width": entry.width,
+        "height": entry.height,
+        "domain": entry.benchmark_labels.get("domain"),
+        "region": authored.target_region(entry.regions, entry.width, entry.height, authoring.max_target_fraction),
+    }
+    if main is not None:
+        x, _, w, _ = main["bbox"]
+        facts |= {"object": str(main["label"]), "side": "left" if x + w / 2 < entry.width / 2 else "right"}
+    return facts
+
+
+def make_draft(unit: DraftUnit, writer: QuestionWriter, seed: int, authoring: Authoring) -> AuthoredItem:
+    """Version 0 of the source's item: the writer's draft and its automatic checks. Raises ValueError when the
+    source has nothing the drafter can ask about (the unit is quarantined with that reason)."""
+    entry, image = unit.entry, unit.image
+    facts = facts_of(entry, authoring)
+    iid = authored.item_id(image.sha256, unit.benchmark, seed)
+    rng = unit_rng(seed, f"{iid}:draft")
+    content: CodisContent | MMERealWorldContent
+    if unit.benchmark == "codis":
+        if "object" not in facts:
+            raise ValueError(f"{entry.file_name}: no labelled object to draft a CODIS question about")
+        category = authored.codis_category(unit.index, entry.benchmark_labels.get("codis_category"))
+        content, prompt = writer.draft_codis(category, facts, rng)
+        checks = authored.codis_checks(content)
+    else:
+        if facts["region"] is None:
+            raise ValueError(
+                f"{entry.file_name}: no labelled object within {authoring.max_target_fraction:.0%} of the image "
+                "to draft an MME-RealWorld question about"
+            )
+        content, prompt = writer.draft_mme_realworld(facts, rng)
+        if entry.benchmark_labels.get("subtask"):
+            content = content.model_copy(update={"subtask": entry.benchmark_labels["subtask"]})
+        checks = authored.mme_checks(content, image.width, image.height, authoring.max_target_fraction)
+    return AuthoredItem(
+        id=iid,
+        version=0,
+        status="draft",
+        image=image,
+        content=content,
+        checks=checks,
+        lineage=AuthoredLineage(
+            source_id=entry.source_id,
+            source_sha256=image.sha256,
+            benchmark=unit.benchmark,
+            seed=seed,
+            draft_backend=BackendRef(name=writer.name, model_id=getattr(writer, "model_id", "")),
+            draft_prompts=[prompt.ref()],
+        ),
+    )
+
+
+@task(name="draft", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
+def draft(
+    unit: DraftUnit, writer: QuestionWriter, seed: int, authoring: Authoring, run_path: Path
+) -> AuthoredItem | Exception:
+    rel = f"drafts/{safe_name(unit.entry.source_id)}.json"
+    return unit_record(RunDir(run_path), rel, lambda: make_draft(unit, writer, seed, authoring), AuthoredItem)
+
+
+def draft_stage(
+    runner: StageRunner,
+    benchmark: str,
+    sources: dict[str, tuple[SourceEntry, OriginalImage]],
+    writer: QuestionWriter,
+    seed: int,
+    authoring: Authoring,
+) -> list[AuthoredItem]:
+    units = [
+        Unit(f"{sid}-{benchmark}", entry.file_name, DraftUnit(benchmark, entry, image, k))
+        for k, (sid, (entry, image)) in enumerate(sorted(sources.items()))
+    ]
+    return [item for _, item in runner.map("draft", draft, units, writer, seed, authoring, models=(writer,))]
