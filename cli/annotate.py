@@ -171,21 +171,24 @@ def _print_verification(summary: dict) -> None:
 
 
 def _print_authoring(summary: dict, run_dir: Path) -> None:
+    passed = f" ({summary['review_pass_rate']}% passed)" if summary["reviews"] else ""
     console.print(
         f"{summary['items']} items: "
         + ", ".join(f"{n} {s}" for s, n in summary["status"].items())
-        + f"; {summary['reviews']} reviews ({summary['review_pass_rate']}% passed), {summary['revisions']} revisions, "
+        + f"; {summary['reviews']} reviews{passed}, {summary['revisions']} revisions, "
         f"{summary['invalid_annotations']} invalid annotations"
     )
     agreement = summary["reviewer_agreement"]
-    console.print(
-        f"reviewer agreement over {agreement['items']} pairs: {agreement['percent_agreement']}% "
-        f"(Cohen's kappa {agreement['cohens_kappa']})"
-    )
+    if agreement["items"]:
+        console.print(
+            f"reviewer agreement over {agreement['items']} pairs: {agreement['percent_agreement']}% "
+            f"(Cohen's kappa {'—' if agreement['cohens_kappa'] is None else agreement['cohens_kappa']})"
+        )
     for check, n in summary["flagged"].items():
         console.print(f"  [yellow]flagged[/] {n} item(s) by {check}")
-    console.print(f"decisions: [bold]{(run_dir / 'authoring' / 'decisions.jsonl').resolve()}[/]")
-    console.print(f"report:    [bold]{summary['report']}[/]")
+    # paths whole on one line, so they can be copied
+    console.print(f"decisions: [bold]{(run_dir / 'authoring' / 'decisions.jsonl').resolve()}[/]", soft_wrap=True)
+    console.print(f"report:    [bold]{summary['report']}[/]", soft_wrap=True)
 
 
 @app.command("pull")

@@ -213,9 +213,11 @@ def _run_authored(
         console.print(f"  [yellow]quarantined[/] {n} × {reason}")
     for check, n in summary["flagged_checks"].items():
         console.print(f"  [yellow]flagged[/] {n} draft(s) by {check}")
-    console.print(f"run directory: [bold]{out.resolve()}[/]")
-    console.print(f"report:        [bold]{summary['report']}[/]")
-    console.print(f"next: `perceptforge annotate push {out}`: annotators write the items from these drafts")
+    console.print(f"run directory: [bold]{out.resolve()}[/]", soft_wrap=True)
+    console.print(f"report:        [bold]{summary['report']}[/]", soft_wrap=True)
+    console.print(
+        f"next: `perceptforge annotate push {out}`: annotators write the items from these drafts", soft_wrap=True
+    )
     if not summary["counts"]["drafts"]:
         err_console.print("[bold red]error:[/] the run drafted no items", highlight=False)
         raise typer.Exit(1)

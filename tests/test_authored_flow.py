@@ -1,0 +1,60 @@
+"""The CODIS and MME-RealWorld construction flows up to Label Studio: ingest, drafts, checks, report."""
+
+import hashlib
+import json
+
+from authored_sources import big_photo_source
+from PIL import Image
+
+from perceptforge.data.schema import AuthoredItem
+from perceptforge.flows.codis import codis_flow
+from perceptforge.flows.mme_realworld import mme_realworld_flow
+
+
+def tree_bytes(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_codis_drafts_one_item_per_source_the_same_every_time(prefect_api, sample_dir, tmp_path):
+    first = codis_flow(source=str(sample_dir), out=str(tmp_path / "a"), seed=3)
+    codis_flow(source=str(sample_dir), out=str(tmp_path / "b"), seed=3)
+    assert tree_bytes(tmp_path / "a" / "drafts") == tree_bytes(tmp_path / "b" / "drafts")
+    # the two turned views of the rendered scene have no labelled object to ask about
+    assert first["counts"] == {"sources": 9, "ingested": 9, "drafts": 7, "quarantined": 2}
+    quarantine = [json.loads(line) for line in (tmp_path / "a" / "quarantine.jsonl").read_text().splitlines()]
+    assert {q["file"] for q in quarantine} == {"images/depth_scene_left.png", "images/depth_scene_right.png"}
+    assert all("no labelled object" in q["detail"] for q in quarantine)
+    drafts = [
+        AuthoredItem.model_validate_json(p.read_text()) for p in sorted((tmp_path / "a" / "drafts").glob("*.json"))
+    ]
+    assert {d.status for d in drafts} == {"draft"} and {d.version for d in drafts} == {0}
+    assert len({d.content.category for d in drafts}) == 5  # the five categories go round
+    d = drafts[0]
+    assert d.lineage.draft_backend.name == "template" and d.lineage.draft_prompts[0].id.startswith("draft/codis_")
+    assert d.lineage.author is None and d.lineage.parent_id is None
+    source = next(p for p in sample_dir.rglob(d.image.file_name.split("/")[-1]))
+    assert (tmp_path / "a" / d.image.path).read_bytes() == source.read_bytes()
+    report = (tmp_path / "a" / "report.html").read_text()
+    assert d.content.question in report.replace("&#x27;", "'") and "items per category" in report
+
+
+def test_mme_realworld_keeps_full_resolution_bytes_and_refuses_small_images(prefect_api, tmp_path):
+    source = big_photo_source(tmp_path / "src")
+    summary = mme_realworld_flow(source=str(source), out=str(tmp_path / "run"))
+    assert summary["counts"] == {"sources": 2, "ingested": 1, "drafts": 1, "quarantined": 1}
+    (refused,) = [json.loads(line) for line in (tmp_path / "run" / "quarantine.jsonl").read_text().splitlines()]
+    assert (
+        refused["stage"] == "ingest" and "300x200 is below the profile's full-resolution threshold" in refused["detail"]
+    )
+    (draft,) = [AuthoredItem.model_validate_json(p.read_text()) for p in (tmp_path / "run" / "drafts").glob("*.json")]
+    original = (source / "street.jpg").read_bytes()
+    stored = tmp_path / "run" / draft.image.path
+    assert stored.read_bytes() == original and draft.image.path == f"images/{hashlib.sha256(original).hexdigest()}.jpg"
+    assert (draft.image.width, draft.image.height) == (4000, 3000)
+    c = draft.content
+    assert c.choices[ord(c.answer) - ord("A")] == "In the lower right part of the image."
+    assert c.choices[4] == "The image does not feature the red name plate." and c.domain is None
+    assert not draft.flags  # 1/100 of the image, the E option names the plate, four distinct options
+    # display copies only: the report shows a downscaled whole and the target crop at full resolution
+    whole, crop = (Image.open(tmp_path / "run" / "display" / f"{draft.version_id}-{k}.jpg") for k in (0, 1))
+    assert max(whole.size) == 768 and crop.size == (601, 451)
