@@ -73,3 +73,57 @@ def test_an_annotator_accepts_an_item_in_the_labeling_ui(label_studio, browser, 
         "incomplete",
         [{"annotator": annotator.email, "verdict": "Accept"}],
     )
+
+
+def test_an_author_submits_a_codis_item_from_its_draft_in_the_labeling_ui(
+    label_studio, browser, prefect_api, sample_dir, tmp_path
+):
+    """The CODIS author project in the real UI: the draft arrives pre-filled, the author changes the question and
+    submits; pull reads it back as version 1 by that author."""
+    from playwright.sync_api import expect
+
+    from perceptforge.annotation.authoring import pull as pull_authored
+    from perceptforge.annotation.authoring import push as push_authored
+    from perceptforge.flows.codis import codis_flow
+
+    run = tmp_path / "codis"
+    codis_flow(source=str(sample_dir), out=str(run), limit=1)
+    ls = label_studio.client()
+    project = push_authored(run, ls, label_studio.document_root)["projects"]["codis_author"]
+    draft = json.loads(next((run / "drafts").glob("*.json")).read_text())
+    annotator = label_studio.annotators[1]
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    page.set_default_timeout(60_000)
+    page.goto(f"{label_studio.url}/user/login/")
+    page.fill("input[name=email]", annotator.email)
+    page.fill("input[name=password]", annotator.password)
+    page.click("button[type=submit]")
+    page.wait_for_load_state("networkidle")
+    page.goto(f"{label_studio.url}/projects/{project}/data?labeling=1")
+    page.get_by_text("Labeling Instructions").wait_for()
+    page.keyboard.press("Escape")
+    # the draft's texts and category arrive pre-filled from the prediction
+    expect(page.get_by_text(draft["content"]["context_1"])).to_be_visible(timeout=30_000)
+    expect(page.locator("input[name='Relationships']:checked, input[type=checkbox]:checked")).to_have_count(1)
+    # a pre-filled text is a region: its edit button turns it into a field; Enter keeps the new text
+    region = page.get_by_test_id("textarea-region").filter(has_text=draft["content"]["question"])
+    region.hover()
+    region.get_by_test_id("htx-textbox-edit-button").click()
+    field = region.locator("textarea, input[type=text]").first
+    field.fill("Does the astronaut own the suit she wears?")
+    page.keyboard.press("Enter")  # the field keeps focus; the locator above no longer matches the new text
+    expect(page.get_by_text("Does the astronaut own the suit she wears?")).to_be_visible()
+    with page.expect_response(lambda r: "/annotations" in r.url and r.request.method == "POST") as response:
+        page.get_by_test_id("bottombar-submit-button").click()
+    assert response.value.status == 201
+    page.close()
+
+    pull_authored(run, ls)
+    (item,) = [json.loads(p.read_text()) for p in (run / "authoring" / "items").glob("*.json")]
+    assert item["version"] == 1 and item["status"] == "in_review"
+    assert item["lineage"]["author"] == annotator.email and item["lineage"]["parent_id"] == f"{draft['id']}.v0"
+    assert item["content"]["question"] == "Does the astronaut own the suit she wears?"
+    # what the author did not touch is the draft's
+    assert item["content"]["context_1"] == draft["content"]["context_1"]
+    assert item["content"]["category"] == draft["content"]["category"]
