@@ -5,7 +5,6 @@ import json
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 from authored_sources import big_photo_source
 from chat_server import ChatServer
