@@ -81,11 +81,11 @@ class DraftUnit:
 
 
 def facts_of(entry: SourceEntry, authoring: Authoring) -> dict:
-    """What a drafter knows of a source: caption, labelled things, the main one and its side, a small target."""
+    """What a drafter knows of a source: caption, labelled things, the object to ask about (the largest thing that
+    is neither the main subject nor a face, else the subject) and its side, a small target."""
     things = [r for r in entry.regions if r.get("label") and r.get("isthing", 1) != 0 and r.get("role") != "face"]
-    main = next((r for r in things if r.get("role") == "subject"), None) or (
-        max(things, key=lambda r: (r["bbox"][2] * r["bbox"][3], str(r.get("id")))) if things else None
-    )
+    objects = [r for r in things if r.get("role") != "subject"]
+    main = max(objects or things, key=lambda r: (r["bbox"][2] * r["bbox"][3], str(r.get("id"))), default=None)
     facts: dict = {
         "caption": entry.caption or "(no caption)",
         "objects": ", ".join(sorted({str(r["label"]) for r in things})) or "(none annotated)",
