@@ -59,7 +59,9 @@ def audit(
         raise InputError(", ".join(map(str, paths)), "no items to audit")
     if verification is None:
         # beside an export, or in a run directory after `annotate pull`
-        places = [f for p in paths for f in (p / "verification.json", p / "verification" / "summary.json")]
+        # (a file path, e.g. CODIS's data.json, looks in its folder)
+        folders = [p if p.is_dir() else p.parent for p in paths]
+        places = [f for p in folders for f in (p / "verification.json", p / "verification" / "summary.json")]
         found = [f for f in places if f.is_file()]
         verification = yaml.safe_load(found[0].read_text()) if found else None
     out.mkdir(parents=True, exist_ok=True)

@@ -57,7 +57,7 @@ def export(
 
         written_files = export_authored(run_dir, out, license=license)
         benchmark = written_files["benchmark"]
-        official = [f for f in written_files["files"] if f.endswith(".json")]
+        official = written_files["official"]
         console.print(
             f"{written_files['items']} kept items in {benchmark}'s official format → [bold]{out}[/] "
             f"({', '.join(official)}); score with `perceptforge score {benchmark} "

@@ -99,14 +99,22 @@ def export_authored(run_dir: Path, out: Path, license: str = "other") -> dict:
             if by_language[language]:
                 write_json(out / name, by_language[language])
                 files.append(name)
+    official = list(files)
     write_jsonl(out / "items.jsonl", [i.model_dump(mode="json") for i in items])
     files += ["items.jsonl", *sorted(p.relative_to(out).as_posix() for p in (out / "images").rglob("*") if p.is_file())]
     review = json.loads(run.sub("authoring", "summary.json").read_text())
     atomic_write_text(out / "README.md", data_card(benchmark, items, review, license))
-    files.append("README.md")
+    # the review figures in the shape `perceptforge audit` reads beside a split (its human-verification check)
+    agreement = review["reviewer_agreement"]
+    write_json(
+        out / "verification.json",
+        {k: v for k, v in review.items() if k != "report"} | {"agreement": {"review": agreement, "overall": agreement}},
+    )
+    files += ["README.md", "verification.json"]
     manifest = {
         "benchmark": benchmark,
         "items": len(items),
+        "official": official,
         "run": json.loads(run.sub("run.json").read_text()),
         "files": {f: sha256_file(out / f) for f in sorted(files)},
     }
