@@ -56,6 +56,23 @@ def parse_variants(spec: str | None) -> list[Variant]:
     return [Variant(f"r{r:g}-{c}", r, COLOURS[c]) for r in radii for c in colours]
 
 
+# what a source must give for the tasks that pair it with other sources giving the same (style labels, keypoints)
+PAIRED_NEEDS = {
+    "style": "no art style label",
+    "keypoints": "no keypoints",
+    "functional_keypoints": "no functional keypoints",
+    "reflectance": "no reflectance judgements",
+}
+
+
+def has(entry: SourceEntry, need: str) -> bool:
+    if need == "style":
+        return entry.style is not None
+    if need == "reflectance":
+        return bool(entry.reflectance)
+    return any(r.get(need) for r in entry.regions)
+
+
 def serves(
     template: PerceptionTemplate, entry: SourceEntry, n_sources: int, depth_model: bool = False, generator: bool = False
 ) -> str | None:
@@ -75,6 +92,9 @@ def serves(
         return "no disparity map (and the profile names no depth model)"
     if "pose" in template.needs and not entry.pose:
         return "no camera pose"
+    for need, why in PAIRED_NEEDS.items():
+        if need in template.needs and not has(entry, need):
+            return why
     if entry.pose and not entry.pose["reference"] and "pose" not in template.needs:
         return "a secondary view of a pose sequence (it serves Multi-view tasks only)"
     return None
@@ -91,6 +111,9 @@ def companions(
         return [
             sources[k] for k in sorted(sources) if k != sid and (sources[k][0].pose or {}).get("sequence") == sequence
         ]
+    paired = [n for n in ("style", "keypoints", "functional_keypoints") if n in template.needs]
+    if paired:  # every other source that gives the same; the builder picks its partners among them
+        return [sources[k] for k in sorted(sources) if k != sid and has(sources[k][0], paired[0])]
     if "second_image" in template.needs:
         scene = (entry.pose or {}).get("sequence")
         ids = sorted(sources)

@@ -18,6 +18,7 @@ from perceptforge.logic.marks import Mark, MarkStyle, draw_marks
 from perceptforge.logic.perception_templates import PerceptionTemplate
 
 Box = tuple[float, float, float, float]
+Point = tuple[float, float]
 
 
 class NotApplicable(ValueError):
@@ -52,6 +53,10 @@ class SourceView:
     caption: str = ""
     nearness: np.ndarray | None = None  # a depth model's relative nearness (larger: nearer), without a disparity map
     depth_model: str = ""
+    style: str | None = None  # a painting's art style
+    keypoints: tuple[tuple[str, dict[str, Point]], ...] = ()  # (object label, {keypoint name: point})
+    functional: tuple[tuple[str, str, dict[str, Point]], ...] = ()  # (object label, action, {part: point})
+    reflectance: tuple[tuple[Point, Point, str], ...] = ()  # (a, b, darker: "a" | "b" | "equal")
 
 
 @dataclass
@@ -272,6 +277,92 @@ def forensic_detection(t: PerceptionTemplate, sources: list[SourceView], draw: D
     return Built(images, ordinals[: t.choices], answer, models={"generator": draw.generator_model})
 
 
+def art_style(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    """A reference painting, one other painting of its style and one of another style, in a drawn order."""
+    rng, ref = draw.rng, sources[0]
+    same = [s for s in sources[1:] if s.style == ref.style]
+    other = [s for s in sources[1:] if s.style is not None and s.style != ref.style]
+    if not same or not other:
+        raise NotApplicable(f"needs another painting in the style {ref.style!r} and one in another style")
+    match, mismatch = same[int(rng.integers(len(same)))], other[int(rng.integers(len(other)))]
+    answer = int(rng.integers(2))
+    picked = [match, mismatch] if answer == 0 else [mismatch, match]
+    return Built(
+        [ref.image, *(p.image for p in picked)],
+        ["the second image", "the third image"],
+        answer,
+        sources=[ref.id, *(p.id for p in picked)],
+    )
+
+
+def _point_correspondence(
+    ref_points: dict[str, Point],
+    partners: list[tuple[SourceView, dict[str, Point]]],
+    sources: list[SourceView],
+    draw: Draw,
+    style: MarkStyle,
+    values: dict[str, str],
+) -> Built:
+    """REF on the first image at one named point; on the partner's image the point of that name and three other
+    named points, circled A–D in a drawn order (BLINK's semantic and functional correspondence)."""
+    rng = draw.rng
+    usable = [(src, pts) for src, pts in partners if set(pts) & set(ref_points) and len(pts) >= 4]
+    if not usable:
+        raise NotApplicable("no partner object with a shared point and at least four points")
+    partner, points = usable[int(rng.integers(len(usable)))]
+    shared = sorted(set(points) & set(ref_points))
+    name = shared[int(rng.integers(len(shared)))]
+    others = sorted(set(points) - {name})
+    picked = [others[i] for i in sorted(rng.choice(len(others), size=3, replace=False))]
+    order = [name, *picked]
+    order = [order[i] for i in rng.permutation(4)]
+    first, ref = marked(sources[0].image, 0, [Mark("REF", ref_points[name])], style)
+    second, options = marked(partner.image, 1, [Mark(LETTERS[k], points[n]) for k, n in enumerate(order)], style)
+    return Built(
+        [first, second],
+        [f"Point {LETTERS[k]}" for k in range(4)],
+        order.index(name),
+        values,
+        ref + options,
+        sources=[sources[0].id, partner.id],
+    )
+
+
+def semantic_correspondence(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    """SPair-71k style: an object's named keypoint, and another picture's object of the same label."""
+    rng = draw.rng
+    own = sources[0].keypoints
+    if not own:
+        raise NotApplicable("no keypoints")
+    label, ref_points = own[int(rng.integers(len(own)))]
+    partners = [(s, pts) for s in sources[1:] for lab, pts in s.keypoints if lab == label]
+    return _point_correspondence(ref_points, partners, sources, draw, style, {})
+
+
+def functional_correspondence(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    """FunKPoint style: a part of an object used for an action, and the part of another object that does the
+    same for that action."""
+    rng = draw.rng
+    own = sources[0].functional
+    if not own:
+        raise NotApplicable("no functional keypoints")
+    label, action, ref_points = own[int(rng.integers(len(own)))]
+    partners = [(s, pts) for s in sources[1:] for lab, act, pts in s.functional if act == action and lab != label]
+    return _point_correspondence(ref_points, partners, sources, draw, style, {"action": action})
+
+
+def relative_reflectance(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    """IIW style: one of the source's pairwise judgements, its points circled A and B."""
+    src = sources[0]
+    if not src.reflectance:
+        raise NotApplicable("no reflectance judgements")
+    a, b, darker = src.reflectance[int(draw.rng.integers(len(src.reflectance)))]
+    image, marks = marked(src.image, 0, [Mark("A", a), Mark("B", b)], style)
+    return Built(
+        [image], ["A is darker", "B is darker", "About the same"], ("a", "b", "equal").index(darker), marks=marks
+    )
+
+
 BUILDERS: dict[str, Callable[[PerceptionTemplate, list[SourceView], Draw, MarkStyle], Built]] = {
     "jigsaw": jigsaw,
     "object_localization": object_localization,
@@ -283,6 +374,10 @@ BUILDERS: dict[str, Callable[[PerceptionTemplate, list[SourceView], Draw, MarkSt
     "relative_depth": relative_depth,
     "multi_view": multi_view,
     "forensic_detection": forensic_detection,
+    "art_style": art_style,
+    "semantic_correspondence": semantic_correspondence,
+    "functional_correspondence": functional_correspondence,
+    "relative_reflectance": relative_reflectance,
 }
 
 

@@ -29,11 +29,29 @@ BUILDERS = (
     "relative_depth",
     "multi_view",
     "forensic_detection",
+    "art_style",
+    "semantic_correspondence",
+    "functional_correspondence",
+    "relative_reflectance",
 )
 # What a source can give: an image, COCO-style labelled boxes, a second source image, a disparity map, a
-# camera pose within a sequence of views of one scene, a caption, being a real photograph (not rendered);
-# and what the profile must give: a text-to-image generator.
-NEEDS = ("image", "labelled_boxes", "second_image", "disparity", "pose", "caption", "photograph", "generator")
+# camera pose within a sequence of views of one scene, a caption, being a real photograph (not rendered), an
+# art style label, keypoints, functional keypoints, reflectance judgements; and what the profile must give: a
+# text-to-image generator.
+NEEDS = (
+    "image",
+    "labelled_boxes",
+    "second_image",
+    "disparity",
+    "pose",
+    "caption",
+    "photograph",
+    "generator",
+    "style",
+    "keypoints",
+    "functional_keypoints",
+    "reflectance",
+)
 
 
 class MarkSettings(BaseModel):

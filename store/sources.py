@@ -47,6 +47,9 @@ class SourceEntry:
     synthetic: bool = False  # rendered, not photographed (never the "real photograph" of Forensic Detection)
     # the human-authored flows: MME-RealWorld's domain and subtask, CODIS's category, when the source knows them
     benchmark_labels: dict[str, str] = field(default_factory=dict)
+    style: str | None = None  # a painting's art style (BLINK Art Style)
+    # pairwise reflectance judgements (IIW style): {"a": (x, y), "b": (x, y), "darker": "a" | "b" | "equal"}
+    reflectance: list[dict] = field(default_factory=list)
 
 
 # C0/C1 controls (NUL included) and the bidirectional embeddings, overrides and isolates: invisible, they
@@ -103,6 +106,7 @@ def read_source_dir(source_dir: str | Path, annotation_file: str = "annotations.
         for ann in regions:
             if ann.get("label") is not None:
                 clean_text(ann["label"], f"{where} annotation {ann.get('id')} label")
+            check_keypoints(ann, width, height, f"{where} annotation {ann.get('id')}")
         entries.append(
             SourceEntry(
                 source_id=clean_text(image_id, f"{where} id"),
@@ -123,6 +127,8 @@ def read_source_dir(source_dir: str | Path, annotation_file: str = "annotations.
                 pose=pose_of(img, where),
                 synthetic=bool(img.get("synthetic", False)),
                 benchmark_labels=benchmark_labels_of(img, where),
+                style=clean_text(img["style"], f"{where} style") if img.get("style") else None,
+                reflectance=reflectance_of(img, width, height, where),
             )
         )
     return entries
@@ -144,6 +150,54 @@ def pose_of(img: dict, where: str) -> dict | None:
         "yaw": yaw,
         "reference": bool(pose.get("reference", True)),
     }
+
+
+def point_of(value: object, width: int, height: int, where: str) -> tuple[float, float]:
+    """An ``[x, y]`` pixel point inside the image, else an error naming the place."""
+    if not (isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int | float) for v in value)):
+        raise InputError(where, f"expected a point [x, y] in pixels, got {value!r}")
+    x, y = float(value[0]), float(value[1])
+    if not (0 <= x < width and 0 <= y < height):
+        raise InputError(where, f"point {[x, y]} lies outside the {width}x{height} image")
+    return x, y
+
+
+def check_keypoints(ann: dict, width: int, height: int, where: str) -> None:
+    """``keypoints`` ({name: [x, y]}, SPair-71k style: the same names correspond across objects of one label) and
+    ``functional_keypoints`` ({action: {part: [x, y]}}, FunKPoint style: the same parts correspond across
+    objects used for one action)."""
+    named = ann.get("keypoints")
+    if named is not None:
+        if not isinstance(named, dict):
+            raise InputError(where, "keypoints must be a mapping of name → [x, y]")
+        for name, point in named.items():
+            point_of(point, width, height, f"{where} keypoints.{name}")
+    functional = ann.get("functional_keypoints")
+    if functional is not None:
+        if not isinstance(functional, dict) or not all(isinstance(v, dict) for v in functional.values()):
+            raise InputError(where, "functional_keypoints must be a mapping of action → {part: [x, y]}")
+        for action, parts in functional.items():
+            for part, point in parts.items():
+                point_of(point, width, height, f"{where} functional_keypoints.{action}.{part}")
+
+
+def reflectance_of(img: dict, width: int, height: int, where: str) -> list[dict]:
+    judgements = img.get("reflectance") or []
+    if not isinstance(judgements, list):
+        raise InputError(where, "reflectance must be a list of {a: [x, y], b: [x, y], darker: a|b|equal}")
+    found = []
+    for k, j in enumerate(judgements):
+        at = f"{where} reflectance[{k}]"
+        if not isinstance(j, dict) or j.get("darker") not in ("a", "b", "equal"):
+            raise InputError(at, "needs a, b (points) and darker: 'a', 'b' or 'equal'")
+        found.append(
+            {
+                "a": point_of(j.get("a"), width, height, at + ".a"),
+                "b": point_of(j.get("b"), width, height, at + ".b"),
+                "darker": j["darker"],
+            }
+        )
+    return found
 
 
 def benchmark_labels_of(img: dict, where: str) -> dict[str, str]:

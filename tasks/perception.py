@@ -83,6 +83,18 @@ def view(run: RunDir, source_dir: Path, entry: SourceEntry, ingested: IngestedSo
         caption=entry.caption,
         nearness=nearness,
         depth_model=model,
+        style=entry.style,
+        keypoints=tuple(
+            (str(r.get("label")), {n: (float(p[0]), float(p[1])) for n, p in sorted(r["keypoints"].items())})
+            for r in entry.regions
+            if r.get("keypoints")
+        ),
+        functional=tuple(
+            (str(r.get("label")), action, {n: (float(p[0]), float(p[1])) for n, p in sorted(parts.items())})
+            for r in entry.regions
+            for action, parts in sorted((r.get("functional_keypoints") or {}).items())
+        ),
+        reflectance=tuple((j["a"], j["b"], j["darker"]) for j in entry.reflectance),
     )
 
 
