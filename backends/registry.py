@@ -33,8 +33,8 @@ from pydantic import BaseModel, ConfigDict
 
 from perceptforge.errors import PerceptforgeError
 
-ROLES = ("grounder", "segmenter", "inpainter", "editor", "llm", "depth", "generator")
-OPTIONAL_ROLES = ("editor", "depth", "generator")  # a profile may leave these out (None)
+ROLES = ("grounder", "segmenter", "inpainter", "editor", "llm", "depth", "generator", "embedder")
+OPTIONAL_ROLES = ("editor", "depth", "generator", "embedder")  # a profile may leave these out (None)
 ENTRY_POINT_GROUP = "perceptforge.backends"
 BUILTIN_MODULES = (
     "perceptforge.backends.grounders",
@@ -46,6 +46,7 @@ BUILTIN_MODULES = (
     "perceptforge.backends.writers",
     "perceptforge.backends.depth",
     "perceptforge.backends.text_to_image",
+    "perceptforge.backends.embeddings",
 )
 
 

@@ -120,6 +120,9 @@ class Profile(Section):
         None, description="None: BLINK-style Relative Depth only from sources with a disparity map"
     )
     generator: BackendSettings | None = Field(None, description="None: BLINK-style Forensic Detection is skipped")
+    embedder: BackendSettings | None = Field(
+        None, description="None: BLINK-style Visual Similarity ranks with gates.clip's CLIP, if the profile has one"
+    )
     gates: Gates = Gates()
     runner: Runner = Runner()
     ingest: Ingest = Ingest()
@@ -134,6 +137,7 @@ class Profile(Section):
             "llm": self.llm.backend,
             "depth": self.depth.backend if self.depth else "none",
             "generator": self.generator.backend if self.generator else "none",
+            "embedder": self.embedder.backend if self.embedder else "none",
         }
 
     def runtime(self, cache_dir: Path | None = None) -> Runtime:
@@ -201,6 +205,10 @@ def profile_model() -> type[Profile]:
     fields["generator"] = (
         Optional[_role_type("generator")],
         Field(None, description="None: BLINK-style Forensic Detection is skipped"),
+    )
+    fields["embedder"] = (
+        Optional[_role_type("embedder")],
+        Field(None, description="None: BLINK-style Visual Similarity ranks with gates.clip's CLIP, if any"),
     )
     return create_model("Profile", __base__=Profile, **fields)
 

@@ -246,9 +246,10 @@ def blink_flow(
     run = prepare_run(plan.out, plan.identity, fresh)
     runner = StageRunner(run, release_models=plan.profile.release_models_between_stages)
     sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, plan.profile.ingest.max_pixels)
-    # the profile's CLIP model (gates.clip) doubles as the perceptual embedding of Visual Similarity
     runtime = plan.profile.runtime()
-    embedder, depth = plan.profile.build_clip_gate(runtime), plan.profile.build("depth", runtime)
+    # a perceptual embedding for Visual Similarity: the profile's embedder (DINOv2 …), else its CLIP gate model
+    embedder = plan.profile.build("embedder", runtime) or plan.profile.build_clip_gate(runtime)
+    depth = plan.profile.build("depth", runtime)
     generator = plan.profile.build("generator", runtime)
     units, skipped = plan_units(plan, sources, embedder, depth, generator)
     # Models load here, once, before the units run in threads (a diffusers pipeline loaded by two threads

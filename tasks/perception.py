@@ -31,6 +31,11 @@ BACKEND_NAMES = {
 }  # role → the backend that decided
 
 
+def backend_name(role: str, unit: PerceptionUnit) -> str:
+    # the similarity ranking comes from the profile's embedder when it has one, else from its CLIP gate model
+    return getattr(unit.embedder, "name", BACKEND_NAMES[role]) if role == "similarity" else BACKEND_NAMES[role]
+
+
 @dataclass(frozen=True)
 class PerceptionUnit:
     name: str  # <source id>-<template id>[-<variant>]
@@ -135,7 +140,7 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:
             template_id=t.id,
             template_version=t.version,
             prompts=[prompt.ref()],
-            backends={role: BackendRef(name=BACKEND_NAMES[role], model_id=m) for role, m in built.models.items()},
+            backends={role: BackendRef(name=backend_name(role, unit), model_id=m) for role, m in built.models.items()},
             seed=seed,
         ),
     )

@@ -258,6 +258,34 @@ def test_visual_similarity_by_a_clip_embedding_when_the_profile_names_one(prefec
         assert "AB"[nearer] == item.answer
 
 
+def test_visual_similarity_by_a_dino_embedding_when_the_profile_names_an_embedder(prefect_api, sample_dir, tmp_path):
+    """The profile's embedder (a tiny local DINOv2 through transformers' AutoModel) ranks the candidates instead
+    of CLIP: each answer is the photo nearer the reference by that model, and the item names it."""
+    from pathlib import Path
+
+    from tiny_models import save_tiny_dinov2
+
+    import perceptforge
+    from perceptforge.backends.embeddings import TransformersEmbedding
+
+    dino = save_tiny_dinov2(tmp_path / "dino")
+    local = (Path(perceptforge.__file__).parent / "configs" / "local.yaml").read_text()
+    profile = tmp_path / "dino.yaml"
+    profile.write_text(local + f"embedder:\n  backend: transformers-embedding\n  model_path: {dino}\n")
+    summary = blink_flow(
+        source=str(sample_dir), out=str(tmp_path / "run"), profile=str(profile), seed=0, tasks=["visual_similarity"]
+    )
+    items = [PerceptionItem.model_validate_json(p.read_text()) for p in (tmp_path / "run" / "items").glob("*.json")]
+    assert items and summary["items_per_task"] == {"Visual_Similarity": len(items)}
+    model = TransformersEmbedding(str(dino)).load()
+    for item in items:
+        backend = item.lineage.backends["similarity"]
+        assert (backend.name, backend.model_id) == ("transformers-embedding", str(dino))
+        pictures = [Image.open(tmp_path / "run" / ref.path) for ref in item.images]
+        reference, *candidates = np.asarray(model.image_embeddings(pictures))
+        assert "AB"[int(np.argmax(np.asarray(candidates) @ reference))] == item.answer
+
+
 def test_relative_depth_by_a_depth_model_when_the_profile_names_one(prefect_api, sample_dir, tmp_path):
     """Photos without a disparity map get Relative Depth items from the profile's depth model (a tiny local
     DPT through transformers' depth-estimation pipeline): the nearer point by the model's own output is the

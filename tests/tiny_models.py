@@ -292,3 +292,17 @@ def save_tiny_dpt(folder: Path) -> Path:
     DPTForDepthEstimation(config).save_pretrained(folder)
     DPTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder)
     return folder
+
+
+def save_tiny_dinov2(folder: Path) -> Path:
+    """A tiny random DINOv2 with its image processor (``AutoModel`` / ``AutoImageProcessor`` load it): the
+    ``transformers-embedding`` backend's real code path, no download."""
+    from transformers import BitImageProcessor, Dinov2Config, Dinov2Model, set_seed
+
+    set_seed(0)
+    config = Dinov2Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37, image_size=32, patch_size=8
+    )
+    Dinov2Model(config).save_pretrained(folder)
+    BitImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
+    return folder
