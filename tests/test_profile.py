@@ -17,11 +17,13 @@ def test_bundled_profiles_load():
         "llm": "template",
         "depth": "none",
         "generator": "none",
+        "embedder": "none",
     }
     gpu = load_profile("gpu")
     assert gpu.segmenter.backend == "sam" and [i.backend for i in gpu.inpainter] == ["sd-inpaint"]
     assert gpu.editor.backend == "instruct-pix2pix" and gpu.llm.backend == "openai"
     assert gpu.depth.backend == "transformers-depth" and gpu.generator.backend == "sd-text2image"
+    assert gpu.embedder.backend == "transformers-embedding"
 
 
 def test_typo_names_the_key(tmp_path):
