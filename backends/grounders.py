@@ -21,7 +21,7 @@ from pydantic import Field
 from perceptforge.backends.chat import ChatClient, EndpointSettings
 from perceptforge.backends.devices import release
 from perceptforge.backends.registry import BackendSettings, Runtime, register
-from perceptforge.data.schema import Grounding, Region
+from perceptforge.data.schema import Box, Grounding, Region
 from perceptforge.errors import PerceptforgeError
 from perceptforge.logic.boxes import BoxFormat, parse_boxes, parse_subject_reply
 from perceptforge.logic.templates import Template
@@ -80,6 +80,18 @@ class PromptingGrounder:
 
     def ask(self, image: Image.Image, text: str) -> str:
         raise NotImplementedError
+
+    def detect(self, image: Image.Image, objects: str) -> list[Box]:
+        """Every ``objects`` (a plural noun) the model boxes in the image: the grounder as an open-vocabulary
+        detector (BLINK-style Counting on photos without boxes). Boxes it repeats are counted once."""
+        w, h = image.size
+        found: list[Box] = []
+        for parsed in parse_boxes(
+            self.ask(image, load_prompt("grounding/detect").render(objects=objects)), w, h, self.box_format
+        )[0]:
+            if parsed.box not in found:
+                found.append(parsed.box)
+        return found
 
     def ground(self, image: Image.Image, entry: SourceEntry, templates: list[Template]) -> Grounding:
         w, h = image.size

@@ -74,7 +74,12 @@ def has(entry: SourceEntry, need: str) -> bool:
 
 
 def serves(
-    template: PerceptionTemplate, entry: SourceEntry, n_sources: int, depth_model: bool = False, generator: bool = False
+    template: PerceptionTemplate,
+    entry: SourceEntry,
+    n_sources: int,
+    depth_model: bool = False,
+    generator: bool = False,
+    detector: bool = False,
 ) -> str | None:
     """Why ``entry`` cannot serve ``template`` (None: it can)."""
     if "generator" in template.needs and not generator:
@@ -86,6 +91,8 @@ def serves(
     labelled = [r for r in entry.regions if "bbox" in r and r.get("label")]
     if "labelled_boxes" in template.needs and not labelled:
         return "no labelled boxes"
+    if "countable" in template.needs and not labelled and not (detector and entry.count_labels):
+        return "no labelled boxes" + ("" if detector else " (and the profile's grounder is no detector)")
     if "second_image" in template.needs and n_sources < 2:
         return "needs a second source image"
     if "disparity" in template.needs and "disparity" not in entry.extras and not depth_model:
@@ -188,6 +195,7 @@ def plan_units(
     embedder: Any = None,
     depth: Any = None,
     generator: Any = None,
+    detector: Any = None,
 ) -> tuple[list[PerceptionUnit], dict[str, str]]:
     """Every (source × task × variant) unit a source can serve, and each task no source serves, with why."""
     ids = sorted(sources)
@@ -197,7 +205,7 @@ def plan_units(
         reasons: Counter[str] = Counter()
         for sid in ids:
             entry, _ = sources[sid]
-            why = serves(template, entry, len(ids), depth is not None, generator is not None)
+            why = serves(template, entry, len(ids), depth is not None, generator is not None, detector is not None)
             if why:
                 reasons[why] += 1
                 continue
@@ -223,6 +231,7 @@ def plan_units(
                             depth,
                             generator,
                             draw,
+                            detector if "countable" in template.needs else None,
                         )
                     )
         if not any(u.template.id == tid for u in units):
@@ -251,14 +260,23 @@ def blink_flow(
     embedder = plan.profile.build("embedder", runtime) or plan.profile.build_clip_gate(runtime)
     depth = plan.profile.build("depth", runtime)
     generator = plan.profile.build("generator", runtime)
-    units, skipped = plan_units(plan, sources, embedder, depth, generator)
+    # the profile's grounder counts for Counting when it is an open-vocabulary detector (a VLM that boxes things)
+    grounder = plan.profile.build("grounder", runtime)
+    detector = grounder if hasattr(grounder, "detect") else None
+    units, skipped = plan_units(plan, sources, embedder, depth, generator, detector)
     # Models load here, once, before the units run in threads (a diffusers pipeline loaded by two threads
     # at once breaks), and only when some unit's task asks for them.
     asked = {need for u in units for need in u.template.needs}
-    for model, need in ((embedder, "second_image"), (depth, "disparity"), (generator, "generator")):
+    for model, need in (
+        (embedder, "second_image"),
+        (depth, "disparity"),
+        (generator, "generator"),
+        (detector, "countable"),
+    ):
         if model is not None and need in asked:
             model.load()
-    items = build_stage(runner, units, plan.seed, tuple(m for m in (embedder, depth, generator) if m is not None))
+    models = tuple(m for m in (embedder, depth, generator, detector) if m is not None)
+    items = build_stage(runner, units, plan.seed, models)
     per_task = dict(sorted(Counter(i.task for i in items).items()))
     random_choice = {t.task: t.random_choice for t in plan.templates.values() if t.task in per_task}
     quarantine = run.gather_quarantine()

@@ -36,6 +36,9 @@ class Draw:
     # a perceptual embedding (normalised vectors, one per image), when the profile names a CLIP model
     embed: Callable[[list[Image.Image]], list[list[float]]] | None = None
     embed_model: str = ""
+    # an open-vocabulary detector: (image, plural noun) → boxes, when the profile's grounder is one
+    detect: Callable[[Image.Image, str], list] | None = None
+    detector_model: str = ""
     # a text-to-image model: (prompt, seeds, size) → one image per seed, when the profile names one
     generate: Callable[[str, list[int], tuple[int, int]], list[Image.Image]] | None = None
     generator_model: str = ""
@@ -53,6 +56,7 @@ class SourceView:
     caption: str = ""
     nearness: np.ndarray | None = None  # a depth model's relative nearness (larger: nearer), without a disparity map
     depth_model: str = ""
+    count_labels: tuple[str, ...] = ()  # labels to count with the profile's detector (no boxes needed)
     style: str | None = None  # a painting's art style
     keypoints: tuple[tuple[str, dict[str, Point]], ...] = ()  # (object label, {keypoint name: point})
     functional: tuple[tuple[str, str, dict[str, Point]], ...] = ()  # (object label, action, {part: point})
@@ -141,13 +145,22 @@ def object_localization(t: PerceptionTemplate, sources: list[SourceView], draw: 
 
 
 def counting(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
-    rng = draw.rng
-    counts = Counter(label for label, _ in things(sources[0]))
-    if not counts:
+    """How many of one label: from the annotation's boxes, or, when the profile's grounder is an open-vocabulary
+    detector, from its boxes (then also for the labels a source only names in ``count_labels``)."""
+    rng, src = draw.rng, sources[0]
+    counts = Counter(label for label, _ in things(src))
+    labels = sorted(set(counts) | (set(src.count_labels) if draw.detect is not None else set()))
+    if not labels:
         raise NotApplicable("no labelled objects to count")
-    label = sorted(counts)[int(rng.integers(len(counts)))]
+    label = labels[int(rng.integers(len(labels)))]
+    models = {}
+    if draw.detect is not None:
+        found = len(draw.detect(src.image, plural(label)))
+        if found == 0:
+            raise ValueError(f"the detector found no {plural(label)}")
+        counts[label], models = found, {"counter": draw.detector_model}
     options, answer = bt.counting_options(counts[label], rng)
-    return Built([sources[0].image], [str(n) for n in options], answer, {"objects": plural(label)})
+    return Built([src.image], [str(n) for n in options], answer, {"objects": plural(label)}, models=models)
 
 
 def visual_correspondence(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:

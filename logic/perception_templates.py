@@ -51,6 +51,7 @@ NEEDS = (
     "keypoints",
     "functional_keypoints",
     "reflectance",
+    "countable",
 )
 
 

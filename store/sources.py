@@ -48,6 +48,7 @@ class SourceEntry:
     # the human-authored flows: MME-RealWorld's domain and subtask, CODIS's category, when the source knows them
     benchmark_labels: dict[str, str] = field(default_factory=dict)
     style: str | None = None  # a painting's art style (BLINK Art Style)
+    count_labels: list[str] = field(default_factory=list)  # what to count with a detector (BLINK Counting)
     # pairwise reflectance judgements (IIW style): {"a": (x, y), "b": (x, y), "darker": "a" | "b" | "equal"}
     reflectance: list[dict] = field(default_factory=list)
 
@@ -128,6 +129,7 @@ def read_source_dir(source_dir: str | Path, annotation_file: str = "annotations.
                 synthetic=bool(img.get("synthetic", False)),
                 benchmark_labels=benchmark_labels_of(img, where),
                 style=clean_text(img["style"], f"{where} style") if img.get("style") else None,
+                count_labels=[clean_text(v, f"{where} count_labels") for v in img.get("count_labels") or []],
                 reflectance=reflectance_of(img, width, height, where),
             )
         )

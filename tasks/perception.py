@@ -28,12 +28,14 @@ BACKEND_NAMES = {
     "similarity": "clip",
     "depth": "transformers-depth",
     "generator": "sd-text2image",
+    "counter": "grounder",
 }  # role → the backend that decided
 
 
 def backend_name(role: str, unit: PerceptionUnit) -> str:
     # the similarity ranking comes from the profile's embedder when it has one, else from its CLIP gate model
-    return getattr(unit.embedder, "name", BACKEND_NAMES[role]) if role == "similarity" else BACKEND_NAMES[role]
+    model = {"similarity": unit.embedder, "counter": unit.detector}.get(role)
+    return getattr(model, "name", BACKEND_NAMES[role])
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class PerceptionUnit:
     depth: Any = None  # a depth model (backends/depth), when the profile names one
     generator: Any = None  # a text-to-image model (backends/text_to_image), when the profile names one
     draw: int = 0  # which of the template's items_per_source this unit is
+    detector: Any = None  # an open-vocabulary detector (the profile's grounder, when it can detect)
 
 
 def item_id(unit: PerceptionUnit, seed: int) -> str:
@@ -89,6 +92,7 @@ def view(run: RunDir, source_dir: Path, entry: SourceEntry, ingested: IngestedSo
         nearness=nearness,
         depth_model=model,
         style=entry.style,
+        count_labels=tuple(entry.count_labels),
         keypoints=tuple(
             (str(r.get("label")), {n: (float(p[0]), float(p[1])) for n, p in sorted(r["keypoints"].items())})
             for r in entry.regions
@@ -114,10 +118,12 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:
         rng,
         unit.index,
         seed,
-        embed,
-        getattr(unit.embedder, "model_id", ""),
-        generate,
-        getattr(unit.generator, "model_id", ""),
+        embed=embed,
+        embed_model=getattr(unit.embedder, "model_id", ""),
+        detect=unit.detector.detect if unit.detector is not None and t.builder == "counting" else None,
+        detector_model=getattr(unit.detector, "model_id", ""),
+        generate=generate,
+        generator_model=getattr(unit.generator, "model_id", ""),
     )
     depth = unit.depth if "disparity" in t.needs else None  # only Relative Depth asks the model
     built = build(t, [view(run, unit.source_dir, e, i, depth) for e, i in unit.sources], draw, unit.style)

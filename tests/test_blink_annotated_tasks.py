@@ -159,3 +159,49 @@ def test_the_four_tasks_export_in_blink_layout_and_score(run, tmp_path):
     preds.write_text("".join(json.dumps({"idx": k, "output": v}) + "\n" for k, v in answers.items()))
     scored = blink_scorer.score(data=[out / "val_answers.json"], predictions=[preds])
     assert all(v == 100.0 for k, v in scored.metrics["tasks"].items()), scored.metrics["tasks"]
+
+
+def test_counting_by_the_grounder_as_an_open_vocabulary_detector(prefect_api, tmp_path):
+    """A profile whose grounder is a VLM endpoint (here a local server speaking the chat-completions API) counts
+    what a source names in count_labels, with no boxes annotated; the item names the model that counted."""
+    import yaml
+    from chat_server import ChatServer
+
+    from perceptforge.configs.profile import resolve_profile_path
+
+    folder = tmp_path / "src"
+    folder.mkdir()
+    Image.new("RGB", (200, 200), (30, 90, 30)).save(folder / "balls.png")
+    doc = {
+        "images": [{"id": "balls", "file_name": "balls.png", "width": 200, "height": 200, "count_labels": ["ball"]}],
+        "annotations": [],
+    }
+    (folder / "annotations.json").write_text(json.dumps(doc))
+    asked = []
+
+    def detector(request):
+        content = request["messages"][-1]["content"]
+        asked.append(" ".join(p.get("text", "") for p in content) if isinstance(content, list) else content)
+        return "ball [10, 10, 50, 50]; ball [60, 60, 100, 100]; ball [120, 10, 160, 50]; ball [10, 10, 50, 50]"
+
+    with ChatServer(detector) as server:
+        profile = yaml.safe_load(resolve_profile_path("local").read_text())
+        profile["grounder"] = {
+            "backend": "openai-vlm",
+            "base_url": server.base_url,
+            "model": "tiny-vlm",
+            "box_format": "pixel",
+        }
+        (tmp_path / "p.yaml").write_text(yaml.safe_dump(profile))
+        summary = blink_flow(
+            source=str(folder), out=str(tmp_path / "run"), profile=str(tmp_path / "p.yaml"), tasks=["counting"]
+        )
+    assert summary["items_per_task"] == {"Counting": 1}
+    (item,) = [PerceptionItem.model_validate_json(p.read_text()) for p in (tmp_path / "run" / "items").glob("*.json")]
+    assert item.choices["ABCD".index(item.answer)] == "3"  # the repeated box counts once
+    assert item.question == "How many balls are in the image?"
+    assert (item.lineage.backends["counter"].name, item.lineage.backends["counter"].model_id) == (
+        "openai-vlm",
+        "tiny-vlm",
+    )
+    assert any("Find every balls" in text for text in asked)
