@@ -189,6 +189,13 @@ def plan_blink(
     return BlinkPlan(prof, seed, templates, variants, source_dir, entries, Path(out), identity)
 
 
+def draws(template: PerceptionTemplate, entry: SourceEntry) -> int:
+    """How many items a unit's source gives the template: ``items_per_source``, and never more than the
+    source's reflectance judgements for a task drawn from them (one item each)."""
+    wanted = int(template.params.get("items_per_source", 1))  # type: ignore[arg-type]
+    return min(wanted, len(entry.reflectance)) if "reflectance" in template.needs else wanted
+
+
 def plan_units(
     plan: BlinkPlan,
     sources: dict[str, tuple[SourceEntry, Any]],
@@ -212,7 +219,7 @@ def plan_units(
             extra = companions(template, sid, sources, pool=embedder is not None)
             index = len({u.sources[0][0].source_id for u in units if u.template.id == tid})
             # a template may draw several items from one source (``items_per_source``: points of one depth map)
-            for draw in range(int(template.params.get("items_per_source", 1))):  # type: ignore[arg-type]
+            for draw in range(draws(template, entry)):
                 for variant in plan.variants:
                     style: MarkStyle = style_of(template, variant.radius, variant.colour)
                     suffix = ("" if draw == 0 else f"-{draw + 1}") + (

@@ -33,6 +33,7 @@ class Draw:
     rng: np.random.Generator
     index: int = 0
     seed: int = 0
+    draw: int = 0  # which of the template's items_per_source this is (a source's k-th judgement)
     # a perceptual embedding (normalised vectors, one per image), when the profile names a CLIP model
     embed: Callable[[list[Image.Image]], list[list[float]]] | None = None
     embed_model: str = ""
@@ -365,11 +366,11 @@ def functional_correspondence(t: PerceptionTemplate, sources: list[SourceView], 
 
 
 def relative_reflectance(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
-    """IIW style: one of the source's pairwise judgements, its points circled A and B."""
+    """IIW style: the source's ``draw``-th pairwise judgement (in annotation order), its points circled A and B."""
     src = sources[0]
-    if not src.reflectance:
-        raise NotApplicable("no reflectance judgements")
-    a, b, darker = src.reflectance[int(draw.rng.integers(len(src.reflectance)))]
+    if draw.draw >= len(src.reflectance):
+        raise NotApplicable(f"{len(src.reflectance)} reflectance judgements, this is draw {draw.draw + 1}")
+    a, b, darker = src.reflectance[draw.draw]
     image, marks = marked(src.image, 0, [Mark("A", a), Mark("B", b)], style)
     return Built(
         [image], ["A is darker", "B is darker", "About the same"], ("a", "b", "equal").index(darker), marks=marks

@@ -118,6 +118,7 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:
         rng,
         unit.index,
         seed,
+        draw=unit.draw,
         embed=embed,
         embed_model=getattr(unit.embedder, "model_id", ""),
         detect=unit.detector.detect if unit.detector is not None and t.builder == "counting" else None,

@@ -25,10 +25,49 @@ def render(yaw: float = 0.0) -> tuple[Image.Image, np.ndarray]:
     """The picture and its disparity in px (0 where there is only sky), the camera turned ``yaw`` degrees
     to the right (negative: to the left) about the vertical axis."""
     with np.errstate(invalid="ignore", divide="ignore"):  # sky rays never meet the ground: masked out below
-        return _render(np.radians(yaw))
+        image, disparity, _ = _render(np.radians(yaw))
+    return image, disparity
 
 
-def _render(yaw: float) -> tuple[Image.Image, np.ndarray]:
+def reflectance_judgements(seed: int = 0, equal: int = 2, darker: int = 3) -> list[dict]:
+    """IIW-style judgements with exact answers: pairs of points on surfaces (never the sky), each inside a
+    15x15 patch of one material, ``equal`` pairs of one albedo seen at different depths (fog makes the farther
+    look paler: appearance differs, reflectance does not) and ``darker`` pairs whose albedo luminance differs
+    by at least 1.3x."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        image, disparity, albedo = _render(0.0)
+    lum = albedo @ np.array([0.2126, 0.7152, 0.0722])
+    seen = np.asarray(image, np.float64) @ np.array([0.2126, 0.7152, 0.0722])
+    points = [
+        (x, y)
+        for y in range(16, HEIGHT - 16, 8)
+        for x in range(16, WIDTH - 16, 8)
+        if disparity[y - 7 : y + 8, x - 7 : x + 8].min() > 0 and np.ptp(lum[y - 7 : y + 8, x - 7 : x + 8]) == 0
+    ]
+    rng = np.random.default_rng(seed)
+    found: list[dict] = []
+    want = {"equal": equal, "darker": darker}
+    for k in rng.permutation(len(points) * len(points)):
+        (ax, ay), (bx, by) = points[k // len(points)], points[k % len(points)]
+        if abs(ax - bx) + abs(ay - by) < 120:
+            continue
+        la, lb = lum[ay, ax], lum[by, bx]
+        if la == lb and want["equal"] and abs(seen[ay, ax] - seen[by, bx]) >= 3:
+            verdict = "equal"
+        elif max(la, lb) >= 1.3 * min(la, lb) and want["darker"]:
+            verdict = "darker"
+        else:
+            continue
+        want[verdict] -= 1
+        found.append(
+            {"a": [ax, ay], "b": [bx, by], "darker": "equal" if verdict == "equal" else ("a" if la < lb else "b")}
+        )
+        if not any(want.values()):
+            break
+    return found
+
+
+def _render(yaw: float) -> tuple[Image.Image, np.ndarray, np.ndarray]:
     v, u = np.mgrid[0:HEIGHT, 0:WIDTH].astype(np.float64)
     cx, dy = (u - WIDTH / 2) / FOCAL, (v - HORIZON) / FOCAL
     # each ray in world axes per unit of camera depth: x to the right, z forward
@@ -50,10 +89,11 @@ def _render(yaw: float) -> tuple[Image.Image, np.ndarray]:
         stripes = 0.85 + 0.15 * (np.floor((x - x0) * 5) % 2)[..., None]
         depth = np.where(hit, t, depth)
         colour = np.where(hit[..., None], np.array(rgb, np.float32) * stripes, colour)
+    albedo = colour.copy()
     fog = np.exp(-np.where(np.isfinite(depth), depth, 1e9) / 40.0)[..., None]  # far things fade into the sky
     colour = colour * fog + SKY * (1 - fog)
     disparity = np.where(np.isfinite(depth), FOCAL * BASELINE / depth, 0.0)
-    return Image.fromarray(np.clip(colour, 0, 255).round().astype(np.uint8)), disparity
+    return Image.fromarray(np.clip(colour, 0, 255).round().astype(np.uint8)), disparity, albedo
 
 
 def pillar_boxes() -> list[tuple[str, list[float]]]:
@@ -88,3 +128,4 @@ if __name__ == "__main__":  # regenerate the bundled files
     (sample / "depth" / "depth_scene.png").write_bytes(disparity_png(disparity))
     for name, yaw in VIEWS.items():
         render(yaw)[0].save(sample / "images" / f"{name}.png")
+    print("reflectance judgements for image 7 of annotations.json:", reflectance_judgements())

@@ -80,7 +80,7 @@ def test_all_four_tasks_are_built_with_their_random_choice(run):
     assert summary["items_per_task"] == {
         "Art_Style": 2,  # the cubist painting has no partner of its style: quarantined, with why
         "Functional_Correspondence": 2,
-        "Relative_Reflectance": 1,
+        "Relative_Reflectance": 2,  # one item per judgement
         "Semantic_Correspondence": 2,
     }
     assert summary["random_choice_per_task"]["Relative_Reflectance"] == 33.33
@@ -123,11 +123,13 @@ def test_correspondence_answers_sit_on_the_point_of_the_same_name(run):
 
 def test_reflectance_answer_follows_the_judgement(run):
     _, _, items = run
-    (item,) = [i for i in items if i.task == "Relative_Reflectance"]
-    marks = marks_of(item, 0)
     judgements = {((40, 40), (200, 200)): "B is darker", ((40, 200), (200, 40)): "About the same"}
-    assert item.choices == ["A is darker", "B is darker", "About the same"]
-    assert item.choices["ABC".index(item.answer)] == judgements[(marks["A"], marks["B"])]
+    built = [i for i in items if i.task == "Relative_Reflectance"]
+    assert len(built) == 2
+    for item in built:
+        marks = marks_of(item, 0)
+        assert item.choices == ["A is darker", "B is darker", "About the same"]
+        assert item.choices["ABC".index(item.answer)] == judgements.pop((marks["A"], marks["B"]))
 
 
 def test_bad_annotations_name_the_place(tmp_path):

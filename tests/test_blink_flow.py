@@ -72,8 +72,31 @@ def test_items_are_true_of_their_construction(blink_run, sample_dir):
     assert len({i.images[0].sha256 for i in iq}) == len(iq)  # no puzzle twice
     similar = [i for i in items if i.task == "Visual_Similarity"]
     assert all(set(i.sources) & {"8", "9"} == set() for i in similar)  # a view of one scene is never "another picture"
+    # Relative Reflectance from the rendered scene's exact albedo: the darker point by albedo luminance, or about
+    # the same (one material seen at two depths: the fog makes them look different)
+    from synthetic_scene import _render
+
+    _, _, albedo = _render(0.0)
+    lum = albedo @ np.array([0.2126, 0.7152, 0.0722])
+    reflectance = [i for i in items if i.task == "Relative_Reflectance"]
+    assert len(reflectance) == 5
+    for item in reflectance:
+        (ax, ay), (bx, by) = ((round(m.at[0]), round(m.at[1])) for m in item.marks)
+        truth = (
+            "About the same"
+            if lum[ay, ax] == lum[by, bx]
+            else ("A is darker" if lum[ay, ax] < lum[by, bx] else "B is darker")
+        )
+        assert item.choices["ABC".index(item.answer)] == truth
+    answered = [i.choices["ABC".index(i.answer)] for i in reflectance]
+    assert answered.count("About the same") == 2 and len(answered) - answered.count("About the same") == 3
     for item in items:
-        assert len(item.choices) == {"Counting": 4, "IQ_Test": 4, "Visual_Correspondence": 4}.get(item.task, 2)
+        assert len(item.choices) == {
+            "Counting": 4,
+            "IQ_Test": 4,
+            "Visual_Correspondence": 4,
+            "Relative_Reflectance": 3,
+        }.get(item.task, 2)
         if item.task == "Counting":
             assert all(int(c) >= 1 for c in item.choices) and len(set(item.choices)) == 4
 
@@ -178,6 +201,11 @@ def test_bundled_depth_scene_is_what_the_renderer_draws(sample_dir):
     assert (sample_dir / "depth" / "depth_scene.png").read_bytes() == disparity_png(disparity)
     for name, yaw in VIEWS.items():
         assert np.array_equal(np.asarray(Image.open(sample_dir / "images" / f"{name}.png")), np.asarray(render(yaw)[0]))
+    from synthetic_scene import reflectance_judgements
+
+    bundled = json.loads((sample_dir / "annotations.json").read_text())
+    scene = next(i for i in bundled["images"] if i["id"] == 7)
+    assert scene["reflectance"] == reflectance_judgements()
 
 
 def test_cli_bad_task_is_one_line(sample_dir, tmp_path, cli_env):
