@@ -23,8 +23,6 @@ its author; all must pass for it to be kept.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import re
 import shutil
@@ -50,7 +48,7 @@ from perceptforge.annotation.labeling import (
     text,
 )
 from perceptforge.annotation.labelstudio import LabelStudio, ServerGone
-from perceptforge.annotation.sync import ensure_project, ensure_storage, project_title
+from perceptforge.annotation.sync import ensure_project, ensure_storage, project_title, push_lock
 from perceptforge.annotation.task_data import local_files_url
 from perceptforge.data.schema import (
     AuthoredItem,
@@ -383,16 +381,7 @@ def push(
 ) -> dict:
     """Create the run's two projects (once) and import every task that is due and not there yet: an author
     task per draft and per version a reviewer failed, a review task per written version."""
-    run = RunDir(Path(run_dir).resolve())
-    try:
-        local_files_url(run.path, document_root)
-    except ValueError as exc:
-        raise PerceptforgeError(str(exc)) from None
-    server = hashlib.sha256(ls.url.rstrip("/").encode()).hexdigest()[:12]
-    lock_path = run.sub("annotation", f".push-{server}.lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with push_lock(run_dir, ls, document_root) as run:
         return _push_locked(run, ls, document_root, extra_checks, on_chunk)
 
 

@@ -19,7 +19,8 @@ import hashlib
 import json
 import shutil
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,13 @@ def push(
     """Create or update one project per item kind and import the items it does not have yet. Two pushes
     of one run to one server take turns (a lock file in the run directory), so the second finds the
     first one's projects and tasks instead of making its own."""
+    with push_lock(run_dir, ls, document_root) as run:
+        return _push_locked(run, ls, document_root, chunk_size, on_chunk)
+
+
+@contextmanager
+def push_lock(run_dir: Path, ls: LabelStudio, document_root: Path) -> Iterator[RunDir]:
+    """The run, once its images are known to be servable and no other push of it to ``ls`` is running."""
     run = RunDir(Path(run_dir).resolve())
     try:
         local_files_url(run.path, document_root)
@@ -106,7 +114,7 @@ def push(
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when the process dies
-        return _push_locked(run, ls, document_root, chunk_size, on_chunk)
+        yield run
 
 
 def _push_locked(

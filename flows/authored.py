@@ -11,10 +11,10 @@ from typing import Any
 
 import yaml
 
-from perceptforge.configs.profile import Profile, load_profile
+from perceptforge.configs.profile import Profile
 from perceptforge.errors import InputError
 from perceptforge.fileio import atomic_write_text
-from perceptforge.flows.common import prepare_run, profile_digest, sources_digest
+from perceptforge.flows.common import prepare_run, profile_and_seed, profile_digest, sources_digest
 from perceptforge.outputs.authored_report import write_authored_report
 from perceptforge.store.sources import SourceEntry, read_source_dir
 from perceptforge.tasks import authoring
@@ -42,10 +42,7 @@ def plan_authored(
     fresh: bool = False,
 ) -> AuthoredPlan:
     """Everything the run is decided by, checked before any stage; each problem is one line."""
-    prof = load_profile(profile)
-    seed = prof.seed if seed is None else seed
-    if seed < 0:
-        raise InputError("--seed", f"must be 0 or more, got {seed}")
+    prof, seed = profile_and_seed(profile, seed)
     source_dir = Path(source).resolve()
     entries = sorted(read_source_dir(source_dir, "annotations.json"), key=lambda e: e.source_id)[:limit]
     if not entries:

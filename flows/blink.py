@@ -16,9 +16,9 @@ from typing import Any
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from perceptforge.configs.profile import Profile, load_profile
+from perceptforge.configs.profile import Profile
 from perceptforge.errors import InputError
-from perceptforge.flows.common import prepare_run, profile_digest, sources_digest
+from perceptforge.flows.common import prepare_run, profile_and_seed, profile_digest, sources_digest
 from perceptforge.logic.marks import MarkStyle
 from perceptforge.logic.perception_build import style_of
 from perceptforge.logic.perception_templates import PerceptionTemplate, load_perception_templates
@@ -159,10 +159,7 @@ def plan_blink(
     fresh: bool = False,
 ) -> BlinkPlan:
     """Everything the run is decided by, checked before any stage; each problem is one line."""
-    prof = load_profile(profile)
-    seed = prof.seed if seed is None else seed
-    if seed < 0:
-        raise InputError("--seed", f"must be 0 or more, got {seed}")
+    prof, seed = profile_and_seed(profile, seed)
     templates = load_perception_templates()
     if tasks:
         unknown = sorted(set(tasks) - set(templates))

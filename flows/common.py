@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from perceptforge.configs.profile import Profile
+from perceptforge.configs.profile import Profile, load_profile
 from perceptforge.data.schema import BenchmarkItem, Candidate, EditKind, Rendering
 from perceptforge.errors import InputError, PerceptforgeError
 from perceptforge.fileio import atomic_write_text, write_json
@@ -91,6 +91,15 @@ def select_entries(entries: list[SourceEntry], limit: int | None) -> list[Source
         return entries
     subjects = [e for e in entries if e.subject][:limit]
     return sorted(subjects + [e for e in entries if not e.subject], key=lambda e: e.source_id)
+
+
+def profile_and_seed(profile: str, seed: int | None) -> tuple[Profile, int]:
+    """The profile, and the run's seed: the one given, else the profile's."""
+    prof = load_profile(profile)
+    seed = prof.seed if seed is None else seed
+    if seed < 0:
+        raise InputError("--seed", f"must be 0 or more, got {seed}")
+    return prof, seed
 
 
 def sources_digest(source_dir: Path, annotation_file: str, entries: list[SourceEntry]) -> str:

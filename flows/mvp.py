@@ -14,10 +14,11 @@ from typing import Any
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from perceptforge.configs.profile import Profile, load_profile
+from perceptforge.configs.profile import Profile
 from perceptforge.errors import InputError
 from perceptforge.flows.common import (
     prepare_run,
+    profile_and_seed,
     record_run_settings,
     renderable_values,
     run_identity,
@@ -57,10 +58,7 @@ def plan_mvp(
     """Everything a run is decided by, read and checked before any stage: the profile, the templates, the
     source directory and its annotation file, and the run directory's identity. Each problem is one
     line (an InputError naming the file or option); nothing is written."""
-    prof = load_profile(profile)
-    seed = prof.seed if seed is None else seed
-    if seed < 0:
-        raise InputError("--seed", f"must be 0 or more, got {seed}")
+    prof, seed = profile_and_seed(profile, seed)
     all_templates, used = select_templates(categories)
     source_dir = Path(source).resolve()
     annotation_file = getattr(prof.grounder, "file", "annotations.json")
