@@ -33,6 +33,18 @@ def browser():
         b.close()
 
 
+def open_labeling(page, url: str, account, project: int) -> None:
+    """Sign in as ``account`` and open the project's labeling stream at its first task."""
+    page.goto(f"{url}/user/login/")
+    page.fill("input[name=email]", account.email)
+    page.fill("input[name=password]", account.password)
+    page.click("button[type=submit]")
+    page.wait_for_load_state("networkidle")
+    page.goto(f"{url}/projects/{project}/data?labeling=1")
+    page.get_by_text("Labeling Instructions").wait_for()  # the project's instructions open first
+    page.keyboard.press("Escape")
+
+
 def test_an_annotator_accepts_an_item_in_the_labeling_ui(label_studio, browser, prefect_api, sample_dir, tmp_path):
     from playwright.sync_api import expect
 
@@ -45,14 +57,7 @@ def test_an_annotator_accepts_an_item_in_the_labeling_ui(label_studio, browser, 
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.set_default_timeout(60_000)  # a busy 2-core machine renders the labeling UI slowly
-    page.goto(f"{label_studio.url}/user/login/")
-    page.fill("input[name=email]", annotator.email)
-    page.fill("input[name=password]", annotator.password)
-    page.click("button[type=submit]")
-    page.wait_for_load_state("networkidle")
-    page.goto(f"{label_studio.url}/projects/{project}/data?labeling=1")
-    page.get_by_text("Labeling Instructions").wait_for()  # the project's instructions open first
-    page.keyboard.press("Escape")
+    open_labeling(page, label_studio.url, annotator, project)
     # the pipeline's answers arrive pre-filled from the prediction
     expect(page.locator("input[name=yes]:checked, input[name=no]:checked")).to_have_count(2, timeout=30_000)
     page.locator("label").filter(has_text="Accept").first.click()
@@ -95,14 +100,7 @@ def test_an_author_submits_a_codis_item_from_its_draft_in_the_labeling_ui(
 
     page = browser.new_page(viewport={"width": 1400, "height": 1400})
     page.set_default_timeout(60_000)
-    page.goto(f"{label_studio.url}/user/login/")
-    page.fill("input[name=email]", annotator.email)
-    page.fill("input[name=password]", annotator.password)
-    page.click("button[type=submit]")
-    page.wait_for_load_state("networkidle")
-    page.goto(f"{label_studio.url}/projects/{project}/data?labeling=1")
-    page.get_by_text("Labeling Instructions").wait_for()
-    page.keyboard.press("Escape")
+    open_labeling(page, label_studio.url, annotator, project)
     # the draft's texts and category arrive pre-filled from the prediction
     expect(page.get_by_text(draft["content"]["context_1"])).to_be_visible(timeout=30_000)
     expect(page.locator("input[name='Relationships']:checked, input[type=checkbox]:checked")).to_have_count(1)
