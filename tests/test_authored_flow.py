@@ -58,3 +58,13 @@ def test_mme_realworld_keeps_full_resolution_bytes_and_refuses_small_images(pref
     # display copies only: the report shows a downscaled whole and the target crop at full resolution
     whole, crop = (Image.open(tmp_path / "run" / "display" / f"{draft.version_id}-{k}.jpg") for k in (0, 1))
     assert max(whole.size) == 768 and crop.size == (601, 451)
+
+
+def test_a_run_that_lost_drafts_makes_only_those_again(prefect_api, sample_dir, tmp_path):
+    run = tmp_path / "run"
+    codis_flow(source=str(sample_dir), out=str(run), limit=4)
+    before = tree_bytes(run / "drafts")
+    for path in sorted((run / "drafts").glob("*.json"))[:2]:  # as if the run was killed before writing them
+        path.unlink()
+    again = codis_flow(source=str(sample_dir), out=str(run), limit=4)
+    assert tree_bytes(run / "drafts") == before and again["counts"]["drafts"] == 4
