@@ -84,10 +84,10 @@ def mme_position_draft(
     )
 
 
-def codis_draft(template: Prompt, category: str, thing: str, side: str) -> CodisContent:
+def codis_draft(template: Prompt, category: str, thing: str, side: str | None) -> CodisContent:
     """A category's draft wording with the source's main object; ``side`` (left/right: where the object's
     centre is in the picture) fills the orientation answers."""
-    other = {"left": "right", "right": "left"}[side]
+    other = {"left": "right", "right": "left"}.get(side or "")
     values = {"object": thing, "side": side, "other_side": other}
     fields = parse_fields(
         template.render(**{k: v for k, v in values.items() if k in template.placeholders}), template.id
@@ -95,9 +95,21 @@ def codis_draft(template: Prompt, category: str, thing: str, side: str) -> Codis
     return CodisContent(category=category, **{k: fields[k] for k in CodisContent.model_fields if k != "category"})
 
 
-def codis_category(index: int, given: str | None) -> str:
-    """The source's own category when it names one, else the five in turn by source order."""
-    return given if given in CODIS_CATEGORIES else CODIS_CATEGORIES[index % len(CODIS_CATEGORIES)]
+def codis_category(index: int, given: str | None, left_or_right: bool = True) -> str:
+    """The source's own category when it names one, else the five in turn by source order; the orientation
+    wording needs an object clearly on one side, so without one its turn passes to the next category."""
+    if given in CODIS_CATEGORIES:
+        return str(given)
+    turn = CODIS_CATEGORIES[index % len(CODIS_CATEGORIES)]
+    if turn == "Location and Orientation" and not left_or_right:
+        return CODIS_CATEGORIES[(index + 1) % len(CODIS_CATEGORIES)]
+    return turn
+
+
+def side(centre_x: float, width: int, margin: float = 0.1) -> str | None:
+    """Where a thing's centre is: "left" or "right", None within ``margin`` of the image's width of the middle."""
+    offset = centre_x / width - 0.5
+    return None if abs(offset) < margin else ("left" if offset < 0 else "right")
 
 
 # --- automatic checks -----------------------------------------------------------------------------------

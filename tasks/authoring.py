@@ -96,7 +96,7 @@ def facts_of(entry: SourceEntry, authoring: Authoring) -> dict:
     }
     if main is not None:
         x, _, w, _ = main["bbox"]
-        facts |= {"object": str(main["label"]), "side": "left" if x + w / 2 < entry.width / 2 else "right"}
+        facts |= {"object": str(main["label"]), "side": authored.side(x + w / 2, entry.width)}
     return facts
 
 
@@ -111,7 +111,9 @@ def make_draft(unit: DraftUnit, writer: QuestionWriter, seed: int, authoring: Au
     if unit.benchmark == "codis":
         if "object" not in facts:
             raise ValueError(f"{entry.file_name}: no labelled object to draft a CODIS question about")
-        category = authored.codis_category(unit.index, entry.benchmark_labels.get("codis_category"))
+        category = authored.codis_category(
+            unit.index, entry.benchmark_labels.get("codis_category"), left_or_right=facts["side"] is not None
+        )
         content, prompt = writer.draft_codis(category, facts, rng)
         checks = authored.codis_checks(content)
     else:

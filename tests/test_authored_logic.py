@@ -166,3 +166,10 @@ def test_revision_notes_name_each_failing_reviewer_and_what_they_said_no_to():
         Review(reviewer="b@x", correct=False, distinct=True, follows_rules=False, comment="answer 2 is wrong"),
     ]
     assert revision_notes(reviews) == "b@x (correct, rules): answer 2 is wrong"
+
+
+def test_an_object_near_the_middle_is_on_no_side_and_its_orientation_turn_passes():
+    assert authored.side(325, 640) is None and authored.side(390, 512) == "right" and authored.side(100, 512) == "left"
+    assert authored.codis_category(0, None) == "Location and Orientation"
+    assert authored.codis_category(0, None, left_or_right=False) == "Temporal Information"
+    assert authored.codis_category(0, "Relationships", left_or_right=False) == "Relationships"
