@@ -241,7 +241,9 @@ def test_mme_realworld_target_too_big_revised_kept_exported_byte_for_byte(label_
     assert summary["status"] == {"kept": 1} and summary["flagged"] == {}
 
     out = tmp_path / "split"
-    cli(cli_env, "export", str(run), "--out", str(out), "--no-audit")
+    cli(cli_env, "export", str(run), "--out", str(out))  # with the audit, which reads the review figures
+    audit = {c["name"]: c for c in json.loads((out / "audit.json").read_text())["checks"]}
+    assert audit["human_verification"]["passed"] is True and audit["duplicates"]["passed"] is True
     (record,) = json.loads((out / "MME_RealWorld.json").read_text())
     assert record["Question_id"] == f"Perception/Monitoring/color/{iid}" and record["Ground truth"] == "B"
     assert record["Answer choices"][4] == "(E) The image does not feature the red name plate."
