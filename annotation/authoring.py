@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -209,14 +208,6 @@ def content_of(result: list[dict], benchmark: str, width: int, height: int) -> C
         raise ValueError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
 
 
-def automatic_checks(content: Any, item: AuthoredItem, settings: dict) -> list[CheckResult]:
-    if isinstance(content, CodisContent):
-        return authored.codis_checks(content)
-    return authored.mme_checks(
-        content, item.image.width, item.image.height, float(settings.get("max_target_fraction", 0.1))
-    )
-
-
 def review_of(result: list[dict], who: str) -> Review:
     a = answers(result)
     return Review(
@@ -270,20 +261,32 @@ def valid_annotations(task: dict, config: dict, names: dict[int, str], invalid: 
     return [(names.get(a["completed_by"], f"user {a['completed_by']}"), a) for a in ordered]
 
 
-def chains(run: RunDir, ls: LabelStudio, projects: dict, extra_checks: ExtraChecks | None = None) -> dict[str, Chain]:
-    """Every item's chain of versions from the drafts and both projects' exports."""
+def project_tasks(ls: LabelStudio, projects: dict, benchmark: str) -> dict[str, dict[str, dict]]:
+    """Each project's tasks by key (one export per project): kind → key → task."""
+    found: dict[str, dict[str, dict]] = {}
+    for kind in kinds(benchmark):
+        pid = projects.get(kind, {}).get("id")
+        found[kind] = {t["data"]["key"]: t for t in ls.export(pid)} if pid else {}
+    return found
+
+
+def chains(
+    run: RunDir,
+    ls: LabelStudio,
+    projects: dict,
+    tasks: dict[str, dict[str, dict]],
+    extra_checks: ExtraChecks | None = None,
+) -> dict[str, Chain]:
+    """Every item's chain of versions from the drafts and both projects' tasks (``project_tasks``)."""
     benchmark = benchmark_of(run)
     author_kind, review_kind = kinds(benchmark)
     settings, needed = authoring_settings(run), reviewers_needed(run, benchmark)
+    max_fraction = float(settings.get("max_target_fraction", 0.1))
     drafts = {
         d.id: d
         for d in (AuthoredItem.model_validate_json(p.read_text()) for p in sorted(run.sub("drafts").glob("*.json")))
     }
     names = ls.user_emails()
-    tasks: dict[str, dict[str, dict]] = {}
-    for kind in (author_kind, review_kind):
-        pid = projects.get(kind, {}).get("id")
-        tasks[kind] = {t["data"]["key"]: t for t in ls.export(pid)} if pid else {}
     author_config, review_config = controls(config_text(author_kind)), controls(config_text(review_kind))
     found: dict[str, Chain] = {}
     for iid in sorted(drafts):
@@ -310,7 +313,7 @@ def chains(run: RunDir, ls: LabelStudio, projects: dict, extra_checks: ExtraChec
                     "version": current.version + 1,
                     "status": "in_review",
                     "content": content,
-                    "checks": automatic_checks(content, current, settings),
+                    "checks": authored.checks_for(content, current.image.width, current.image.height, max_fraction),
                     "reviews": [],
                     "lineage": current.lineage.model_copy(
                         update={
@@ -372,20 +375,14 @@ def _projects(run: RunDir) -> dict:
     return read_json(path) if path.exists() else {}
 
 
-def push(
-    run_dir: Path,
-    ls: LabelStudio,
-    document_root: Path,
-    extra_checks: ExtraChecks | None = None,
-    on_chunk: Callable[[int], None] | None = None,
-) -> dict:
+def push(run_dir: Path, ls: LabelStudio, document_root: Path, extra_checks: ExtraChecks | None = None) -> dict:
     """Create the run's two projects (once) and import every task that is due and not there yet: an author
     task per draft and per version a reviewer failed, a review task per written version."""
     with push_lock(run_dir, ls, document_root) as run:
-        return _push_locked(run, ls, document_root, extra_checks, on_chunk)
+        return _push_locked(run, ls, document_root, extra_checks)
 
 
-def _push_locked(run, ls, document_root, extra_checks, on_chunk) -> dict:
+def _push_locked(run: RunDir, ls: LabelStudio, document_root: Path, extra_checks: ExtraChecks | None) -> dict:
     benchmark = benchmark_of(run)
     needed = reviewers_needed(run, benchmark)
     known = _projects(run)
@@ -397,7 +394,8 @@ def _push_locked(run, ls, document_root, extra_checks, on_chunk) -> dict:
     run.sub("display").mkdir(exist_ok=True)
     ensure_storage(ls, known[kinds(benchmark)[1]]["id"], run.sub("display"))
     due: dict[str, list[dict]] = {k: [] for k in kinds(benchmark)}
-    for chain in chains(run, ls, known, extra_checks).values():
+    there = project_tasks(ls, known, benchmark)
+    for chain in chains(run, ls, known, there, extra_checks).values():
         latest = chain.latest
         if latest.status == "draft":
             due[kinds(benchmark)[0]].append(author_task(latest, run, document_root, ""))
@@ -408,8 +406,7 @@ def _push_locked(run, ls, document_root, extra_checks, on_chunk) -> dict:
     report: dict[str, Any] = {"server": ls.url, "projects": {}, "imported": 0, "already_there": 0}
     for kind, tasks in due.items():
         pid = known[kind]["id"]
-        present = {t["data"].get("key") for t in ls.export(pid)}
-        new = [t for t in tasks if t["data"]["key"] not in present]
+        new = [t for t in tasks if t["data"]["key"] not in there[kind]]
         if new:
             try:
                 ls.import_tasks(pid, new)
@@ -422,8 +419,6 @@ def _push_locked(run, ls, document_root, extra_checks, on_chunk) -> dict:
         report["projects"][kind] = pid
         report["imported"] += len(new)
         report["already_there"] += len(tasks) - len(new)
-        if on_chunk:
-            on_chunk(report["imported"])
     return report
 
 
@@ -436,21 +431,21 @@ def pull(run_dir: Path, ls: LabelStudio, extra_checks: ExtraChecks | None = None
             f"{run.path}: nothing pushed yet (no annotation/projects.json); run `perceptforge annotate push` first"
         )
     benchmark = benchmark_of(run)
-    found = chains(run, ls, known, extra_checks)
+    found = chains(run, ls, known, project_tasks(ls, known, benchmark), extra_checks)
     out = run.sub("authoring")
-    for name in ("versions", "items"):
-        fresh = out / f"{name}.new"
-        shutil.rmtree(fresh, ignore_errors=True)
-        fresh.mkdir(parents=True)
+    run.replace_records(
+        "authoring/versions",
+        {f"{v.version_id}.json": v.model_dump(mode="json") for c in found.values() for v in c.versions[1:]},
+    )
+    run.replace_records(
+        "authoring/items", {f"{iid}.json": c.latest.model_dump(mode="json") for iid, c in found.items()}
+    )
     records: list[dict[str, Any]] = []
     statuses: Counter[str] = Counter()
     pairs: list[tuple[str, str]] = []
     reviews = passes = 0
     for iid, chain in sorted(found.items()):
-        for v in chain.versions[1:]:
-            run.write_record(f"authoring/versions.new/{v.version_id}.json", v.model_dump(mode="json"))
         latest = chain.latest
-        run.write_record(f"authoring/items.new/{iid}.json", latest.model_dump(mode="json"))
         statuses[latest.status] += 1
         pairs += chain.pairs
         written = chain.versions[1:]
@@ -474,9 +469,6 @@ def pull(run_dir: Path, ls: LabelStudio, extra_checks: ExtraChecks | None = None
                 "invalid_annotations": chain.invalid,
             }
         )
-    for name in ("versions", "items"):
-        shutil.rmtree(out / name, ignore_errors=True)
-        (out / f"{name}.new").rename(out / name)
     write_jsonl(out / "decisions.jsonl", records)
     summary = {
         "benchmark": benchmark,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import shutil
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -192,16 +191,10 @@ def pull(run_dir: Path, ls: LabelStudio) -> dict:
             if len(d.verdicts) >= 2:
                 pairs[kind].append((d.verdicts[0][1], d.verdicts[1][1]))
     out = run.sub("verification")
-    # Kept items are rebuilt whole beside the old folder, then swapped in: a decision that changed since
-    # the last pull leaves nothing stale, and a crash mid-pull leaves the previous folder intact.
-    fresh = out / "items.new"
-    shutil.rmtree(fresh, ignore_errors=True)
-    for d in decisions:
-        if d.item is not None:
-            run.write_record(f"verification/items.new/{d.item.id}.json", d.item.model_dump(mode="json"))
-    fresh.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(out / "items", ignore_errors=True)
-    fresh.rename(out / "items")
+    # rebuilt whole: a decision that changed since the last pull leaves no stale kept item
+    run.replace_records(
+        "verification/items", {f"{d.item.id}.json": d.item.model_dump(mode="json") for d in decisions if d.item}
+    )
     write_jsonl(out / "decisions.jsonl", records)
     per_kind: dict[str, Counter] = defaultdict(Counter)
     for d in decisions:

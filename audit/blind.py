@@ -10,8 +10,9 @@ from pathlib import Path
 from perceptforge.audit.checks import Check, pct
 from perceptforge.audit.items import AuditItem
 from perceptforge.backends.chat import ChatClient
-from perceptforge.data.schema import AuthoredItem, CheckResult, CodisContent
+from perceptforge.data.schema import AuthoredItem, CheckResult
 from perceptforge.fileio import write_json
+from perceptforge.outputs.authored_export import codis_record
 from perceptforge.scorer import benchmarks
 from perceptforge.scorer.predict import predict
 
@@ -86,20 +87,6 @@ def blind_baseline(
     )
 
 
-def codis_record(version: AuthoredItem) -> dict:
-    """A version as a record of CODIS's ``data.json``, under its version id (the scorer reads it as is)."""
-    c = version.content
-    assert isinstance(c, CodisContent)
-    return {
-        "id": version.version_id,
-        "image_id": Path(version.image.path).name,
-        "question": c.question,
-        "context": {"context_1": c.context_1, "context_2": c.context_2},
-        "answer": {"answer_1": c.answer_1, "answer_2": c.answer_2},
-        "category": c.category,
-    }
-
-
 def codis_item_checks(versions: list[AuthoredItem], run_path: Path, client: ChatClient) -> dict[str, list[CheckResult]]:
     """CODIS §3.3's rule per written item, asked of a model: with the contexts but no image, an item whose two
     answers both come out right is answerable without the image; with the image but no context, an answer
@@ -109,7 +96,8 @@ def codis_item_checks(versions: list[AuthoredItem], run_path: Path, client: Chat
 
     folder = run_path / "checks"
     data = folder / "codis_versions.json"
-    write_json(data, [codis_record(v) for v in versions])
+    # each version under its version id, its image by the run's file name (the scorer reads it as is)
+    write_json(data, [codis_record(v, Path(v.image.path).name, v.version_id) for v in versions])
     right: dict[str, dict[str, bool]] = {}
     for mode in ("none", "no_context"):
         answers = folder / f"blind_{mode}.jsonl"

@@ -9,15 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from perceptforge.configs.profile import Profile
 from perceptforge.errors import InputError
-from perceptforge.fileio import atomic_write_text
-from perceptforge.flows.common import prepare_run, profile_and_seed, profile_digest, sources_digest
+from perceptforge.flows.common import prepare_run, profile_and_seed, profile_digest, record_profile, sources_digest
 from perceptforge.outputs.authored_report import write_authored_report
 from perceptforge.store.sources import SourceEntry, read_source_dir
-from perceptforge.tasks import authoring
+from perceptforge.tasks import authoring, ingest
 from perceptforge.tasks.runner import StageRunner
 
 
@@ -63,11 +60,11 @@ def run_authored(plan: AuthoredPlan) -> dict:
     """ingest (original bytes) → draft (the profile's writer), then the summary and ``report.html``."""
     run = prepare_run(plan.out, plan.identity)
     # the review settings push and pull read later come from the run's own profile
-    atomic_write_text(run.sub("profile.yaml"), yaml.safe_dump(plan.profile.model_dump(mode="json"), sort_keys=True))
+    record_profile(run, plan.profile)
     runner = StageRunner(run, release_models=plan.profile.release_models_between_stages)
     settings = plan.profile.authoring
     min_side = settings.min_short_side if plan.benchmark == "mme-realworld" else None
-    sources = authoring.ingest_stage(runner, plan.entries, plan.source_dir, min_side)
+    sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, min_side, task=authoring.ingest)
     writer = plan.profile.build("llm").load()
     drafts = authoring.draft_stage(runner, plan.benchmark, sources, writer, plan.seed, settings)
     quarantine = run.gather_quarantine()

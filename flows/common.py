@@ -175,10 +175,15 @@ def prepare_run(out: Path, identity: dict[str, Any], fresh: bool = False, check_
     return run
 
 
-def record_run_settings(run: RunDir, prof: Profile, used: dict[str, Template]) -> None:
-    """``profile.yaml`` (resolved, no secrets) and ``templates.json`` (template and prompt versions)."""
+def record_profile(run: RunDir, prof: Profile) -> None:
+    """``profile.yaml``: the resolved profile (no secrets: only environment-variable names)."""
     run.path.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run.sub("profile.yaml"), yaml.safe_dump(prof.model_dump(mode="json"), sort_keys=True))
+
+
+def record_run_settings(run: RunDir, prof: Profile, used: dict[str, Template]) -> None:
+    """``profile.yaml`` and ``templates.json`` (template and prompt versions)."""
+    record_profile(run, prof)
     write_json(
         run.sub("templates.json"),
         {

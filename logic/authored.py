@@ -47,15 +47,15 @@ def parse_fields(text: str, where: str) -> dict[str, str]:
     return fields
 
 
+def labelled_things(regions: list[dict]) -> list[dict]:
+    """The annotations a draft may ask about: labelled things, not stuff (COCO panoptic ``isthing: 0``: hair, a
+    backdrop) and not faces."""
+    return [r for r in regions if r.get("label") and r.get("isthing", 1) != 0 and r.get("role") != "face"]
+
+
 def target_region(regions: list[dict], width: int, height: int, max_fraction: float) -> dict | None:
-    """The smallest labelled thing (not stuff: COCO panoptic ``isthing: 0``) within ``max_fraction`` of the
-    image, ties by id; None when the source has none."""
-    small = [
-        r
-        for r in regions
-        if r.get("label") and r.get("isthing", 1) != 0 and r.get("role") != "face"
-        if r["bbox"][2] * r["bbox"][3] <= max_fraction * width * height
-    ]
+    """The smallest labelled thing within ``max_fraction`` of the image, ties by id; None when there is none."""
+    small = [r for r in labelled_things(regions) if r["bbox"][2] * r["bbox"][3] <= max_fraction * width * height]
     return min(small, key=lambda r: (r["bbox"][2] * r["bbox"][3], str(r.get("id")))) if small else None
 
 
@@ -149,6 +149,15 @@ def codis_checks(content: CodisContent) -> list[CheckResult]:
             name="contexts_differ", flagged=same_context, detail="the two contexts are the same" if same_context else ""
         ),
     ]
+
+
+def checks_for(
+    content: CodisContent | MMERealWorldContent, width: int, height: int, max_fraction: float
+) -> list[CheckResult]:
+    """The checks one version gets on its own (the split-wide and model checks come on top)."""
+    if isinstance(content, CodisContent):
+        return codis_checks(content)
+    return mme_checks(content, width, height, max_fraction)
 
 
 def target_fraction(box: Box, width: int, height: int) -> float:

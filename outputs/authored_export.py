@@ -35,11 +35,12 @@ def kept_items(run: RunDir) -> list[AuthoredItem]:
     return [i for i in items if i.status == "kept"]
 
 
-def codis_record(item: AuthoredItem, image_id: str) -> dict:
+def codis_record(item: AuthoredItem, image_id: str, record_id: str | None = None) -> dict:
+    """The item as a record of CODIS's ``data.json`` (under ``record_id``, by default the item's id)."""
     c = item.content
     assert isinstance(c, CodisContent)
     return {
-        "id": item.id,
+        "id": record_id or item.id,
         "image_id": image_id,
         "question": c.question,
         "context": {"context_1": c.context_1, "context_2": c.context_2},

@@ -25,6 +25,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +96,17 @@ class RunDir:
 
     def write_record(self, rel: str, record: dict) -> Path:
         return atomic_write_bytes(self.sub(rel), (dumps_canonical(record) + "\n").encode())
+
+    def replace_records(self, rel: str, records: dict[str, dict]) -> None:
+        """The folder ``rel`` holding exactly ``records`` (file name → record): rebuilt whole beside the old one,
+        then swapped in, so nothing stale stays and a crash midway leaves the previous folder intact."""
+        fresh = self.sub(f"{rel}.new")
+        shutil.rmtree(fresh, ignore_errors=True)
+        fresh.mkdir(parents=True)
+        for name, record in records.items():
+            self.write_record(f"{rel}.new/{name}", record)
+        shutil.rmtree(self.sub(rel), ignore_errors=True)
+        fresh.rename(self.sub(rel))
 
     def read_record(self, rel: str) -> dict | None:
         target = self.sub(rel)

@@ -19,11 +19,12 @@ from perceptforge.data.schema import (
     MMERealWorldContent,
     OriginalImage,
 )
-from perceptforge.fileio import write_jsonl
+from perceptforge.errors import PerceptforgeError
 from perceptforge.logic import authored
 from perceptforge.logic.ids import unit_rng
 from perceptforge.store.rundir import RunDir, safe_name
 from perceptforge.store.sources import SourceEntry, resolve_inside
+from perceptforge.tasks.ingest import check_size
 from perceptforge.tasks.runner import StageRunner, Unit, transient, unit_record
 
 
@@ -31,8 +32,7 @@ def ingest_original(source_dir: Path, entry: SourceEntry, run: RunDir, min_short
     """Keep the source file's bytes; refuse an image whose shorter side is below ``min_short_side``."""
     path = resolve_inside(source_dir, entry.file_name)
     rel, digest, width, height = run.store_original(path)
-    if (width, height) != (entry.width, entry.height):
-        raise ValueError(f"{entry.file_name}: annotation says {entry.width}x{entry.height}, image is {width}x{height}")
+    check_size(entry, width, height)
     if min_short_side and min(width, height) < min_short_side:
         raise ValueError(
             f"{entry.file_name}: {width}x{height} is below the profile's full-resolution threshold "
@@ -55,21 +55,15 @@ def ingest(
     entry: SourceEntry, source_dir: Path, min_short_side: int | None, run_path: Path
 ) -> OriginalImage | Exception:
     rel = f"sources/{safe_name(entry.source_id)}.json"
-    return unit_record(
-        RunDir(run_path),
-        rel,
-        lambda: ingest_original(source_dir, entry, RunDir(run_path), min_short_side),
-        OriginalImage,
-    )
-
-
-def ingest_stage(
-    runner: StageRunner, entries: list[SourceEntry], source_dir: Path, min_short_side: int | None
-) -> dict[str, tuple[SourceEntry, OriginalImage]]:
-    units = [Unit(f"source-{e.source_id}", e.file_name, e) for e in entries]
-    done = runner.map("ingest", ingest, units, source_dir, min_short_side)
-    write_jsonl(runner.run.sub("sources.jsonl"), [r.model_dump(mode="json") for _, r in done])
-    return {u.value.source_id: (u.value, r) for u, r in done}
+    try:
+        return unit_record(
+            RunDir(run_path),
+            rel,
+            lambda: ingest_original(source_dir, entry, RunDir(run_path), min_short_side),
+            OriginalImage,
+        )
+    except PerceptforgeError as exc:  # a bad source file (wrong size, a format not kept): quarantined in one line
+        return exc
 
 
 @dataclass(frozen=True)
@@ -83,7 +77,7 @@ class DraftUnit:
 def facts_of(entry: SourceEntry, authoring: Authoring) -> dict:
     """What a drafter knows of a source: caption, labelled things, the object to ask about (the largest thing that
     is neither the main subject nor a face, else the subject) and its side, a small target."""
-    things = [r for r in entry.regions if r.get("label") and r.get("isthing", 1) != 0 and r.get("role") != "face"]
+    things = authored.labelled_things(entry.regions)
     objects = [r for r in things if r.get("role") != "subject"]
     main = max(objects or things, key=lambda r: (r["bbox"][2] * r["bbox"][3], str(r.get("id"))), default=None)
     facts: dict = {
@@ -115,7 +109,6 @@ def make_draft(unit: DraftUnit, writer: QuestionWriter, seed: int, authoring: Au
             unit.index, entry.benchmark_labels.get("codis_category"), left_or_right=facts["side"] is not None
         )
         content, prompt = writer.draft_codis(category, facts, rng)
-        checks = authored.codis_checks(content)
     else:
         if facts["region"] is None:
             raise ValueError(
@@ -125,7 +118,7 @@ def make_draft(unit: DraftUnit, writer: QuestionWriter, seed: int, authoring: Au
         content, prompt = writer.draft_mme_realworld(facts, rng)
         if entry.benchmark_labels.get("subtask"):
             content = content.model_copy(update={"subtask": entry.benchmark_labels["subtask"]})
-        checks = authored.mme_checks(content, image.width, image.height, authoring.max_target_fraction)
+    checks = authored.checks_for(content, image.width, image.height, authoring.max_target_fraction)
     return AuthoredItem(
         id=iid,
         version=0,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -16,15 +17,20 @@ from perceptforge.store.sources import SourceEntry, resolve_inside
 from perceptforge.tasks.runner import StageRunner, Unit
 
 
+def check_size(entry: SourceEntry, width: int, height: int) -> None:
+    """The image must be the size its annotation says (boxes and points are in its pixels)."""
+    if (width, height) != (entry.width, entry.height):
+        raise PerceptforgeError(
+            f"{entry.file_name}: annotation says {entry.width}x{entry.height}, image is {width}x{height}"
+        )
+
+
 def ingest_entry(source_dir: Path, entry: SourceEntry, run: RunDir, max_pixels: int | None = None) -> IngestedSource:
     """Decode one source image and store it; the record links to the stored copy. An image above
     ``max_pixels`` is refused before it is decoded (its memory would scale with it in every stage)."""
     path = resolve_inside(source_dir, entry.file_name)
     image = load_rgb(path, max_pixels)
-    if (image.width, image.height) != (entry.width, entry.height):
-        raise PerceptforgeError(
-            f"{entry.file_name}: annotation says {entry.width}x{entry.height}, image is {image.width}x{image.height}"
-        )
+    check_size(entry, image.width, image.height)
     return IngestedSource(
         id=entry.source_id,
         path=entry.file_name,
@@ -51,10 +57,12 @@ def ingest(entry: SourceEntry, source_dir: Path, max_pixels: int | None, run_pat
 
 
 def ingest_stage(
-    runner: StageRunner, entries: list[SourceEntry], source_dir: Path, max_pixels: int | None = None
-) -> dict[str, tuple[SourceEntry, IngestedSource]]:
-    """source id → (entry, ingested record); ``sources.jsonl`` lists every ingested source, sorted by id."""
+    runner: StageRunner, entries: list[SourceEntry], source_dir: Path, limit: int | None = None, task: Any = ingest
+) -> dict[str, tuple[SourceEntry, Any]]:
+    """source id → (entry, ingested record); ``sources.jsonl`` lists every ingested source, sorted by id.
+    ``task`` ingests one source with ``limit`` (this module's ``ingest``: decoded, at most ``limit`` pixels; the
+    authored flows' ``tasks/authoring.ingest``: original bytes, shorter side at least ``limit``)."""
     units = [Unit(f"source-{e.source_id}", e.file_name, e) for e in entries]
-    done = runner.map("ingest", ingest, units, source_dir, max_pixels)
+    done = runner.map("ingest", task, units, source_dir, limit)
     write_jsonl(runner.run.sub("sources.jsonl"), [record.model_dump(mode="json") for _, record in done])
     return {u.value.source_id: (u.value, record) for u, record in done}

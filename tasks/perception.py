@@ -33,7 +33,7 @@ BACKEND_NAMES = {
 
 
 def backend_name(role: str, unit: PerceptionUnit) -> str:
-    # the similarity ranking comes from the profile's embedder when it has one, else from its CLIP gate model
+    # the model that decided names itself (the embedder or the CLIP gate; the grounder that counted)
     model = {"similarity": unit.embedder, "counter": unit.detector}.get(role)
     return getattr(model, "name", BACKEND_NAMES[role])
 
@@ -51,7 +51,7 @@ class PerceptionUnit:
     depth: Any = None  # a depth model (backends/depth), when the profile names one
     generator: Any = None  # a text-to-image model (backends/text_to_image), when the profile names one
     draw: int = 0  # which of the template's items_per_source this unit is
-    detector: Any = None  # an open-vocabulary detector (the profile's grounder, when it can detect)
+    detector: Any = None  # an open-vocabulary detector (the profile's grounder, when it can), for Counting only
 
 
 def item_id(unit: PerceptionUnit, seed: int) -> str:
@@ -121,7 +121,7 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:
         draw=unit.draw,
         embed=embed,
         embed_model=getattr(unit.embedder, "model_id", ""),
-        detect=unit.detector.detect if unit.detector is not None and t.builder == "counting" else None,
+        detect=unit.detector.detect if unit.detector is not None else None,
         detector_model=getattr(unit.detector, "model_id", ""),
         generate=generate,
         generator_model=getattr(unit.generator, "model_id", ""),
