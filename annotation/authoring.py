@@ -183,7 +183,8 @@ def review_task(version: AuthoredItem, run: RunDir, root: Path) -> dict:
     return {"data": data}
 
 
-_E_PREFIX = re.compile(r"^\(?E?\)?\s*(the image does not feature)?\s*(the\s+)?", re.IGNORECASE)
+# what an annotator may type before the object: "(E)", the option's own words, "the"
+_E_PREFIX = re.compile(r"^(\(E\)\s*)?(the image does not feature\s+)?(the\s+)?", re.IGNORECASE)
 
 
 def content_of(result: list[dict], benchmark: str, width: int, height: int) -> CodisContent | MMERealWorldContent:

@@ -149,6 +149,9 @@ def test_an_authored_mme_annotation_reads_back_as_content_with_its_rectangle_in_
         }
     )
     assert content_of(typed, "mme-realworld", 4000, 3000).absent_object == "mission patch"
+    # an object whose name starts with an E keeps it
+    typed[-1] = typed[-1] | {"value": {"text": ["Eiffel tower model"]}}
+    assert content_of(typed, "mme-realworld", 4000, 3000).absent_object == "Eiffel tower model"
     missing = [r for r in result if r["from_name"] != "question"]
     with pytest.raises(ValueError, match="question"):
         content_of(missing, "mme-realworld", 4000, 3000)
