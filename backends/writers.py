@@ -101,11 +101,13 @@ class TemplateWriter:
         return authored.codis_draft(prompt, category, facts["object"], facts["side"]), prompt
 
     def draft_mme_realworld(self, facts: dict, rng: np.random.Generator) -> tuple[MMERealWorldContent, Prompt]:
-        """Where is the target? The right quadrant from its box, the options in a seeded order."""
+        """Where is the target? The right quadrant from its box, the options in a seeded order; only about a
+        target that lies in one quarter of the image (one straddling a middle line has no one answer)."""
         prompt = load_prompt("draft/mme_realworld_position")
-        content = authored.mme_position_draft(
-            prompt, facts["region"], facts["width"], facts["height"], facts["domain"], rng
-        )
+        region = authored.unambiguous_position(facts["targets"], facts["width"], facts["height"])
+        if region is None:
+            raise ValueError("no small labelled object lies in one quarter of the image: its position is ambiguous")
+        content = authored.mme_position_draft(prompt, region, facts["width"], facts["height"], facts["domain"], rng)
         return content, prompt
 
 

@@ -53,16 +53,36 @@ def labelled_things(regions: list[dict]) -> list[dict]:
     return [r for r in regions if r.get("label") and r.get("isthing", 1) != 0 and r.get("role") != "face"]
 
 
-def target_region(regions: list[dict], width: int, height: int, max_fraction: float) -> dict | None:
-    """The smallest labelled thing within ``max_fraction`` of the image, ties by id; None when there is none."""
+def small_targets(regions: list[dict], width: int, height: int, max_fraction: float) -> list[dict]:
+    """The labelled things within ``max_fraction`` of the image, smallest first (ties by id)."""
     small = [r for r in labelled_things(regions) if r["bbox"][2] * r["bbox"][3] <= max_fraction * width * height]
-    return min(small, key=lambda r: (r["bbox"][2] * r["bbox"][3], str(r.get("id")))) if small else None
+    return sorted(small, key=lambda r: (r["bbox"][2] * r["bbox"][3], str(r.get("id"))))
+
+
+def target_region(regions: list[dict], width: int, height: int, max_fraction: float) -> dict | None:
+    """The smallest labelled thing within ``max_fraction`` of the image; None when there is none."""
+    return next(iter(small_targets(regions, width, height, max_fraction)), None)
+
+
+def quadrant_share(box: list[float], width: int, height: int) -> float:
+    """How much of an ``[x, y, w, h]`` box lies in the quarter of the image that holds its centre: near 1, the
+    box is plainly in that quarter; lower, it straddles a middle line and "where is it?" has no one answer."""
+    x, y, w, h = box
+    left, top = quadrant(box, width, height).split("_")[1] == "left", quadrant(box, width, height).startswith("upper")
+    inside_x = (min(x + w, width / 2) - x) if left else (x + w - max(x, width / 2))
+    inside_y = (min(y + h, height / 2) - y) if top else (y + h - max(y, height / 2))
+    return max(0.0, inside_x) * max(0.0, inside_y) / (w * h)
 
 
 def quadrant(box: list[float], width: int, height: int) -> str:
     """Which quarter of the image holds the box's centre."""
     cx, cy = box[0] + box[2] / 2, box[1] + box[3] / 2
     return f"{'upper' if cy < height / 2 else 'lower'}_{'left' if cx < width / 2 else 'right'}"
+
+
+def unambiguous_position(targets: list[dict], width: int, height: int, least: float = 0.9) -> dict | None:
+    """The first target lying (at least ``least`` of its box) in one quarter of the image."""
+    return next((r for r in targets if quadrant_share(r["bbox"], width, height) >= least), None)
 
 
 def mme_position_draft(

@@ -78,6 +78,7 @@ def facts_of(entry: SourceEntry, authoring: Authoring) -> dict:
     """What a drafter knows of a source: caption, labelled things, the object to ask about (the largest thing that
     is neither the main subject nor a face, else the subject) and its side, a small target."""
     things = authored.labelled_things(entry.regions)
+    targets = authored.small_targets(entry.regions, entry.width, entry.height, authoring.max_target_fraction)
     objects = [r for r in things if r.get("role") != "subject"]
     main = max(objects or things, key=lambda r: (r["bbox"][2] * r["bbox"][3], str(r.get("id"))), default=None)
     facts: dict = {
@@ -86,7 +87,8 @@ def facts_of(entry: SourceEntry, authoring: Authoring) -> dict:
         "width": entry.width,
         "height": entry.height,
         "domain": entry.benchmark_labels.get("domain"),
-        "region": authored.target_region(entry.regions, entry.width, entry.height, authoring.max_target_fraction),
+        "targets": targets,
+        "region": next(iter(targets), None),  # the smallest
     }
     if main is not None:
         x, _, w, _ = main["bbox"]

@@ -176,3 +176,12 @@ def test_an_object_near_the_middle_is_on_no_side_and_its_orientation_turn_passes
     assert authored.codis_category(0, None) == "Location and Orientation"
     assert authored.codis_category(0, None, left_or_right=False) == "Temporal Information"
     assert authored.codis_category(0, "Relationships", left_or_right=False) == "Relationships"
+
+
+def test_a_position_question_is_drafted_only_about_a_target_in_one_quarter():
+    rocket = {"label": "rocket", "bbox": [305, 120, 40, 260]}  # 640x427: across both middle lines
+    camera = {"label": "camera", "bbox": [255, 135, 75, 65]}  # 512x512: 1 px over the vertical middle
+    assert authored.quadrant_share(rocket["bbox"], 640, 427) < 0.5
+    assert authored.quadrant_share(camera["bbox"], 512, 512) == pytest.approx(74 / 75)
+    assert authored.unambiguous_position([rocket], 640, 427) is None
+    assert authored.unambiguous_position([rocket, camera], 512, 512) is camera
