@@ -150,7 +150,8 @@ def author_task(parent: AuthoredItem, run: RunDir, root: Path, notes: str) -> di
         "image": local_files_url(run.sub(parent.image.path), root),
         "width": parent.image.width,
         "height": parent.image.height,
-        "review_notes": notes or "(first writing)",
+        # a first writing shows what the draft's checks flagged (a draft the contexts alone decide)
+        "review_notes": notes or (flags_text(parent) if parent.flags else "(first writing)"),
         "lineage": parent.lineage.model_dump(mode="json"),
     }
     return {"data": data, "predictions": [{"model_version": MODEL_VERSION, "result": prefill(parent)}]}

@@ -115,6 +115,12 @@ def codis_draft(template: Prompt, category: str, thing: str, side: str | None) -
     return CodisContent(category=category, **{k: fields[k] for k in CodisContent.model_fields if k != "category"})
 
 
+def context_decides(template: Prompt) -> bool:
+    """Whether a CODIS wording file says its answers follow from the contexts alone (``image_needed: no``): CODIS
+    asks for items that need both, so such a draft is a scaffold an author must rewrite."""
+    return parse_fields(template.text, template.id).get("image_needed") == "no"
+
+
 def codis_category(index: int, given: str | None, left_or_right: bool = True) -> str:
     """The source's own category when it names one, else the five in turn by source order; the orientation
     wording needs an object clearly on one side, so without one its turn passes to the next category."""

@@ -15,6 +15,7 @@ from perceptforge.data.schema import (
     AuthoredItem,
     AuthoredLineage,
     BackendRef,
+    CheckResult,
     CodisContent,
     MMERealWorldContent,
     OriginalImage,
@@ -104,13 +105,17 @@ def make_draft(unit: DraftUnit, writer: QuestionWriter, seed: int, authoring: Au
     iid = authored.item_id(image.sha256, unit.benchmark, seed)
     rng = unit_rng(seed, f"{iid}:draft")
     content: CodisContent | MMERealWorldContent
+    scaffold = False
     if unit.benchmark == "codis":
+        if entry.synthetic:  # CODIS asks about real scenes: a render has no time of day, owner or custom
+            raise ValueError(f"{entry.file_name}: a rendered image, not a photograph")
         if "object" not in facts:
             raise ValueError(f"{entry.file_name}: no labelled object to draft a CODIS question about")
         category = authored.codis_category(
             unit.index, entry.benchmark_labels.get("codis_category"), left_or_right=facts["side"] is not None
         )
         content, prompt = writer.draft_codis(category, facts, rng)
+        scaffold = authored.context_decides(prompt)
     else:
         if facts["region"] is None:
             raise ValueError(
@@ -121,6 +126,15 @@ def make_draft(unit: DraftUnit, writer: QuestionWriter, seed: int, authoring: Au
         if entry.benchmark_labels.get("subtask"):
             content = content.model_copy(update={"subtask": entry.benchmark_labels["subtask"]})
     checks = authored.checks_for(content, image.width, image.height, authoring.max_target_fraction)
+    if scaffold:
+        checks.append(
+            CheckResult(
+                name="context_decides",
+                flagged=True,
+                detail="the draft's answers follow from its contexts alone (CODIS needs image and context): "
+                "ask about something the picture leaves open",
+            )
+        )
     return AuthoredItem(
         id=iid,
         version=0,

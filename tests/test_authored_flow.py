@@ -19,15 +19,23 @@ def test_codis_drafts_one_item_per_source_the_same_every_time(prefect_api, sampl
     first = codis_flow(source=str(sample_dir), out=str(tmp_path / "a"), seed=3)
     codis_flow(source=str(sample_dir), out=str(tmp_path / "b"), seed=3)
     assert tree_bytes(tmp_path / "a" / "drafts") == tree_bytes(tmp_path / "b" / "drafts")
-    # the two turned views of the rendered scene have no labelled object to ask about
-    assert first["counts"] == {"sources": 9, "ingested": 9, "drafts": 7, "quarantined": 2}
+    # CODIS asks about real scenes: the rendered scene and its two turned views are no photographs
+    assert first["counts"] == {"sources": 9, "ingested": 9, "drafts": 6, "quarantined": 3}
     quarantine = [json.loads(line) for line in (tmp_path / "a" / "quarantine.jsonl").read_text().splitlines()]
-    assert {q["file"] for q in quarantine} == {"images/depth_scene_left.png", "images/depth_scene_right.png"}
-    assert all("no labelled object" in q["detail"] for q in quarantine)
+    assert {q["file"] for q in quarantine} == {
+        "images/depth_scene.png",
+        "images/depth_scene_left.png",
+        "images/depth_scene_right.png",
+    }
+    assert all("a rendered image, not a photograph" in q["detail"] for q in quarantine)
     drafts = [
         AuthoredItem.model_validate_json(p.read_text()) for p in sorted((tmp_path / "a" / "drafts").glob("*.json"))
     ]
     assert {d.status for d in drafts} == {"draft"} and {d.version for d in drafts} == {0}
+    # only the orientation wording needs the picture; the others are flagged as scaffolds to rewrite
+    for d in drafts:
+        flagged = {c.name for c in d.flags}
+        assert flagged == (set() if d.content.category == "Location and Orientation" else {"context_decides"})
     assert len({d.content.category for d in drafts}) == 5  # the five categories go round
     d = drafts[0]
     assert d.lineage.draft_backend.name == "template" and d.lineage.draft_prompts[0].id.startswith("draft/codis_")

@@ -185,3 +185,12 @@ def test_a_position_question_is_drafted_only_about_a_target_in_one_quarter():
     assert authored.quadrant_share(camera["bbox"], 512, 512) == pytest.approx(74 / 75)
     assert authored.unambiguous_position([rocket], 640, 427) is None
     assert authored.unambiguous_position([rocket, camera], 512, 512) is camera
+
+
+def test_the_wording_files_say_which_drafts_the_contexts_alone_decide():
+    from perceptforge.data.schema import CODIS_CATEGORIES
+
+    decided = {
+        c: authored.context_decides(load_prompt("draft/codis_" + "_".join(authored.words(c)))) for c in CODIS_CATEGORIES
+    }
+    assert decided == {c: c != "Location and Orientation" for c in CODIS_CATEGORIES}
