@@ -64,7 +64,7 @@ def run_authored(plan: AuthoredPlan) -> dict:
     runner = StageRunner(run, release_models=plan.profile.release_models_between_stages)
     settings = plan.profile.authoring
     min_side = settings.min_short_side if plan.benchmark == "mme-realworld" else None
-    sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, min_side, task=authoring.ingest)
+    sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, authoring.ingest, min_short_side=min_side)
     writer = plan.profile.build("llm").load()
     drafts = authoring.draft_stage(runner, plan.benchmark, sources, writer, plan.seed, settings)
     quarantine = run.gather_quarantine()

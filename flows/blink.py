@@ -258,7 +258,7 @@ def blink_flow(
     plan = plan_blink(source, out, profile, seed, limit, tasks, prompt_variants, fresh)
     run = prepare_run(plan.out, plan.identity, fresh)
     runner = StageRunner(run, release_models=plan.profile.release_models_between_stages)
-    sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, plan.profile.ingest.max_pixels)
+    sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, max_pixels=plan.profile.ingest.max_pixels)
     runtime = plan.profile.runtime()
     # a perceptual embedding for Visual Similarity: the profile's embedder (DINOv2 …), else its CLIP gate model
     embedder = plan.profile.build("embedder", runtime) or plan.profile.build_clip_gate(runtime)

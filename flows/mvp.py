@@ -98,7 +98,7 @@ def mvp_flow(
     offers, skipped = renderable_values(used, prof, mask_editors, editor)
     runner = StageRunner(run, release_models=prof.release_models_between_stages)
 
-    sources = ingest.ingest_stage(runner, entries, source_dir, prof.ingest.max_pixels)
+    sources = ingest.ingest_stage(runner, entries, source_dir, max_pixels=prof.ingest.max_pixels)
     ingested = {sid: record for sid, (_, record) in sources.items()}
     grounder = prof.build("grounder", runtime).load()
     groundings = ground.ground_stage(runner, sources, grounder, list(used.values()))

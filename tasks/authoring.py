@@ -173,4 +173,6 @@ def draft_stage(
         Unit(f"{sid}-{benchmark}", entry.file_name, DraftUnit(benchmark, entry, image, k))
         for k, (sid, (entry, image)) in enumerate(sorted(sources.items()))
     ]
-    return [item for _, item in runner.map("draft", draft, units, writer, seed, authoring, models=(writer,))]
+    return [item for _, item in runner.map(
+        "draft", draft, units, writer=writer, seed=seed, authoring=authoring, models=(writer,)
+    )]

@@ -203,4 +203,6 @@ def edit_stage(
         units[u.name] = (u, EditUnit(templates[c.lineage.template_id], c, sources[c.lineage.source_id], m))
     batches = plan_batches([eu for _, eu in units.values()], batch_sizes(backends, runner.run, seed))
     planned = [[Unit(eu.name, units[eu.name][0].file, eu) for eu in batch] for batch in batches]
-    return runner.map_batches("edit", edit, planned, backends, seed, device, models=backends.values())
+    return runner.map_batches(
+        "edit", edit, planned, backends=backends, seed=seed, device=device, models=backends.values()
+    )

@@ -83,7 +83,7 @@ def gates_stage(
 ) -> list[tuple[Unit, EditRecord]]:
     """The edits that pass every gate, in unit order; the others are quarantined with the gate's reason."""
     units = [Unit(u.name, u.file, (e, candidates[u.name])) for u, e in edits]
-    passed = runner.map("gates", gate, units, gates, clip, models=[clip])
+    passed = runner.map("gates", gate, units, gates=gates, clip=clip, models=[clip])
     hashes = dict((u.name, h) for u, h in passed)
     dupes = near_duplicates(list(hashes.items()), gates.min_phash_distance)
     for u, _ in passed:

@@ -59,4 +59,4 @@ def idea_stage(
         for sid, g in groundings.items()
         for t in templates
     ]
-    return runner.map("idea", idea, units, writer, seed)
+    return runner.map("idea", idea, units, writer=writer, seed=seed)

@@ -57,12 +57,12 @@ def ingest(entry: SourceEntry, source_dir: Path, max_pixels: int | None, run_pat
 
 
 def ingest_stage(
-    runner: StageRunner, entries: list[SourceEntry], source_dir: Path, limit: int | None = None, task: Any = ingest
+    runner: StageRunner, entries: list[SourceEntry], source_dir: Path, task: Any = ingest, **limits: int | None
 ) -> dict[str, tuple[SourceEntry, Any]]:
     """source id → (entry, ingested record); ``sources.jsonl`` lists every ingested source, sorted by id.
-    ``task`` ingests one source with ``limit`` (this module's ``ingest``: decoded, at most ``limit`` pixels; the
-    authored flows' ``tasks/authoring.ingest``: original bytes, shorter side at least ``limit``)."""
+    ``task`` ingests one source under the named ``limits`` it takes (this module's ``ingest``: decoded, at most
+    ``max_pixels``; the authored flows' ``tasks/authoring.ingest``: original bytes, ``min_short_side``)."""
     units = [Unit(f"source-{e.source_id}", e.file_name, e) for e in entries]
-    done = runner.map("ingest", task, units, source_dir, limit)
+    done = runner.map("ingest", task, units, source_dir=source_dir, **limits)
     write_jsonl(runner.run.sub("sources.jsonl"), [record.model_dump(mode="json") for _, record in done])
     return {u.value.source_id: (u.value, record) for u, record in done}

@@ -112,4 +112,6 @@ def mask_stage(
     for u, c in candidates:
         sid = c.lineage.source_id
         units.append(Unit(u.name, u.file, (templates[c.lineage.template_id], c, sources[sid], groundings[sid])))
-    return runner.map("mask", mask, units, segmenter, gates, seed, device, models=[segmenter])
+    return runner.map(
+        "mask", mask, units, segmenter=segmenter, gates=gates, seed=seed, device=device, models=[segmenter]
+    )

@@ -165,7 +165,7 @@ def build_stage(
     """Every unit's item, also written as ``items/<id>.json``; ``models`` are freed after the stage when the
     profile says so."""
     done = runner.map(
-        "build", build_unit, [Unit(u.name, u.sources[0][0].file_name, u) for u in units], seed, models=models
+        "build", build_unit, [Unit(u.name, u.sources[0][0].file_name, u) for u in units], seed=seed, models=models
     )
     items = [item for _, item in done]
     for item in items:

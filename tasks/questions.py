@@ -115,4 +115,12 @@ def questions_stage(
 ) -> list[tuple[Unit, Candidate]]:
     units = [Unit(u.name, u.file, (u.value[0], u.value[1], sources[u.value[1].source_id], rec)) for u, rec in ideas]
     descriptions = [t.cross_description for t in all_templates.values()]
-    return runner.map("questions", write_questions, units, writer, descriptions, seed, models=[writer])
+    return runner.map(
+        "questions",
+        write_questions,
+        units,
+        writer=writer,
+        cross_descriptions=descriptions,
+        seed=seed,
+        models=[writer],
+    )

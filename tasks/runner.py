@@ -104,11 +104,12 @@ class StageRunner:
         log.warning("%s: %s quarantined: %s: %s", stage, unit.name, type(exc).__name__, exc)
 
     def map(
-        self, stage: str, task: Task, units: Sequence[Unit], *args: Any, models: Iterable[Any] = ()
+        self, stage: str, task: Task, units: Sequence[Unit], *, models: Iterable[Any] = (), **inputs: Any
     ) -> list[tuple[Unit, Any]]:
-        """One ``task(unit.value, *args, run_path)`` per unit; (unit, result) of those that succeeded, in unit order."""
+        """One ``task(unit.value, **inputs, run_path=…)`` per unit; (unit, result) of those that succeeded, in
+        unit order. Inputs go by name, so each reaches the task parameter that says what it is."""
         self.timings[stage] = -time.perf_counter()
-        futures = [(u, task.submit(u.value, *args, self.run.path)) for u in units]
+        futures = [(u, task.submit(u.value, run_path=self.run.path, **inputs)) for u in units]
         done: list[tuple[Unit, Any]] = []
         with _StageProgress(self.console, stage, len(futures)) as advance:
             for unit, future in futures:
@@ -122,11 +123,17 @@ class StageRunner:
         return done
 
     def map_batches(
-        self, stage: str, task: Task, batches: Sequence[Sequence[Unit]], *args: Any, models: Iterable[Any] = ()
+        self,
+        stage: str,
+        task: Task,
+        batches: Sequence[Sequence[Unit]],
+        *,
+        models: Iterable[Any] = (),
+        **inputs: Any,
     ) -> list[tuple[Unit, Any]]:
         """Like :meth:`map` for a task that takes a batch of unit values and returns one result or exception each."""
         self.timings[stage] = -time.perf_counter()
-        futures = [(b, task.submit([u.value for u in b], *args, self.run.path)) for b in batches]
+        futures = [(b, task.submit([u.value for u in b], run_path=self.run.path, **inputs)) for b in batches]
         done: list[tuple[Unit, Any]] = []
         with _StageProgress(self.console, stage, sum(len(b) for b in batches)) as advance:
             for batch, future in futures:
