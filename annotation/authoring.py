@@ -23,7 +23,6 @@ its author; all must pass for it to be kept.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -32,7 +31,6 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from perceptforge.annotation.agreement import agreement_table
@@ -49,6 +47,8 @@ from perceptforge.annotation.labeling import (
 from perceptforge.annotation.labelstudio import LabelStudio, ServerGone
 from perceptforge.annotation.sync import ensure_project, ensure_storage, project_title, push_lock
 from perceptforge.annotation.task_data import local_files_url
+from perceptforge.configs.profile import Authoring, load_profile
+from perceptforge.data.authored_kind import AuthoredKind
 from perceptforge.data.schema import (
     AuthoredItem,
     Box,
@@ -64,49 +64,32 @@ from perceptforge.outputs.authored_report import display_images, write_authored_
 from perceptforge.prompts.library import load_prompt
 from perceptforge.store.rundir import RunDir
 
-BENCHMARKS = {"codis": "codis", "mme-realworld": "mme_realworld"}  # flow name → config and prompt prefix
 MODEL_VERSION = "perceptforge-draft"
 # extra checks that need a model (the CODIS blind checks): versions → version id → their results
 ExtraChecks = Callable[[list[AuthoredItem]], dict[str, list[CheckResult]]]
 
 
-def benchmark_of(run: RunDir) -> str:
-    marker = run.sub("run.json")
-    flow = json.loads(marker.read_text()).get("flow") if marker.is_file() else None
-    if flow not in BENCHMARKS:
-        raise PerceptforgeError(f"{run.path}: not a CODIS or MME-RealWorld run (run.json flow is {flow!r})")
-    return str(flow)
-
-
-def is_authored_run(run_dir: Path) -> bool:
-    marker = Path(run_dir) / "run.json"
-    return marker.is_file() and json.loads(marker.read_text()).get("flow") in BENCHMARKS
-
-
-def authoring_settings(run: RunDir) -> dict:
+def authoring_settings(run: RunDir) -> Authoring:
     """The run's own profile (written by the flow): how many reviews, the check thresholds."""
-    profile = yaml.safe_load(run.sub("profile.yaml").read_text()) if run.sub("profile.yaml").exists() else {}
-    return profile.get("authoring") or {}
+    return load_profile(str(run.sub("profile.yaml"))).authoring
 
 
-def reviewers_needed(run: RunDir, benchmark: str) -> int:
-    key = "codis_reviewers" if benchmark == "codis" else "mme_realworld_reviewers"
-    return int(authoring_settings(run).get(key, 4 if benchmark == "codis" else 1))
+def reviewers_needed(run: RunDir, kind: AuthoredKind) -> int:
+    return int(getattr(authoring_settings(run), kind.reviewers_setting))
 
 
-def kinds(benchmark: str) -> tuple[str, str]:
-    prefix = BENCHMARKS[benchmark]
-    return f"{prefix}_author", f"{prefix}_review"
+def kinds(kind: AuthoredKind) -> tuple[str, str]:
+    return f"{kind.prefix}_author", f"{kind.prefix}_review"
 
 
-def project_settings(run: RunDir, kind: str, benchmark: str, reviews: int) -> dict:
+def project_settings(run: RunDir, project: str, kind: AuthoredKind, reviews: int) -> dict:
     return {
-        "title": project_title(run, kind),
-        "description": f"perceptforge {benchmark} items ({kind.rsplit('_', 1)[1]}) from {run.path.resolve()}",
-        "label_config": config_text(kind),
-        "expert_instruction": load_prompt(f"annotation/{BENCHMARKS[benchmark]}_instructions").text,
+        "title": project_title(run, project),
+        "description": f"perceptforge {kind.name} items ({project.rsplit('_', 1)[1]}) from {run.path.resolve()}",
+        "label_config": config_text(project),
+        "expert_instruction": load_prompt(f"annotation/{kind.prefix}_instructions").text,
         "show_instruction": True,
-        "maximum_annotations": reviews if kind.endswith("review") else 1,
+        "maximum_annotations": reviews if project.endswith("review") else 1,
         "overlap_cohort_percentage": 100,
         "show_collab_predictions": True,
         "sampling": "Sequential sampling",
@@ -188,11 +171,11 @@ def review_task(version: AuthoredItem, run: RunDir, root: Path) -> dict:
 _E_PREFIX = re.compile(r"^(\(E\)\s*)?(the image does not feature\s+)?(the\s+)?", re.IGNORECASE)
 
 
-def content_of(result: list[dict], benchmark: str, width: int, height: int) -> CodisContent | MMERealWorldContent:
+def content_of(result: list[dict], kind: AuthoredKind, width: int, height: int) -> CodisContent | MMERealWorldContent:
     """An author's annotation as content; ValueError (naming the field) when it is not a valid item."""
     a = answers(result)
     try:
-        if benchmark == "codis":
+        if kind.content is CodisContent:
             return CodisContent(**{k: a.get(k, "") for k in CodisContent.model_fields})
         box = rectangle(result, "target", width, height)
         return MMERealWorldContent(
@@ -263,12 +246,12 @@ def valid_annotations(task: dict, config: dict, names: dict[int, str], invalid: 
     return [(names.get(a["completed_by"], f"user {a['completed_by']}"), a) for a in ordered]
 
 
-def project_tasks(ls: LabelStudio, projects: dict, benchmark: str) -> dict[str, dict[str, dict]]:
-    """Each project's tasks by key (one export per project): kind → key → task."""
+def project_tasks(ls: LabelStudio, projects: dict, kind: AuthoredKind) -> dict[str, dict[str, dict]]:
+    """Each project's tasks by key (one export per project): project kind → key → task."""
     found: dict[str, dict[str, dict]] = {}
-    for kind in kinds(benchmark):
-        pid = projects.get(kind, {}).get("id")
-        found[kind] = {t["data"]["key"]: t for t in ls.export(pid)} if pid else {}
+    for project in kinds(kind):
+        pid = projects.get(project, {}).get("id")
+        found[project] = {t["data"]["key"]: t for t in ls.export(pid)} if pid else {}
     return found
 
 
@@ -277,13 +260,13 @@ def chains(
     ls: LabelStudio,
     projects: dict,
     tasks: dict[str, dict[str, dict]],
+    kind: AuthoredKind,
     extra_checks: ExtraChecks | None = None,
 ) -> dict[str, Chain]:
     """Every item's chain of versions from the drafts and both projects' tasks (``project_tasks``)."""
-    benchmark = benchmark_of(run)
-    author_kind, review_kind = kinds(benchmark)
-    settings, needed = authoring_settings(run), reviewers_needed(run, benchmark)
-    max_fraction = float(settings.get("max_target_fraction", 0.1))
+    author_kind, review_kind = kinds(kind)
+    settings, needed = authoring_settings(run), reviewers_needed(run, kind)
+    max_fraction = settings.max_target_fraction
     drafts = {
         d.id: d
         for d in (AuthoredItem.model_validate_json(p.read_text()) for p in sorted(run.sub("drafts").glob("*.json")))
@@ -302,7 +285,7 @@ def chains(
             content = None
             for who, annotation in reversed(written):  # the latest valid item wins
                 try:
-                    content = content_of(annotation["result"], benchmark, current.image.width, current.image.height)
+                    content = content_of(annotation["result"], kind, current.image.width, current.image.height)
                     author = who
                     break
                 except ValueError as exc:
@@ -340,17 +323,19 @@ def chains(
             if status == "kept":
                 break
         found[iid] = chain
-    add_split_checks(found, settings, benchmark, extra_checks)
+    add_split_checks(found, settings, kind, extra_checks)
     return found
 
 
-def add_split_checks(found: dict[str, Chain], settings: dict, benchmark: str, extra: ExtraChecks | None) -> None:
+def add_split_checks(
+    found: dict[str, Chain], settings: Authoring, kind: AuthoredKind, extra: ExtraChecks | None
+) -> None:
     """Checks over the whole split (near-duplicate CODIS questions) and the model's (blind checks), added to
     each item's written versions."""
     written = [v for c in found.values() for v in c.versions if v.version > 0]
     per_version: dict[str, list[CheckResult]] = extra(written) if extra and written else {}
-    if benchmark == "codis":
-        threshold = float(settings.get("near_duplicate_similarity", 0.8))
+    if kind.near_duplicates:
+        threshold = settings.near_duplicate_similarity
         latest = {iid: c.latest for iid, c in found.items() if c.latest.version > 0}
         dupes = authored.near_duplicates({iid: v.content.question for iid, v in latest.items()}, threshold)
         for iid, v in latest.items():
@@ -377,38 +362,42 @@ def _projects(run: RunDir) -> dict:
     return read_json(path) if path.exists() else {}
 
 
-def push(run_dir: Path, ls: LabelStudio, document_root: Path, extra_checks: ExtraChecks | None = None) -> dict:
+def push(
+    run_dir: Path, ls: LabelStudio, document_root: Path, kind: AuthoredKind, extra_checks: ExtraChecks | None = None
+) -> dict:
     """Create the run's two projects (once) and import every task that is due and not there yet: an author
     task per draft and per version a reviewer failed, a review task per written version."""
     with push_lock(run_dir, ls, document_root) as run:
-        return _push_locked(run, ls, document_root, extra_checks)
+        return _push_locked(run, ls, document_root, kind, extra_checks)
 
 
-def _push_locked(run: RunDir, ls: LabelStudio, document_root: Path, extra_checks: ExtraChecks | None) -> dict:
-    benchmark = benchmark_of(run)
-    needed = reviewers_needed(run, benchmark)
+def _push_locked(
+    run: RunDir, ls: LabelStudio, document_root: Path, kind: AuthoredKind, extra_checks: ExtraChecks | None
+) -> dict:
+    needed = reviewers_needed(run, kind)
     known = _projects(run)
     state = run.sub("annotation", "projects.json")
-    for kind in kinds(benchmark):
-        known[kind] = ensure_project(ls, project_settings(run, kind, benchmark, needed), known.get(kind, {}))
+    author, review = kinds(kind)
+    for project in (author, review):
+        known[project] = ensure_project(ls, project_settings(run, project, kind, needed), known.get(project, {}))
         write_json(state, known)  # at once: a crash later cannot make a second project
-        ensure_storage(ls, known[kind]["id"], run.sub("images"))
+        ensure_storage(ls, known[project]["id"], run.sub("images"))
     run.sub("display").mkdir(exist_ok=True)
-    ensure_storage(ls, known[kinds(benchmark)[1]]["id"], run.sub("display"))
-    due: dict[str, list[dict]] = {k: [] for k in kinds(benchmark)}
-    there = project_tasks(ls, known, benchmark)
-    for chain in chains(run, ls, known, there, extra_checks).values():
+    ensure_storage(ls, known[review]["id"], run.sub("display"))
+    due: dict[str, list[dict]] = {author: [], review: []}
+    there = project_tasks(ls, known, kind)
+    for chain in chains(run, ls, known, there, kind, extra_checks).values():
         latest = chain.latest
         if latest.status == "draft":
-            due[kinds(benchmark)[0]].append(author_task(latest, run, document_root, ""))
+            due[author].append(author_task(latest, run, document_root, ""))
         elif latest.status == "revise":
-            due[kinds(benchmark)[0]].append(author_task(latest, run, document_root, revision_notes(latest.reviews)))
+            due[author].append(author_task(latest, run, document_root, revision_notes(latest.reviews)))
         elif latest.status == "in_review":
-            due[kinds(benchmark)[1]].append(review_task(latest, run, document_root))
+            due[review].append(review_task(latest, run, document_root))
     report: dict[str, Any] = {"server": ls.url, "projects": {}, "imported": 0, "already_there": 0}
-    for kind, tasks in due.items():
-        pid = known[kind]["id"]
-        new = [t for t in tasks if t["data"]["key"] not in there[kind]]
+    for project, tasks in due.items():
+        pid = known[project]["id"]
+        new = [t for t in tasks if t["data"]["key"] not in there[project]]
         if new:
             try:
                 ls.import_tasks(pid, new)
@@ -418,13 +407,13 @@ def _push_locked(run: RunDir, ls: LabelStudio, document_root: Path, extra_checks
                     "have arrived); run `perceptforge annotate push` again when the server is back: it adds only "
                     "what is missing"
                 ) from None
-        report["projects"][kind] = pid
+        report["projects"][project] = pid
         report["imported"] += len(new)
         report["already_there"] += len(tasks) - len(new)
     return report
 
 
-def pull(run_dir: Path, ls: LabelStudio, extra_checks: ExtraChecks | None = None) -> dict:
+def pull(run_dir: Path, ls: LabelStudio, kind: AuthoredKind, extra_checks: ExtraChecks | None = None) -> dict:
     """Rebuild every item's versions and status from the server; write versions, items, decisions, summary."""
     run = RunDir(Path(run_dir).resolve())
     known = _projects(run)
@@ -432,8 +421,7 @@ def pull(run_dir: Path, ls: LabelStudio, extra_checks: ExtraChecks | None = None
         raise PerceptforgeError(
             f"{run.path}: nothing pushed yet (no annotation/projects.json); run `perceptforge annotate push` first"
         )
-    benchmark = benchmark_of(run)
-    found = chains(run, ls, known, project_tasks(ls, known, benchmark), extra_checks)
+    found = chains(run, ls, known, project_tasks(ls, known, kind), kind, extra_checks)
     out = run.sub("authoring")
     run.replace_records(
         "authoring/versions",
@@ -473,10 +461,10 @@ def pull(run_dir: Path, ls: LabelStudio, extra_checks: ExtraChecks | None = None
         )
     write_jsonl(out / "decisions.jsonl", records)
     summary = {
-        "benchmark": benchmark,
+        "benchmark": kind.name,
         "items": len(found),
         "status": dict(sorted(statuses.items())),
-        "reviews_needed": reviewers_needed(run, benchmark),
+        "reviews_needed": reviewers_needed(run, kind),
         "reviews": reviews,
         "review_pass_rate": round(100 * passes / reviews, 2) if reviews else None,
         "revisions": sum(r["revisions"] for r in records),

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perceptforge.errors import InputError
+from perceptforge.scorer import benchmarks
 from perceptforge.scorer.benchmarks import blink, codis, mme_realworld, mvp_bench
 from perceptforge.scorer.predictions import iter_records
-
-OFFICIAL = ("blink", "mvp-bench", "codis", "mme-realworld")
 
 
 @dataclass(frozen=True)
@@ -112,80 +111,110 @@ def perception(rec: dict, folder: Path) -> list[AuditItem]:
 _CHOICE_PREFIX = re.compile(r"^\(?[A-H][).]\s*")
 
 
+def blink_items(paths: list[Path]) -> list[AuditItem]:
+    return [
+        AuditItem(
+            key,
+            category=r["task"],
+            kind="mcq",
+            question="",
+            answer=r["answer"],
+            options=tuple(r["choices"] or ()),
+            n_options=r["n"],
+        )
+        for key, r in blink.read_data(paths).items()
+    ]
+
+
+def mvp_bench_items(paths: list[Path]) -> list[AuditItem]:
+    out = []
+    for r in mvp_bench.iter_data(paths):
+        if r["type"].startswith("y/n"):
+            question = r["question"].split("\n")[0]
+            out.append(
+                AuditItem(
+                    str(r["question_id"]),
+                    category=r["type"],
+                    kind="yes_no",
+                    question=question,
+                    answer=r["answer"].lower(),
+                    level=r.get("level", ""),
+                    pair=f"{r['id']}|{question}",
+                    images=(r["image"],),
+                )
+            )
+        else:
+            opts = tuple(mvp_bench.options_of(r["question"]))
+            out.append(
+                AuditItem(
+                    str(r["question_id"]),
+                    category=r["type"],
+                    kind="mcq",
+                    question=r["question"].split("\n")[0],
+                    answer=r["answer"],
+                    options=opts,
+                    level=r.get("level", ""),
+                    images=(r["image"],),
+                )
+            )
+    return out
+
+
+def codis_items(paths: list[Path]) -> list[AuditItem]:
+    records = {str(rec["id"]): rec for path in paths for _, rec in iter_records(path)}
+    return [
+        AuditItem(
+            f"{key}#{c + 1}",
+            category=r["category"],
+            kind="open",
+            question=r["question"],
+            answer=r["answers"][c],
+            pair=key,
+            images=(str(records[key].get("image_id", "")),),
+            context=str(records[key].get("context", {}).get(f"context_{c + 1}", "")),
+        )
+        for key, r in codis.read_data(paths).items()
+        for c in range(2)
+    ]
+
+
+def mme_realworld_items(paths: list[Path]) -> list[AuditItem]:
+    return [
+        AuditItem(
+            str(r["Question_id"]),
+            category=f"{r['Subtask']}/{r['Category']}",
+            kind="mcq",
+            question=r["Text"],
+            answer=r["Ground truth"],
+            options=tuple(_CHOICE_PREFIX.sub("", c) for c in r["Answer choices"]),
+            level=r["Task"],
+            images=(r["Image"],),
+        )
+        for r in mme_realworld.read_data(paths)
+    ]
+
+
+# the official releases' readers, by scorer benchmark name; a scorer benchmark from another package is
+# audited when its module offers ``audit_items(paths) -> list[dict]`` (AuditItem's fields)
+READERS = {
+    "blink": blink_items,
+    "mvp-bench": mvp_bench_items,
+    "codis": codis_items,
+    "mme-realworld": mme_realworld_items,
+}
+
+
 def read_official(benchmark: str, paths: list[Path]) -> list[AuditItem]:
-    if benchmark == "blink":
-        return [
-            AuditItem(
-                key,
-                category=r["task"],
-                kind="mcq",
-                question="",
-                answer=r["answer"],
-                options=tuple(r["choices"] or ()),
-                n_options=r["n"],
-            )
-            for key, r in blink.read_data(paths).items()
-        ]
-    if benchmark == "mvp-bench":
-        out = []
-        for r in mvp_bench.iter_data(paths):
-            if r["type"].startswith("y/n"):
-                question = r["question"].split("\n")[0]
-                out.append(
-                    AuditItem(
-                        str(r["question_id"]),
-                        category=r["type"],
-                        kind="yes_no",
-                        question=question,
-                        answer=r["answer"].lower(),
-                        level=r.get("level", ""),
-                        pair=f"{r['id']}|{question}",
-                        images=(r["image"],),
-                    )
-                )
-            else:
-                opts = tuple(mvp_bench.options_of(r["question"]))
-                out.append(
-                    AuditItem(
-                        str(r["question_id"]),
-                        category=r["type"],
-                        kind="mcq",
-                        question=r["question"].split("\n")[0],
-                        answer=r["answer"],
-                        options=opts,
-                        level=r.get("level", ""),
-                        images=(r["image"],),
-                    )
-                )
-        return out
-    if benchmark == "codis":
-        records = {str(rec["id"]): rec for path in paths for _, rec in iter_records(path)}
-        return [
-            AuditItem(
-                f"{key}#{c + 1}",
-                category=r["category"],
-                kind="open",
-                question=r["question"],
-                answer=r["answers"][c],
-                pair=key,
-                images=(str(records[key].get("image_id", "")),),
-                context=str(records[key].get("context", {}).get(f"context_{c + 1}", "")),
-            )
-            for key, r in codis.read_data(paths).items()
-            for c in range(2)
-        ]
-    if benchmark == "mme-realworld":
-        return [
-            AuditItem(
-                str(r["Question_id"]),
-                category=f"{r['Subtask']}/{r['Category']}",
-                kind="mcq",
-                question=r["Text"],
-                answer=r["Ground truth"],
-                options=tuple(_CHOICE_PREFIX.sub("", c) for c in r["Answer choices"]),
-                level=r["Task"],
-                images=(r["Image"],),
-            )
-            for r in mme_realworld.read_data(paths)
-        ]
-    raise InputError("--benchmark", f"unknown benchmark {benchmark!r}; choose perceptforge or {', '.join(OFFICIAL)}")
+    if benchmark in READERS:
+        return READERS[benchmark](paths)
+    module = benchmarks.REGISTRY.get(benchmark)
+    reader = (
+        getattr(benchmarks.get(benchmark), "audit_items", None) if module or benchmark in benchmarks.choices() else None
+    )
+    if reader is None:
+        raise InputError(
+            "--benchmark",
+            f"no audit reader for {benchmark!r}; choose perceptforge, {', '.join(READERS)}, or a scorer benchmark "
+            "whose module has audit_items()",
+        )
+    return [AuditItem(**record) for record in reader(paths)]

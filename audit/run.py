@@ -15,6 +15,7 @@ from perceptforge.audit.page import audit_page
 from perceptforge.backends.chat import ChatClient
 from perceptforge.errors import InputError
 from perceptforge.fileio import atomic_write_text, write_json
+from perceptforge.scorer import benchmarks
 
 
 def thresholds(path: Path | None = None) -> dict:
@@ -69,8 +70,8 @@ def audit(
     if blind is not None:
         from perceptforge.audit.blind import blind_baseline
 
-        # CODIS items must need both the image and the context: each is left out in turn.
-        modes = ("none", "no_context") if benchmark == "codis" else ("grey",)
+        # what the benchmark leaves out in turn (CODIS: the image, then the context); by default the image, grey
+        modes = getattr(benchmarks.get(benchmark), "BLIND_MODES", ("grey",))
         results += [
             blind_baseline(paths, benchmark, items, blind, out, limits["blind_baseline"], images, mode)
             for mode in modes

@@ -11,6 +11,7 @@ import typer
 
 from perceptforge.cli.app import console, new_app
 from perceptforge.errors import PerceptforgeError
+from perceptforge.flows.family import Family
 
 app = new_app("Human verification in Label Studio: run a local server, add annotators, push candidates, pull verdicts.")
 
@@ -100,27 +101,22 @@ PREDICT_ENDPOINT = typer.Option(
 MODEL = typer.Option(None, "--model", help="the model name at --predict-endpoint")
 
 
-def _extra_checks(run_dir: Path, endpoint: Optional[str], model: Optional[str]):
-    """The CODIS blind checks through a model endpoint, or None when none is given."""
+def _extra_checks(fam: Family, run_dir: Path, endpoint: Optional[str], model: Optional[str]):
+    """The family's item checks through a model endpoint (CODIS's blind checks), or None when none is given."""
     if not endpoint:
         return None
     if not model:
         raise PerceptforgeError("--predict-endpoint needs --model")
-    from perceptforge.audit.blind import codis_item_checks
+    if fam.item_checks is None:
+        raise PerceptforgeError(f"--predict-endpoint: {fam.title} items have no checks through a model")
+    import importlib
+
     from perceptforge.backends.chat import ChatClient
 
+    module, _, name = fam.item_checks.partition(":")
+    check = getattr(importlib.import_module(module), name)
     client = ChatClient(base_url=endpoint, model=model)
-    return lambda versions: codis_item_checks(versions, run_dir.resolve(), client)
-
-
-def _push_authored(run_dir: Path, ls, root: Path, checks) -> None:
-    from perceptforge.annotation.authoring import push
-
-    with console.status(f"pushing {run_dir} to {ls.url}"):
-        report = push(run_dir, ls, root, checks)
-    for kind, pid in report["projects"].items():
-        console.print(f"  {kind}: {ls.url}/projects/{pid}/data")
-    console.print(f"imported {report['imported']} new tasks; {report['already_there']} were already there")
+    return lambda versions: check(versions, run_dir.resolve(), client)
 
 
 @app.command("push")
@@ -133,18 +129,17 @@ def push_cmd(
     predict_endpoint: Optional[str] = PREDICT_ENDPOINT,
     model: Optional[str] = MODEL,
 ) -> None:
-    """Create or update one project per item kind and import the items it lacks (never touches existing tasks).
-    A CODIS or MME-RealWorld run gets an author and a review project, and whatever tasks are due in them."""
-    from perceptforge.annotation.authoring import is_authored_run
+    """Create or update the run's projects and import the tasks they lack (never touches existing tasks): items
+    to verify (MVP, BLINK-style), or, for a CODIS or MME-RealWorld run, an author and a review project with
+    whatever tasks are due in them."""
     from perceptforge.annotation.labelstudio import connect
-    from perceptforge.annotation.sync import push
+    from perceptforge.flows.registry import family_of_run
 
+    fam = family_of_run(run_dir)
+    checks = _extra_checks(fam, run_dir, predict_endpoint, model)
     ls = connect(url)
-    if is_authored_run(run_dir):
-        _push_authored(run_dir, ls, _document_root(document_root), _extra_checks(run_dir, predict_endpoint, model))
-        return
     with console.status(f"pushing {run_dir} to {ls.url}"):
-        report = push(run_dir, ls, _document_root(document_root))
+        report = fam.push(run_dir, ls, _document_root(document_root), checks)
     for kind, pid in report["projects"].items():
         console.print(f"  {kind}: {ls.url}/projects/{pid}/data")
     console.print(f"imported {report['imported']} new tasks; {report['already_there']} were already there")
@@ -200,23 +195,19 @@ def pull_cmd(
 ) -> None:
     """Decide every item from its annotations; write RUN_DIR/verification/ and agreement into the summary.
     A CODIS or MME-RealWorld run: every item's versions and status into RUN_DIR/authoring/."""
-    from perceptforge.annotation.authoring import is_authored_run
     from perceptforge.annotation.labelstudio import connect
-    from perceptforge.annotation.sync import pull
+    from perceptforge.flows.registry import family_of_run
 
+    fam = family_of_run(run_dir)
+    checks = _extra_checks(fam, run_dir, predict_endpoint, model)
     ls = connect(url)
-    if is_authored_run(run_dir):
-        from perceptforge.annotation.authoring import pull as pull_authored
-
-        checks = _extra_checks(run_dir, predict_endpoint, model)
-        with console.status(f"pulling authoring and reviews from {ls.url}"):
-            summary = pull_authored(run_dir, ls, checks)
+    with console.status(f"pulling annotations from {ls.url}"):
+        summary = fam.pull(run_dir, ls, checks)
+    if "reviewer_agreement" in summary:
         _print_authoring(summary, run_dir)
         return
-    with console.status(f"pulling annotations from {ls.url}"):
-        summary = pull(run_dir, ls)
     _print_verification(summary)
-    console.print(f"decisions: [bold]{(run_dir / 'verification' / 'decisions.jsonl').resolve()}[/]")
+    console.print(f"decisions: [bold]{(run_dir / 'verification' / 'decisions.jsonl').resolve()}[/]", soft_wrap=True)
 
 
 @app.command("verify")

@@ -33,60 +33,19 @@ def export(
     ),
     audit: bool = typer.Option(True, "--audit/--no-audit", help="run `perceptforge audit` on the split"),
 ) -> None:
-    """Export a run as a split stratified by category: JSONL + images, Parquet, VLMEvalKit TSV, manifest, data card.
-    A BLINK-style run (`run blink`) is written in BLINK's official layout instead, and a CODIS or MME-RealWorld run
-    (`run codis`, `run mme-realworld`) as the release's JSON with its kept items' original images."""
-    import json
+    """Export a run as its family writes it: an MVP run as a split stratified by category (JSONL + images, Parquet,
+    VLMEvalKit TSV, manifest, data card); a BLINK-style run in BLINK's official layout; a CODIS or MME-RealWorld run
+    as the release's JSON with its kept items' original images. The audit then runs on what was written."""
+    from perceptforge.flows.family import ExportOptions
+    from perceptforge.flows.registry import family_of_run
 
-    from perceptforge.outputs.export import export_split
-
-    marker = run_dir / "run.json"
-    if marker.is_file() and json.loads(marker.read_text()).get("flow") == "blink":
-        from perceptforge.outputs.blink_export import export_blink
-
-        written = export_blink(run_dir, out)
-        console.print(
-            f"BLINK layout: {len(written)} files → [bold]{out}[/] (score with `perceptforge score blink "
-            f"--data {out}/<Task>/val-00000-of-00001.parquet …` or --data {out}/val_answers.json)"
-        )
-        if audit:
-            audit_beside([out / "val_answers.json"], out, "blink")
-        return
-    if marker.is_file() and json.loads(marker.read_text()).get("flow") in ("codis", "mme-realworld"):
-        from perceptforge.outputs.authored_export import export_authored
-
-        written_files = export_authored(run_dir, out, license=license)
-        benchmark = written_files["benchmark"]
-        official = written_files["official"]
-        console.print(
-            f"{written_files['items']} kept items in {benchmark}'s official format → [bold]{out}[/] "
-            f"({', '.join(official)}); score with `perceptforge score {benchmark} "
-            f"--data {out}/{official[0] if official else '…'} --predictions …`"
-        )
-        if not written_files["items"]:
-            console.print("[yellow]warning:[/] no item has passed review yet: the split is empty")
-        elif audit:
-            audit_beside([out / f for f in official], out, benchmark)
-        return
-
-    manifest = export_split(
-        run_dir,
-        out,
-        tuple(f.strip() for f in formats.split(",") if f.strip()),
-        seed,
-        val_fraction,
-        only_verified,
-        license=license,
+    fam = family_of_run(run_dir)
+    options = ExportOptions(
+        tuple(f.strip() for f in formats.split(",") if f.strip()), only_verified, seed, val_fraction, license
     )
-    console.print(
-        f"val {manifest.counts.get('val', 0)} · test {manifest.counts.get('test', 0)} items → [bold]{out}[/] "
-        f"({len(manifest.files)} files)"
-    )
-    empty = [s for s in ("val", "test") if not manifest.counts.get(s)]
-    if empty:
-        console.print(
-            f"[yellow]warning:[/] {' and '.join(empty)} split is empty: whole source images go to one side, and "
-            f"this run has too few of them for both"
-        )
-    if audit and "jsonl" in formats:
-        audit_beside([out], out)
+    exported = fam.export(run_dir, out, options)
+    console.print(exported.message, soft_wrap=True)
+    for warning in exported.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    if audit and exported.audit_paths:
+        audit_beside(exported.audit_paths, out, fam.audit_benchmark)

@@ -1,94 +1,21 @@
-"""What the human-authored flows (CODIS, MME-RealWorld) share: plan the run, ingest originals, draft every
-item (version 0), write the summary and the report. Authoring and cross-checking happen in Label Studio
-afterwards (``perceptforge annotate push`` / ``pull``), as verification does for the MVP flow."""
+"""What the human-authored families (CODIS, MME-RealWorld) share: ingest originals, draft every item
+(version 0), then authoring and cross-checking in Label Studio (``annotation/authoring``) and the release's
+format (``outputs/authored_export``). What differs between them is their ``AuthoredKind``, declared by each
+family's own module."""
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from perceptforge.configs.profile import Profile
-from perceptforge.errors import InputError
-from perceptforge.flows.common import prepare_run, profile_and_seed, profile_digest, record_profile, sources_digest
+from perceptforge.backends.registry import Runtime
+from perceptforge.data.authored_kind import AuthoredKind
+from perceptforge.flows.family import Exported, ExportOptions, Family, RunPlan, RunRequest, StagesResult, plan_inputs
 from perceptforge.outputs.authored_report import write_authored_report
-from perceptforge.store.sources import SourceEntry, read_source_dir
+from perceptforge.store.rundir import RunDir
 from perceptforge.tasks import authoring, ingest
 from perceptforge.tasks.runner import StageRunner
-
-
-@dataclass(frozen=True)
-class AuthoredPlan:
-    benchmark: str
-    profile: Profile
-    seed: int
-    source_dir: Path
-    entries: list[SourceEntry]
-    out: Path
-    identity: dict[str, Any]
-
-
-def plan_authored(
-    benchmark: str,
-    source: str | Path,
-    out: str | Path,
-    profile: str = "local",
-    seed: int | None = None,
-    limit: int | None = None,
-    fresh: bool = False,
-) -> AuthoredPlan:
-    """Everything the run is decided by, checked before any stage; each problem is one line."""
-    prof, seed = profile_and_seed(profile, seed)
-    source_dir = Path(source).resolve()
-    entries = sorted(read_source_dir(source_dir, "annotations.json"), key=lambda e: e.source_id)[:limit]
-    if not entries:
-        raise InputError(str(source_dir / "annotations.json"), "lists no images")
-    identity = {
-        "flow": benchmark,
-        "profile": profile_digest(prof),
-        "seed": seed,
-        "categories": [benchmark],
-        "sources": sources_digest(source_dir, "annotations.json", entries),
-        "limit": limit,
-    }
-    prepare_run(Path(out), identity, fresh, check_only=True)
-    return AuthoredPlan(benchmark, prof, seed, source_dir, entries, Path(out), identity)
-
-
-def run_authored(plan: AuthoredPlan) -> dict:
-    """ingest (original bytes) → draft (the profile's writer), then the summary and ``report.html``."""
-    run = prepare_run(plan.out, plan.identity)
-    # the review settings push and pull read later come from the run's own profile
-    record_profile(run, plan.profile)
-    runner = StageRunner(run, release_models=plan.profile.release_models_between_stages)
-    settings = plan.profile.authoring
-    min_side = settings.min_short_side if plan.benchmark == "mme-realworld" else None
-    sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, authoring.ingest, min_short_side=min_side)
-    writer = plan.profile.build("llm").load()
-    drafts = authoring.draft_stage(runner, plan.benchmark, sources, writer, plan.seed, settings)
-    quarantine = run.gather_quarantine()
-    flagged: Counter[str] = Counter(c.name for d in drafts for c in d.flags)
-    summary = {
-        "flow": plan.benchmark,
-        "profile": plan.profile.name,
-        "seed": plan.seed,
-        "counts": {
-            "sources": len(plan.entries),
-            "ingested": len(sources),
-            "drafts": len(drafts),
-            "quarantined": len(quarantine),
-        },
-        "drafts_per_category": dict(sorted(Counter(category_of(d.content) for d in drafts).items())),
-        "flagged_checks": dict(sorted(flagged.items())),
-        "failures": dict(sorted(runner.failures.items())),
-        "drafter": writer.name,
-        "wall_time_s": {k: round(v, 3) for k, v in runner.timings.items()},
-    }
-    run.write_summary(summary)
-    runner.publish(plan.benchmark, summary, summary["drafts_per_category"])
-    summary["report"] = write_authored_report(run)
-    return summary
 
 
 def category_of(content: Any) -> str:
@@ -97,3 +24,70 @@ def category_of(content: Any) -> str:
         if hasattr(content, "category")
         else f"{content.domain or '(domain to choose)'}/{content.subtask}"
     )
+
+
+class AuthoredFamily(Family):
+    """A family whose items people write from model drafts and cross-check (CODIS §3.3, MME-RealWorld §3.2)."""
+
+    kind: ClassVar[AuthoredKind]
+    next_step = "`perceptforge annotate push {out}`: annotators write the items from these drafts"
+
+    def plan(self, request: RunRequest) -> RunPlan:
+        """Everything the run is decided by, checked before any stage; each problem is one line."""
+        inputs = plan_inputs(request)
+        return RunPlan(self.name, inputs, inputs.identity(self.name, [self.name]), request.fresh)
+
+    def stages(self, plan: RunPlan, run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
+        """ingest (original bytes) → draft (the profile's writer)."""
+        prof, settings = plan.inputs.profile, plan.inputs.profile.authoring
+        min_side = settings.min_short_side if self.kind.full_resolution else None
+        sources = ingest.ingest_stage(
+            runner, plan.inputs.entries, plan.inputs.source_dir, authoring.ingest, min_short_side=min_side
+        )
+        writer = prof.build("llm", runtime).load()
+        drafts = authoring.draft_stage(runner, self.kind, sources, writer, plan.inputs.seed, settings)
+        per_category = dict(sorted(Counter(category_of(d.content) for d in drafts).items()))
+        figures = {
+            "drafts_per_category": per_category,
+            "flagged_checks": dict(sorted(Counter(c.name for d in drafts for c in d.flags).items())),
+            "drafter": writer.name,
+        }
+        counts = {"sources": len(plan.inputs.entries), "ingested": len(sources), "drafts": len(drafts)}
+        return StagesResult(counts, per_category, figures)
+
+    def write_report(self, run: RunDir) -> Path:
+        return Path(write_authored_report(run))
+
+    def built(self, summary: dict) -> int:
+        return int(summary["counts"]["drafts"])
+
+    def table(self, summary: dict) -> tuple[str, list[str], list[list[str]]]:
+        title = f"{self.name} run · drafter {summary['drafter']} · seed {summary['seed']}"
+        return title, ["drafts per category", "items"], [[c, str(n)] for c, n in summary["drafts_per_category"].items()]
+
+    def notes(self, summary: dict) -> list[str]:
+        return [f"[yellow]flagged[/] {n} draft(s) by {check}" for check, n in summary["flagged_checks"].items()]
+
+    def export(self, run_dir: Path, out: Path, options: ExportOptions) -> Exported:
+        from perceptforge.outputs.authored_export import export_authored
+
+        manifest = export_authored(run_dir, out, self.kind, license=options.license)
+        official = manifest["official"]
+        message = (
+            f"{manifest['items']} kept items in {self.name}'s official format → [bold]{out}[/] "
+            f"({', '.join(official)}); score with `perceptforge score {self.scorer_benchmark} "
+            f"--data {out}/{official[0] if official else '…'} --predictions …`"
+        )
+        if not manifest["items"]:
+            return Exported(message, [], ["no item has passed review yet: the split is empty"], manifest)
+        return Exported(message, [out / f for f in official], [], manifest)
+
+    def push(self, run_dir: Path, ls: Any, document_root: Path, checks: Any = None) -> dict:
+        from perceptforge.annotation.authoring import push
+
+        return push(run_dir, ls, document_root, self.kind, checks)
+
+    def pull(self, run_dir: Path, ls: Any, checks: Any = None) -> dict:
+        from perceptforge.annotation.authoring import pull
+
+        return pull(run_dir, ls, self.kind, checks)

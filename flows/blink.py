@@ -13,18 +13,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
-from prefect.task_runners import ThreadPoolTaskRunner
-
+from perceptforge.backends.registry import Runtime
 from perceptforge.configs.profile import Profile
 from perceptforge.errors import InputError
-from perceptforge.flows.common import prepare_run, profile_and_seed, profile_digest, sources_digest
+from perceptforge.flows.family import (
+    Exported,
+    ExportOptions,
+    Family,
+    Inputs,
+    RunPlan,
+    RunRequest,
+    StagesResult,
+    check_selection,
+    plan_inputs,
+)
 from perceptforge.logic.marks import MarkStyle
 from perceptforge.logic.perception_build import style_of
 from perceptforge.logic.perception_templates import PerceptionTemplate, load_perception_templates
 from perceptforge.outputs.blink_report import write_blink_report
 from perceptforge.prompts.library import load_prompt
-from perceptforge.store.sources import SourceEntry, read_source_dir
+from perceptforge.store.rundir import RunDir
+from perceptforge.store.sources import SourceEntry
 from perceptforge.tasks import ingest
 from perceptforge.tasks.perception import PerceptionUnit, build_stage
 from perceptforge.tasks.runner import StageRunner
@@ -146,6 +155,7 @@ class BlinkPlan:
     entries: list[SourceEntry]
     out: Path
     identity: dict[str, Any]
+    inputs: Inputs
 
 
 def plan_blink(
@@ -159,31 +169,17 @@ def plan_blink(
     fresh: bool = False,
 ) -> BlinkPlan:
     """Everything the run is decided by, checked before any stage; each problem is one line."""
-    prof, seed = profile_and_seed(profile, seed)
-    templates = load_perception_templates()
-    if tasks:
-        unknown = sorted(set(tasks) - set(templates))
-        if unknown:
-            raise InputError("--tasks", f"unknown task(s) {unknown}; known: {', '.join(sorted(templates))}")
-        templates = {k: v for k, v in templates.items() if k in tasks}
+    found = load_perception_templates()
+    templates = {k: found[k] for k in check_selection(tasks, found, "--tasks")}
     variants = parse_variants(prompt_variants)
-    source_dir = Path(source).resolve()
-    entries = read_source_dir(source_dir, "annotations.json")
-    if not entries:
-        raise InputError(str(source_dir / "annotations.json"), "lists no images")
-    entries = sorted(entries, key=lambda e: e.source_id)[:limit]
-    identity = {
-        "flow": "blink",
-        "profile": profile_digest(prof),
-        "seed": seed,
-        # task templates as "categories" (id@version): resume serves more of them, as in the MVP flow
-        "categories": [f"{k}@v{t.version}" for k, t in sorted(templates.items())],
-        "variants": [v.name for v in variants],
-        "sources": sources_digest(source_dir, "annotations.json", entries),
-        "limit": limit,
-    }
-    prepare_run(Path(out), identity, fresh, check_only=True)
-    return BlinkPlan(prof, seed, templates, variants, source_dir, entries, Path(out), identity)
+    request = RunRequest(str(source), str(out), profile, seed, limit, tasks, fresh)
+    inputs = plan_inputs(request)
+    # task templates as "categories" (id@version): resume serves more of them, as in the MVP flow
+    categories = [f"{k}@v{t.version}" for k, t in sorted(templates.items())]
+    identity = inputs.identity("blink", categories, variants=[v.name for v in variants])
+    return BlinkPlan(
+        inputs.profile, inputs.seed, templates, variants, inputs.source_dir, inputs.entries, Path(out), identity, inputs
+    )
 
 
 def draws(template: PerceptionTemplate, entry: SourceEntry) -> int:
@@ -243,23 +239,9 @@ def plan_units(
     return units, skipped
 
 
-@flow(name="blink", task_runner=ThreadPoolTaskRunner(max_workers=2))  # type: ignore[arg-type]
-def blink_flow(
-    source: str,
-    out: str = "runs/blink",
-    profile: str = "local",
-    seed: int | None = None,
-    limit: int | None = None,
-    tasks: list[str] | None = None,
-    prompt_variants: str | None = None,
-    fresh: bool = False,
-) -> dict:
-    """Build BLINK-style items from a source directory into the run directory ``out``."""
-    plan = plan_blink(source, out, profile, seed, limit, tasks, prompt_variants, fresh)
-    run = prepare_run(plan.out, plan.identity, fresh)
-    runner = StageRunner(run, release_models=plan.profile.release_models_between_stages)
+def blink_stages(plan: BlinkPlan, runner: StageRunner, runtime: Runtime) -> StagesResult:
+    """ingest → build; the summary's figures: items and random-choice accuracy per task, skipped tasks."""
     sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, max_pixels=plan.profile.ingest.max_pixels)
-    runtime = plan.profile.runtime()
     # a perceptual embedding for Visual Similarity: the profile's embedder (DINOv2 …), else its CLIP gate model
     embedder = plan.profile.build("embedder", runtime) or plan.profile.build_clip_gate(runtime)
     depth = plan.profile.build("depth", runtime)
@@ -283,28 +265,69 @@ def blink_flow(
     items = build_stage(runner, units, plan.seed, models)
     per_task = dict(sorted(Counter(i.task for i in items).items()))
     random_choice = {t.task: t.random_choice for t in plan.templates.values() if t.task in per_task}
-    quarantine = run.gather_quarantine()
-    summary = {
-        "flow": "blink",
-        "profile": plan.profile.name,
-        "seed": plan.seed,
+    figures = {
         "variants": [v.name for v in plan.variants],
-        "counts": {
-            "sources": len(plan.entries),
-            "units": len(units),
-            "items": len(items),
-            "quarantined": len(quarantine),
-        },
         "items_per_task": per_task,
         "random_choice_per_task": dict(sorted(random_choice.items())),
         # BLINK's random row: the mean over tasks of each task's random-choice accuracy
         "random_choice_overall": round(sum(random_choice.values()) / len(random_choice), 2) if random_choice else None,
         "skipped_tasks": skipped,
-        "failures": dict(sorted(runner.failures.items())),
         "prompts": sorted({f"{t.prompt} v{load_prompt(t.prompt).version}" for t in plan.templates.values()}),
-        "wall_time_s": {k: round(v, 3) for k, v in runner.timings.items()},
     }
-    run.write_summary(summary)
-    runner.publish("blink", summary, per_task)
-    summary["report"] = write_blink_report(run)
-    return summary
+    counts = {"sources": len(plan.entries), "units": len(units), "items": len(items)}
+    return StagesResult(counts, per_task, figures)
+
+
+class BlinkFamily(Family):
+    name = "blink"
+    title = "BLINK"
+    summary = "Build BLINK-style items (BLINK §3.2: vision tasks as MCQs with visual prompts) from SOURCE into OUT."
+    select_option = "--tasks"
+    options = {
+        "prompt_variants": "BLINK §4.3's visual-prompt ablation as variants of one split: RADII:COLOURS, "
+        "e.g. 5,10,15:red,grey"
+    }
+    audit_benchmark = "blink"
+    scorer_benchmark = "blink"
+
+    def plan(self, request: RunRequest) -> RunPlan:
+        blink = plan_blink(
+            request.source,
+            request.out,
+            request.profile,
+            request.seed,
+            request.limit,
+            request.select,
+            request.options.get("prompt_variants"),
+            request.fresh,
+        )
+        return RunPlan(self.name, blink.inputs, blink.identity, request.fresh, blink)
+
+    def stages(self, plan: RunPlan, run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
+        return blink_stages(plan.details, runner, runtime)
+
+    def write_report(self, run: RunDir) -> Path:
+        return Path(write_blink_report(run))
+
+    def table(self, summary: dict) -> tuple[str, list[str], list[list[str]]]:
+        rows = [
+            [t, str(n), f"{summary['random_choice_per_task'][t]:.1f}"] for t, n in summary["items_per_task"].items()
+        ]
+        title = f"blink run · seed {summary['seed']} · variants {', '.join(summary['variants'])}"
+        return title, ["task", "items", "random choice %"], rows
+
+    def notes(self, summary: dict) -> list[str]:
+        return [f"[dim]skipped {t}: {why}[/]" for t, why in summary["skipped_tasks"].items()]
+
+    def export(self, run_dir: Path, out: Path, options: ExportOptions) -> Exported:
+        from perceptforge.outputs.blink_export import export_blink
+
+        written = export_blink(run_dir, out)
+        return Exported(
+            f"BLINK layout: {len(written)} files → [bold]{out}[/] (score with `perceptforge score blink "
+            f"--data {out}/<Task>/val-00000-of-00001.parquet …` or --data {out}/val_answers.json)",
+            [out / "val_answers.json"],
+        )
+
+
+FAMILY = BlinkFamily()

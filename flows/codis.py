@@ -3,20 +3,32 @@ Label Studio, then CODIS's ``data.json``. The stages are in ``flows/authored.py`
 
 from __future__ import annotations
 
-from prefect import flow
-from prefect.task_runners import ThreadPoolTaskRunner
+from perceptforge.data.authored_kind import AuthoredKind
+from perceptforge.data.schema import CodisContent
+from perceptforge.flows.authored import AuthoredFamily
 
-from perceptforge.flows.authored import plan_authored, run_authored
+CODIS = AuthoredKind(
+    name="codis",
+    title="CODIS",
+    prefix="codis",
+    content=CodisContent,
+    reviewers_setting="codis_reviewers",
+    full_resolution=False,
+    near_duplicates=True,
+)
 
 
-@flow(name="codis", task_runner=ThreadPoolTaskRunner(max_workers=2))  # type: ignore[arg-type]
-def codis_flow(
-    source: str,
-    out: str = "runs/codis",
-    profile: str = "local",
-    seed: int | None = None,
-    limit: int | None = None,
-    fresh: bool = False,
-) -> dict:
-    """Draft one CODIS item per source image into ``out``; authoring and review follow in Label Studio."""
-    return run_authored(plan_authored("codis", source, out, profile, seed, limit, fresh))
+class CodisFamily(AuthoredFamily):
+    name = "codis"
+    title = "CODIS"
+    summary = (
+        "Draft CODIS items (CODIS §3.3) from SOURCE into OUT, for annotators to write and cross-check in Label Studio."
+    )
+    kind = CODIS
+    audit_benchmark = "codis"
+    scorer_benchmark = "codis"
+    # CODIS's blind checks: the release's predict prompt with no image and with no context
+    item_checks = "perceptforge.audit.blind:codis_item_checks"
+
+
+FAMILY = CodisFamily()

@@ -3,20 +3,31 @@ annotator authors and another reviews in Label Studio, then the release's JSON. 
 
 from __future__ import annotations
 
-from prefect import flow
-from prefect.task_runners import ThreadPoolTaskRunner
+from perceptforge.data.authored_kind import AuthoredKind
+from perceptforge.data.schema import MMERealWorldContent
+from perceptforge.flows.authored import AuthoredFamily
 
-from perceptforge.flows.authored import plan_authored, run_authored
+MME_REALWORLD = AuthoredKind(
+    name="mme-realworld",
+    title="MME-RealWorld",
+    prefix="mme_realworld",
+    content=MMERealWorldContent,
+    reviewers_setting="mme_realworld_reviewers",
+    full_resolution=True,
+    near_duplicates=False,
+)
 
 
-@flow(name="mme-realworld", task_runner=ThreadPoolTaskRunner(max_workers=2))  # type: ignore[arg-type]
-def mme_realworld_flow(
-    source: str,
-    out: str = "runs/mme-realworld",
-    profile: str = "local",
-    seed: int | None = None,
-    limit: int | None = None,
-    fresh: bool = False,
-) -> dict:
-    """Draft one MME-RealWorld item per source image (originals kept byte for byte) into ``out``."""
-    return run_authored(plan_authored("mme-realworld", source, out, profile, seed, limit, fresh))
+class MmeRealWorldFamily(AuthoredFamily):
+    name = "mme-realworld"
+    title = "MME-RealWorld"
+    summary = (
+        "Draft MME-RealWorld items (§3.2) from full-resolution images in SOURCE into OUT, for annotators to write "
+        "and review."
+    )
+    kind = MME_REALWORLD
+    audit_benchmark = "mme-realworld"
+    scorer_benchmark = "mme-realworld"
+
+
+FAMILY = MmeRealWorldFamily()

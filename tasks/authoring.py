@@ -11,6 +11,7 @@ from prefect.cache_policies import NO_CACHE
 
 from perceptforge.backends.protocols import QuestionWriter
 from perceptforge.configs.profile import Authoring
+from perceptforge.data.authored_kind import AuthoredKind
 from perceptforge.data.schema import (
     AuthoredItem,
     AuthoredLineage,
@@ -69,7 +70,7 @@ def ingest(
 
 @dataclass(frozen=True)
 class DraftUnit:
-    benchmark: str
+    kind: AuthoredKind
     entry: SourceEntry
     image: OriginalImage
     index: int  # the source's place in id order (CODIS categories go round in turn)
@@ -102,11 +103,11 @@ def make_draft(unit: DraftUnit, writer: QuestionWriter, seed: int, authoring: Au
     source has nothing the drafter can ask about (the unit is quarantined with that reason)."""
     entry, image = unit.entry, unit.image
     facts = facts_of(entry, authoring)
-    iid = authored.item_id(image.sha256, unit.benchmark, seed)
+    iid = authored.item_id(image.sha256, unit.kind.name, seed)
     rng = unit_rng(seed, f"{iid}:draft")
     content: CodisContent | MMERealWorldContent
     scaffold = False
-    if unit.benchmark == "codis":
+    if unit.kind.content is CodisContent:
         if entry.synthetic:  # CODIS asks about real scenes: a render has no time of day, owner or custom
             raise ValueError(f"{entry.file_name}: a rendered image, not a photograph")
         if "object" not in facts:
@@ -145,7 +146,7 @@ def make_draft(unit: DraftUnit, writer: QuestionWriter, seed: int, authoring: Au
         lineage=AuthoredLineage(
             source_id=entry.source_id,
             source_sha256=image.sha256,
-            benchmark=unit.benchmark,
+            benchmark=unit.kind.name,
             seed=seed,
             draft_backend=BackendRef(name=writer.name, model_id=getattr(writer, "model_id", "")),
             draft_prompts=[prompt.ref()],
@@ -163,16 +164,19 @@ def draft(
 
 def draft_stage(
     runner: StageRunner,
-    benchmark: str,
+    kind: AuthoredKind,
     sources: dict[str, tuple[SourceEntry, OriginalImage]],
     writer: QuestionWriter,
     seed: int,
     authoring: Authoring,
 ) -> list[AuthoredItem]:
     units = [
-        Unit(f"{sid}-{benchmark}", entry.file_name, DraftUnit(benchmark, entry, image, k))
+        Unit(f"{sid}-{kind.name}", entry.file_name, DraftUnit(kind, entry, image, k))
         for k, (sid, (entry, image)) in enumerate(sorted(sources.items()))
     ]
-    return [item for _, item in runner.map(
-        "draft", draft, units, writer=writer, seed=seed, authoring=authoring, models=(writer,)
-    )]
+    return [
+        item
+        for _, item in runner.map(
+            "draft", draft, units, writer=writer, seed=seed, authoring=authoring, models=(writer,)
+        )
+    ]

@@ -39,4 +39,7 @@ def ground_stage(
 ) -> dict[str, Grounding]:
     """source id → grounding. Images without a main subject (donor scenes and objects) are not grounded."""
     units = [Unit(f"source-{sid}", e.file_name, (e, s)) for sid, (e, s) in sources.items() if e.subject]
-    return {u.value[0].source_id: g for u, g in runner.map("ground", ground, units, grounder=grounder, used=used, models=[grounder])}
+    return {
+        u.value[0].source_id: g
+        for u, g in runner.map("ground", ground, units, grounder=grounder, used=used, models=[grounder])
+    }

@@ -7,8 +7,7 @@ from authored_sources import big_photo_source
 from PIL import Image
 
 from perceptforge.data.schema import AuthoredItem
-from perceptforge.flows.codis import codis_flow
-from perceptforge.flows.mme_realworld import mme_realworld_flow
+from perceptforge.flows.run import run as run_flow
 
 
 def tree_bytes(folder):
@@ -16,8 +15,8 @@ def tree_bytes(folder):
 
 
 def test_codis_drafts_one_item_per_source_the_same_every_time(prefect_api, sample_dir, tmp_path):
-    first = codis_flow(source=str(sample_dir), out=str(tmp_path / "a"), seed=3)
-    codis_flow(source=str(sample_dir), out=str(tmp_path / "b"), seed=3)
+    first = run_flow("codis", source=str(sample_dir), out=str(tmp_path / "a"), seed=3)
+    run_flow("codis", source=str(sample_dir), out=str(tmp_path / "b"), seed=3)
     assert tree_bytes(tmp_path / "a" / "drafts") == tree_bytes(tmp_path / "b" / "drafts")
     # CODIS asks about real scenes: the rendered scene and its two turned views are no photographs
     assert first["counts"] == {"sources": 9, "ingested": 9, "drafts": 6, "quarantined": 3}
@@ -48,7 +47,7 @@ def test_codis_drafts_one_item_per_source_the_same_every_time(prefect_api, sampl
 
 def test_mme_realworld_keeps_full_resolution_bytes_and_refuses_small_images(prefect_api, tmp_path):
     source = big_photo_source(tmp_path / "src")
-    summary = mme_realworld_flow(source=str(source), out=str(tmp_path / "run"))
+    summary = run_flow("mme-realworld", source=str(source), out=str(tmp_path / "run"))
     assert summary["counts"] == {"sources": 2, "ingested": 1, "drafts": 1, "quarantined": 1}
     (refused,) = [json.loads(line) for line in (tmp_path / "run" / "quarantine.jsonl").read_text().splitlines()]
     assert (
@@ -70,9 +69,9 @@ def test_mme_realworld_keeps_full_resolution_bytes_and_refuses_small_images(pref
 
 def test_a_run_that_lost_drafts_makes_only_those_again(prefect_api, sample_dir, tmp_path):
     run = tmp_path / "run"
-    codis_flow(source=str(sample_dir), out=str(run), limit=4)
+    run_flow("codis", source=str(sample_dir), out=str(run), limit=4)
     before = tree_bytes(run / "drafts")
     for path in sorted((run / "drafts").glob("*.json"))[:2]:  # as if the run was killed before writing them
         path.unlink()
-    again = codis_flow(source=str(sample_dir), out=str(run), limit=4)
+    again = run_flow("codis", source=str(sample_dir), out=str(run), limit=4)
     assert tree_bytes(run / "drafts") == before and again["counts"]["drafts"] == 4

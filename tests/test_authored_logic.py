@@ -6,6 +6,7 @@ import pytest
 from perceptforge.annotation.authoring import content_of, prefill, revision_notes
 from perceptforge.annotation.labeling import config_text, controls, rectangle, rectangle_result, result_errors
 from perceptforge.data.schema import Box, CodisContent, MMERealWorldContent, Review
+from perceptforge.flows.mme_realworld import MME_REALWORLD
 from perceptforge.logic import authored
 from perceptforge.prompts.library import load_prompt
 
@@ -136,7 +137,7 @@ def test_an_authored_mme_annotation_reads_back_as_content_with_its_rectangle_in_
     )
     result = prefill(item)
     assert result_errors(result, controls(config_text("mme_realworld_author"))) == []
-    back = content_of(result, "mme-realworld", 4000, 3000)
+    back = content_of(result, MME_REALWORLD, 4000, 3000)
     assert back == content
     # an annotator who types the whole E sentence still gives only its object
     typed = [r for r in result if r["from_name"] != "absent_object"]
@@ -148,13 +149,13 @@ def test_an_authored_mme_annotation_reads_back_as_content_with_its_rectangle_in_
             "value": {"text": ["(E) The image does not feature the mission patch."]},
         }
     )
-    assert content_of(typed, "mme-realworld", 4000, 3000).absent_object == "mission patch"
+    assert content_of(typed, MME_REALWORLD, 4000, 3000).absent_object == "mission patch"
     # an object whose name starts with an E keeps it
     typed[-1] = typed[-1] | {"value": {"text": ["Eiffel tower model"]}}
-    assert content_of(typed, "mme-realworld", 4000, 3000).absent_object == "Eiffel tower model"
+    assert content_of(typed, MME_REALWORLD, 4000, 3000).absent_object == "Eiffel tower model"
     missing = [r for r in result if r["from_name"] != "question"]
     with pytest.raises(ValueError, match="question"):
-        content_of(missing, "mme-realworld", 4000, 3000)
+        content_of(missing, MME_REALWORLD, 4000, 3000)
 
 
 def test_rectangles_round_trip_through_label_studio_percentages():

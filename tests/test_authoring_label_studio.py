@@ -10,16 +10,24 @@ from authored_sources import big_photo_source
 from chat_server import ChatServer
 from helpers import perceptforge_cmd
 
-from perceptforge.annotation.authoring import pull, push
 from perceptforge.annotation.labeling import AUTHORING_KINDS, choice, config_text, rectangle_result, text
 from perceptforge.audit.blind import codis_item_checks
 from perceptforge.backends.chat import ChatClient
 from perceptforge.configs.profile import resolve_profile_path
-from perceptforge.flows.codis import codis_flow
-from perceptforge.flows.mme_realworld import mme_realworld_flow
+from perceptforge.flows.registry import family_of_run
+from perceptforge.flows.run import run as run_flow
 from perceptforge.scorer.benchmarks import codis, mme_realworld
 
 YES, NO = "Yes", "No"
+
+
+def push(run, ls, root, checks=None):
+    """Through the run's family, as `perceptforge annotate push` does."""
+    return family_of_run(run).push(run, ls, root, checks)
+
+
+def pull(run, ls, checks=None):
+    return family_of_run(run).pull(run, ls, checks)
 
 
 def profile_with(tmp_path: Path, **authoring) -> str:
@@ -69,7 +77,7 @@ def test_every_authoring_config_is_valid_on_the_server(label_studio):
 
 def test_codis_write_review_revise_keep_export_and_score(label_studio, prefect_api, sample_dir, tmp_path, cli_env):
     run = tmp_path / "run"
-    codis_flow(source=str(sample_dir), out=str(run), limit=3, profile=profile_with(tmp_path, codis_reviewers=2))
+    run_flow("codis", source=str(sample_dir), out=str(run), limit=3, profile=profile_with(tmp_path, codis_reviewers=2))
     ls, root = label_studio.client(), label_studio.document_root
     ann1, ann2 = (label_studio.client(a) for a in label_studio.annotators)
 
@@ -172,7 +180,7 @@ def test_codis_write_review_revise_keep_export_and_score(label_studio, prefect_a
 
 def test_a_codis_item_a_model_answers_without_its_context_is_flagged(label_studio, prefect_api, sample_dir, tmp_path):
     run = tmp_path / "run"
-    codis_flow(source=str(sample_dir), out=str(run), limit=1, profile=profile_with(tmp_path, codis_reviewers=1))
+    run_flow("codis", source=str(sample_dir), out=str(run), limit=1, profile=profile_with(tmp_path, codis_reviewers=1))
     ls, root = label_studio.client(), label_studio.document_root
     push(run, ls, root)
     (task,) = tasks_by_key(ls, run, "codis_author").values()
@@ -207,7 +215,7 @@ def test_a_codis_item_a_model_answers_without_its_context_is_flagged(label_studi
 def test_mme_realworld_target_too_big_revised_kept_exported_byte_for_byte(label_studio, prefect_api, tmp_path, cli_env):
     source = big_photo_source(tmp_path / "src")
     run = tmp_path / "run"
-    mme_realworld_flow(source=str(source), out=str(run))
+    run_flow("mme-realworld", source=str(source), out=str(run))
     ls, root = label_studio.client(), label_studio.document_root
     reviewer = label_studio.client(label_studio.annotators[0])
     push(run, ls, root)

@@ -10,7 +10,7 @@ from PIL import Image
 
 from perceptforge.data.schema import PerceptionItem
 from perceptforge.errors import InputError
-from perceptforge.flows.blink import blink_flow
+from perceptforge.flows.run import run as run_flow
 from perceptforge.store.sources import read_source_dir
 
 BIRD = {"beak": [40, 60], "eye": [60, 50], "tail": [200, 120], "left foot": [110, 200], "right foot": [150, 205]}
@@ -66,7 +66,7 @@ TASKS = ["art_style", "semantic_correspondence", "functional_correspondence", "r
 def run(prefect_api, tmp_path_factory):
     root = tmp_path_factory.mktemp("annotated")
     source = source_folder(root / "src")
-    summary = blink_flow(source=str(source), out=str(root / "run"), tasks=TASKS)
+    summary = run_flow("blink", source=str(source), out=str(root / "run"), tasks=TASKS)
     items = [PerceptionItem.model_validate_json(p.read_text()) for p in sorted((root / "run" / "items").glob("*.json"))]
     return source, summary, items
 
@@ -195,8 +195,8 @@ def test_counting_by_the_grounder_as_an_open_vocabulary_detector(prefect_api, tm
             "box_format": "pixel",
         }
         (tmp_path / "p.yaml").write_text(yaml.safe_dump(profile))
-        summary = blink_flow(
-            source=str(folder), out=str(tmp_path / "run"), profile=str(tmp_path / "p.yaml"), tasks=["counting"]
+        summary = run_flow(
+            "blink", source=str(folder), out=str(tmp_path / "run"), profile=str(tmp_path / "p.yaml"), tasks=["counting"]
         )
     assert summary["items_per_task"] == {"Counting": 1}
     (item,) = [PerceptionItem.model_validate_json(p.read_text()) for p in (tmp_path / "run" / "items").glob("*.json")]

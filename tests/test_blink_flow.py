@@ -13,7 +13,8 @@ from PIL import Image
 
 from perceptforge.data.schema import PerceptionItem
 from perceptforge.errors import InputError
-from perceptforge.flows.blink import blink_flow, parse_variants
+from perceptforge.flows.blink import parse_variants
+from perceptforge.flows.run import run as run_flow
 from perceptforge.outputs.blink_export import export_blink
 from perceptforge.scorer.benchmarks import blink as blink_scorer
 
@@ -21,7 +22,7 @@ from perceptforge.scorer.benchmarks import blink as blink_scorer
 @pytest.fixture(scope="module")
 def blink_run(prefect_api, sample_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("blink") / "run"
-    return out, blink_flow(source=str(sample_dir), out=str(out), seed=0)
+    return out, run_flow("blink", source=str(sample_dir), out=str(out), seed=0)
 
 
 def item_files(run):
@@ -104,7 +105,7 @@ def test_items_are_true_of_their_construction(blink_run, sample_dir):
 def test_rerun_is_byte_identical_and_a_killed_run_resumes(blink_run, sample_dir, tmp_path):
     run, _ = blink_run
     again = tmp_path / "again"
-    blink_flow(source=str(sample_dir), out=str(again), seed=0)
+    run_flow("blink", source=str(sample_dir), out=str(again), seed=0)
     assert item_files(again) == item_files(run)
     # a run that lost some finished units (killed before they were written) builds only those again
     lost = sorted((again / "perception").glob("*.json"))[:5]
@@ -112,7 +113,7 @@ def test_rerun_is_byte_identical_and_a_killed_run_resumes(blink_run, sample_dir,
         path.unlink()
     for path in (again / "items").glob("*.json"):
         path.unlink()
-    blink_flow(source=str(sample_dir), out=str(again), seed=0)
+    run_flow("blink", source=str(sample_dir), out=str(again), seed=0)
     assert item_files(again) == item_files(run)
 
 
@@ -120,7 +121,8 @@ def test_prompt_variants_are_the_same_questions_with_other_marks(prefect_api, sa
     assert [v.name for v in parse_variants("5,15:red,grey")] == ["r5-red", "r5-grey", "r15-red", "r15-grey"]
     with pytest.raises(InputError, match="unknown colour"):
         parse_variants("10:blue")
-    summary = blink_flow(
+    summary = run_flow(
+        "blink",
         source=str(sample_dir),
         out=str(tmp_path / "v"),
         seed=0,
@@ -272,8 +274,13 @@ def test_visual_similarity_by_a_clip_embedding_when_the_profile_names_one(prefec
     local = (Path(perceptforge.__file__).parent / "configs" / "local.yaml").read_text()
     profile = tmp_path / "clip.yaml"
     profile.write_text(local.replace("gates:\n", f"gates:\n  clip:\n    model: {clip}\n", 1))
-    summary = blink_flow(
-        source=str(sample_dir), out=str(tmp_path / "run"), profile=str(profile), seed=0, tasks=["visual_similarity"]
+    summary = run_flow(
+        "blink",
+        source=str(sample_dir),
+        out=str(tmp_path / "run"),
+        profile=str(profile),
+        seed=0,
+        tasks=["visual_similarity"],
     )
     items = [PerceptionItem.model_validate_json(p.read_text()) for p in (tmp_path / "run" / "items").glob("*.json")]
     assert items and summary["items_per_task"] == {"Visual_Similarity": len(items)}
@@ -300,8 +307,13 @@ def test_visual_similarity_by_a_dino_embedding_when_the_profile_names_an_embedde
     local = (Path(perceptforge.__file__).parent / "configs" / "local.yaml").read_text()
     profile = tmp_path / "dino.yaml"
     profile.write_text(local + f"embedder:\n  backend: transformers-embedding\n  model_path: {dino}\n")
-    summary = blink_flow(
-        source=str(sample_dir), out=str(tmp_path / "run"), profile=str(profile), seed=0, tasks=["visual_similarity"]
+    summary = run_flow(
+        "blink",
+        source=str(sample_dir),
+        out=str(tmp_path / "run"),
+        profile=str(profile),
+        seed=0,
+        tasks=["visual_similarity"],
     )
     items = [PerceptionItem.model_validate_json(p.read_text()) for p in (tmp_path / "run" / "items").glob("*.json")]
     assert items and summary["items_per_task"] == {"Visual_Similarity": len(items)}
@@ -329,8 +341,13 @@ def test_relative_depth_by_a_depth_model_when_the_profile_names_one(prefect_api,
     local = (Path(perceptforge.__file__).parent / "configs" / "local.yaml").read_text()
     profile = tmp_path / "depth.yaml"
     profile.write_text(local + f"depth:\n  backend: transformers-depth\n  model_path: {dpt}\n")
-    blink_flow(
-        source=str(sample_dir), out=str(tmp_path / "run"), profile=str(profile), seed=0, tasks=["relative_depth"]
+    run_flow(
+        "blink",
+        source=str(sample_dir),
+        out=str(tmp_path / "run"),
+        profile=str(profile),
+        seed=0,
+        tasks=["relative_depth"],
     )
     items = [PerceptionItem.model_validate_json(p.read_text()) for p in (tmp_path / "run" / "items").glob("*.json")]
     by_model = [i for i in items if "depth" in i.lineage.backends]
@@ -357,14 +374,21 @@ def test_forensic_detection_with_a_text_to_image_model_and_skipped_without(prefe
 
     import perceptforge
 
-    skipped = blink_flow(source=str(sample_dir), out=str(tmp_path / "plain"), seed=0, tasks=["forensic_detection"])
+    skipped = run_flow(
+        "blink", source=str(sample_dir), out=str(tmp_path / "plain"), seed=0, tasks=["forensic_detection"]
+    )
     assert skipped["skipped_tasks"]["forensic_detection"].endswith("the profile names no text-to-image generator")
     model = save_tiny_sd(tmp_path / "sd", "t2i")
     local = (Path(perceptforge.__file__).parent / "configs" / "local.yaml").read_text()
     profile = tmp_path / "t2i.yaml"
     profile.write_text(local + f"generator:\n  backend: sd-text2image\n  model: {model}\n  steps: 2\n  max_side: 64\n")
-    summary = blink_flow(
-        source=str(sample_dir), out=str(tmp_path / "run"), profile=str(profile), seed=0, tasks=["forensic_detection"]
+    summary = run_flow(
+        "blink",
+        source=str(sample_dir),
+        out=str(tmp_path / "run"),
+        profile=str(profile),
+        seed=0,
+        tasks=["forensic_detection"],
     )
     items = [PerceptionItem.model_validate_json(p.read_text()) for p in (tmp_path / "run" / "items").glob("*.json")]
     assert summary["items_per_task"] == {"Forensic_Detection": 6} and len(items) == 6  # the six photographs

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from perceptforge.flows.mvp import mvp_flow
+from perceptforge.flows.run import run as run_flow
 from perceptforge.logic.templates import templates
 from perceptforge.store.donors import DonorLibrary
 
@@ -13,7 +13,7 @@ from perceptforge.store.donors import DonorLibrary
 def demo_run(prefect_api, sample_dir, tmp_path_factory):
     """The demo: the local profile on the bundled sample, seed 0."""
     out = tmp_path_factory.mktemp("demo") / "run"
-    return out, mvp_flow(source=str(sample_dir), profile="local", out=str(out), seed=0)
+    return out, run_flow("mvp", source=str(sample_dir), profile="local", out=str(out), seed=0)
 
 
 def test_mvp_flow_ingests_grounds_and_renders_only_what_the_local_backends_can(demo_run, sample_dir):
@@ -60,7 +60,7 @@ def test_mvp_flow_ingests_grounds_and_renders_only_what_the_local_backends_can(d
     assert [s["id"] for s in sources] == ["1", "2", "3", "4", "5", "6", "7", "8", "9"]
     assert sorted(p.name for p in (out / "groundings").iterdir()) == ["1.json", "2.json", "3.json"]
     first = {p.name: p.read_bytes() for p in sorted((out / "items").iterdir())}
-    mvp_flow(source=str(sample_dir), profile="local", out=str(out), seed=0)
+    run_flow("mvp", source=str(sample_dir), profile="local", out=str(out), seed=0)
     assert {p.name: p.read_bytes() for p in sorted((out / "items").iterdir())} == first
     candidate = json.loads((out / "candidates" / "1-B1.json").read_text())
     assert candidate["lineage"]["source_sha256"] == sources[0]["sha256"]
@@ -98,8 +98,14 @@ def test_every_item_answers_with_the_value_its_edit_rendered(demo_run):
 def test_candidates_are_byte_identical_per_seed(prefect_api, sample_dir, tmp_path):
     def run(name, seed):
         out = tmp_path / name
-        mvp_flow(
-            source=str(sample_dir), profile="local", out=str(out), seed=seed, limit=2, categories=["B1", "S1", "I1"]
+        run_flow(
+            "mvp",
+            source=str(sample_dir),
+            profile="local",
+            out=str(out),
+            seed=seed,
+            limit=2,
+            categories=["B1", "S1", "I1"],
         )
         return {f"{d}/{p.name}": p.read_bytes() for d in ("candidates", "items") for p in sorted((out / d).iterdir())}
 
@@ -119,7 +125,7 @@ def test_corrupt_and_escaping_images_are_quarantined(prefect_api, sample_dir, tm
     (src / "annotations.json").write_text(json.dumps(doc))
     out = tmp_path / "run"
     with caplog.at_level(logging.INFO):
-        summary = mvp_flow(source=str(src), profile="local", out=str(out), categories=["S1"])
+        summary = run_flow("mvp", source=str(src), profile="local", out=str(out), categories=["S1"])
     assert summary["counts"]["ingested"] == 7  # the 9 bundled sources but the two bad ones
     # every quarantine, bad files included, is one warning line: no error, no traceback
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

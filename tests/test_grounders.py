@@ -69,7 +69,7 @@ def test_openai_vlm_grounder(table, sample_dir):
 
 
 def test_flow_on_endpoint_backends(prefect_api, sample_dir, tmp_path):
-    from perceptforge.flows.mvp import mvp_flow
+    from perceptforge.flows.run import run as run_flow
 
     with ChatServer(vlm_answer(SHIKRA)) as server:
         profile = tmp_path / "endpoints.yaml"
@@ -78,8 +78,8 @@ def test_flow_on_endpoint_backends(prefect_api, sample_dir, tmp_path):
             "segmenter: {backend: grabcut}\ninpainter: {backend: composite}\n"
             f"llm: {{backend: openai, base_url: '{server.base_url}', model: tiny}}\n"
         )
-        summary = mvp_flow(
-            source=str(sample_dir), profile=str(profile), out=str(tmp_path / "run"), limit=1, categories=["S1"]
+        summary = run_flow(
+            "mvp", source=str(sample_dir), profile=str(profile), out=str(tmp_path / "run"), limit=1, categories=["S1"]
         )
     assert summary["counts"]["candidates"] == 1, summary
     assert summary["token_use"]["llm"]["requests"] >= 4 and summary["token_use"]["grounder"]["prompt_tokens"] > 0

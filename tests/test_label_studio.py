@@ -10,14 +10,14 @@ from helpers import perceptforge_cmd
 from perceptforge.annotation.labeling import KINDS, choice, config_text, text
 from perceptforge.annotation.sync import pull, push
 from perceptforge.errors import PerceptforgeError
-from perceptforge.flows.mvp import mvp_flow
+from perceptforge.flows.run import run as run_flow
 from perceptforge.outputs.export import export_split, load_items
 
 A, R = "Accept", "Reject"
 
 
 def make_run(out, sample_dir, **kw):
-    mvp_flow(source=str(sample_dir), profile="local", out=str(out), seed=0, **kw)
+    run_flow("mvp", source=str(sample_dir), profile="local", out=str(out), seed=0, **kw)
     return out
 
 

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from perceptforge.annotation.sync import pull, push
-from perceptforge.flows.mvp import mvp_flow
+from perceptforge.flows.run import run as run_flow
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Offline machine: without these, Chromium keeps trying to reach Google's services at start.
@@ -49,7 +49,7 @@ def test_an_annotator_accepts_an_item_in_the_labeling_ui(label_studio, browser, 
     from playwright.sync_api import expect
 
     run = tmp_path / "run"
-    mvp_flow(source=str(sample_dir), profile="local", out=str(run), seed=0, limit=1, categories=["S1"])
+    run_flow("mvp", source=str(sample_dir), profile="local", out=str(run), seed=0, limit=1, categories=["S1"])
     ls = label_studio.client()
     project = push(run, ls, label_studio.document_root)["projects"]["yes_no_pair"]
     annotator = label_studio.annotators[0]
@@ -87,14 +87,12 @@ def test_an_author_submits_a_codis_item_from_its_draft_in_the_labeling_ui(
     submits; pull reads it back as version 1 by that author."""
     from playwright.sync_api import expect
 
-    from perceptforge.annotation.authoring import pull as pull_authored
-    from perceptforge.annotation.authoring import push as push_authored
-    from perceptforge.flows.codis import codis_flow
+    from perceptforge.flows.registry import family_of_run
 
     run = tmp_path / "codis"
-    codis_flow(source=str(sample_dir), out=str(run), limit=1)
+    run_flow("codis", source=str(sample_dir), out=str(run), limit=1)
     ls = label_studio.client()
-    project = push_authored(run, ls, label_studio.document_root)["projects"]["codis_author"]
+    project = family_of_run(run).push(run, ls, label_studio.document_root)["projects"]["codis_author"]
     draft = json.loads(next((run / "drafts").glob("*.json")).read_text())
     annotator = label_studio.annotators[1]
 
@@ -117,7 +115,7 @@ def test_an_author_submits_a_codis_item_from_its_draft_in_the_labeling_ui(
     assert response.value.status == 201
     page.close()
 
-    pull_authored(run, ls)
+    family_of_run(run).pull(run, ls)
     (item,) = [json.loads(p.read_text()) for p in (run / "authoring" / "items").glob("*.json")]
     assert item["version"] == 1 and item["status"] == "in_review"
     assert item["lineage"]["author"] == annotator.email and item["lineage"]["parent_id"] == f"{draft['id']}.v0"

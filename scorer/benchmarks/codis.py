@@ -26,6 +26,9 @@ from perceptforge.scorer.predictions import iter_records, read_predictions
 from perceptforge.scorer.requests import Request, image_under
 from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 
+# what the audit's blind baseline leaves out in turn: CODIS items must need both the image and the context
+BLIND_MODES = ("none", "no_context")
+
 
 def read_data(paths: list[Path]) -> dict[str, dict]:
     pairs = {}

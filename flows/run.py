@@ -1,0 +1,139 @@
+"""The one run path of every family: plan, then the flow on the profile's task runner, then the summary.
+
+``run_family`` is what ``perceptforge run <family>`` calls, and what the deployments' flow (``deployed_run``)
+calls too, so a deployment plans first and honours the profile's runner like the command line does. The
+construction flow itself (``construct``) is one Prefect flow named after the family: it prepares the run
+directory (``run.json``, ``profile.yaml``, ``cache/``), runs the family's stages on the shared stage runner,
+and writes one summary whatever the family.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+from prefect.context import FlowRunContext
+
+from perceptforge.errors import PerceptforgeError
+from perceptforge.flows.common import prepare_run, record_profile, task_runner
+from perceptforge.flows.family import Family, RunPlan, RunRequest, StagesResult
+from perceptforge.flows.registry import family as family_named
+from perceptforge.tasks.runner import StageRunner
+
+
+class _PrintedByTheCli(logging.Filter):
+    """Prefect logs a failed flow's traceback. An input error or a stopped run (a full disk) is printed by the
+    CLI as one line instead; real faults keep their traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, PerceptforgeError)
+
+
+def runner_for(fam: Family, plan: RunPlan, request: RunRequest) -> Any:
+    """The profile's task runner (``--runner`` / ``--dask-address`` override it): its kind, its workers (threads:
+    enough for the endpoints in flight; cut to the memory budget for the largest source) and Dask address."""
+    prof = plan.inputs.profile
+    kind = request.runner or prof.runner.kind
+    workers = prof.thread_workers() if kind == "threads" else prof.runner.max_workers
+    workers = prof.workers_within_memory(workers, fam.largest_image(plan))
+    return task_runner(kind, workers, request.dask_address or prof.runner.dask_address)
+
+
+def run_family(fam: Family, request: RunRequest) -> dict:
+    """Plan (each input problem one line, nothing written), then the family's flow on the profile's runner."""
+    plan = fam.plan(request)
+    fam.check_run(plan)
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        logging.getLogger(name).addFilter(_PrintedByTheCli())
+    construct_flow = construct.with_options(name=fam.name, task_runner=runner_for(fam, plan, request))
+    return construct_flow(family=fam.name, **asdict(request))
+
+
+def runner_in_use() -> dict[str, Any]:
+    """The flow run's task runner as the summary records it (what the profile and options chose)."""
+    ctx = FlowRunContext.get()
+    runner = ctx.task_runner if ctx else None
+    return {
+        "kind": type(runner).__name__,
+        "max_workers": getattr(runner, "_max_workers", None),
+        "cluster_kwargs": getattr(runner, "cluster_kwargs", None),
+        "address": getattr(runner, "address", None),
+    }
+
+
+def summary_of(fam: Family, plan: RunPlan, runner: StageRunner, result: StagesResult) -> dict:
+    """The run's ``summary.json``, the same frame for every family: its own figures between."""
+    return {
+        "flow": fam.name,
+        "profile": plan.inputs.profile.name,
+        "seed": plan.inputs.seed,
+        "runner": runner_in_use(),
+        **result.figures,
+        "counts": result.counts | {"quarantined": len(runner.run.gather_quarantine())},
+        "failures": dict(sorted(runner.failures.items())),
+        "wall_time_s": {k: round(v, 3) for k, v in runner.timings.items()},
+    }
+
+
+@flow(name="construct")
+def construct(
+    family: str,
+    source: str,
+    out: str,
+    profile: str = "local",
+    seed: int | None = None,
+    limit: int | None = None,
+    select: list[str] | None = None,
+    fresh: bool = False,
+    runner: str | None = None,
+    dask_address: str | None = None,
+    options: dict[str, str] | None = None,
+) -> dict:
+    """Build a family's items from ``source`` into the run directory ``out`` (``run_family`` names this flow
+    after the family and gives it the profile's task runner)."""
+    fam = family_named(family)
+    request = RunRequest(source, out, profile, seed, limit, select, fresh, runner, dask_address, options or {})
+    plan = fam.plan(request)
+    run = prepare_run(plan.inputs.out, plan.identity, plan.fresh)
+    record_profile(run, plan.inputs.profile)  # push, pull and export read the run's own settings
+    runtime = plan.inputs.profile.runtime(cache_dir=run.path / "cache")
+    stage_runner = StageRunner(run, release_models=plan.inputs.profile.release_models_between_stages)
+    result = fam.stages(plan, run, stage_runner, runtime)
+    summary = summary_of(fam, plan, stage_runner, result)
+    run.write_summary(summary)
+    stage_runner.publish(fam.name, summary, result.per_category)
+    summary["report"] = str(fam.write_report(run))
+    return summary
+
+
+@flow(name="perceptforge-run")
+def deployed_run(
+    family: str,
+    source: str,
+    out: str,
+    profile: str = "local",
+    seed: int | None = None,
+    limit: int | None = None,
+    select: list[str] | None = None,
+    fresh: bool = False,
+    options: dict[str, str] | None = None,
+) -> dict:
+    """A deployment's run: the same path as `perceptforge run <family>` (plan first, the profile's runner),
+    the family's flow as a subflow."""
+    request = RunRequest(source, out, profile, seed, limit, select, fresh, options=options or {})
+    return run_family(family_named(family), request)
+
+
+def run(family: str, source: str | Path, out: str | Path, **given: Any) -> dict:
+    """``run_family`` from Python (tests, notebooks): ``categories`` or ``tasks`` select, the family's own
+    options by name (``prompt_variants``), the rest as ``RunRequest`` fields."""
+    fam = family_named(family)
+    select = given.pop("categories", None) or given.pop("tasks", None)
+    options = {k: str(given.pop(k)) for k in list(given) if k in fam.options and given[k] is not None}
+    for k in fam.options:
+        given.pop(k, None)
+    return run_family(fam, RunRequest(str(source), str(out), select=select, options=options, **given))
