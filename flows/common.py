@@ -1,5 +1,5 @@
-"""What every construction flow does around its stages: choose templates and sources, record the run's
-settings, pick the task runner, and write the summary (with its Prefect artifacts)."""
+"""What the construction flows share around their stages: the run directory's identity and preparation, the
+run's recorded settings, the task runner, and the MVP templates and renderable values."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import shutil
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import yaml
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from perceptforge.configs.profile import Profile, load_profile
-from perceptforge.data.schema import BenchmarkItem, Candidate, EditKind, Rendering
+from perceptforge.data.schema import EditKind, Rendering
 from perceptforge.errors import InputError, PerceptforgeError
 from perceptforge.fileio import atomic_write_text, write_json
 from perceptforge.logic import renderings
@@ -23,7 +22,6 @@ from perceptforge.logic.templates import Template, templates
 from perceptforge.prompts.library import load_prompt
 from perceptforge.store.rundir import RunDir
 from perceptforge.store.sources import SourceEntry
-from perceptforge.tasks.runner import StageRunner, Unit
 
 
 def task_runner(kind: str = "threads", max_workers: int = 2, dask_address: str | None = None) -> Any:
@@ -84,15 +82,6 @@ def renderable_values(
     return offers, skipped
 
 
-def select_entries(entries: list[SourceEntry], limit: int | None) -> list[SourceEntry]:
-    """Sorted by id; ``limit`` counts images with a main subject (the units); donor scenes always come."""
-    entries = sorted(entries, key=lambda e: e.source_id)
-    if limit is None:
-        return entries
-    subjects = [e for e in entries if e.subject][:limit]
-    return sorted(subjects + [e for e in entries if not e.subject], key=lambda e: e.source_id)
-
-
 def profile_and_seed(profile: str, seed: int | None) -> tuple[Profile, int]:
     """The profile, and the run's seed: the one given, else the profile's."""
     prof = load_profile(profile)
@@ -114,19 +103,6 @@ def sources_digest(source_dir: Path, annotation_file: str, entries: list[SourceE
 def profile_digest(prof: Profile) -> str:
     """The resolved profile's hash: a run made with other settings is another run."""
     return hashlib.sha256(json.dumps(prof.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
-
-
-def run_identity(
-    flow: str, prof: Profile, seed: int, used: dict[str, Template], sources: str, limit: int | None
-) -> dict[str, Any]:
-    return {
-        "flow": flow,
-        "profile": profile_digest(prof),
-        "seed": seed,
-        "categories": sorted(used),
-        "sources": sources,
-        "limit": limit,
-    }
 
 
 def identity_conflict(old: dict[str, Any], new: dict[str, Any]) -> str | None:
@@ -191,45 +167,3 @@ def record_run_settings(run: RunDir, prof: Profile, used: dict[str, Template]) -
             for tid, t in used.items()
         },
     )
-
-
-def summarise(
-    flow: str,
-    prof: Profile,
-    seed: int,
-    runner: StageRunner,
-    skipped: dict[str, str],
-    counts: dict[str, int],
-    items: list[BenchmarkItem],
-    candidates: list[tuple[Unit, Candidate]],
-    clients: dict[str, Any],
-    backends: dict[str, Any] | None = None,
-) -> dict:
-    """The run's ``summary.json`` (also published as Prefect artifacts)."""
-    quarantine = runner.run.gather_quarantine()
-    per_level = Counter(f"{i.category.low}/{getattr(i.question, 'level', '')}" for i in items)
-    usage = {name: getattr(getattr(c, "client", None), "usage", None) for name, c in clients.items()}
-    summary: dict[str, Any] = {
-        "flow": flow,
-        "profile": prof.name,
-        "backends": prof.backend_names(),
-        "seed": seed,
-        "counts": counts | {"quarantined": len(quarantine)},
-        "items_per_category_level": dict(sorted(per_level.items())),
-        "candidates_per_category": dict(sorted(Counter(c.category.low for _, c in candidates).items())),
-        "skipped_categories": skipped,
-        "failures": dict(sorted(runner.failures.items())),
-        "token_use": {
-            name: {"requests": u.requests, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
-            for name, u in usage.items()
-            if u is not None
-        },
-        "wall_time_s": {k: round(v, 3) for k, v in runner.timings.items()},
-        # what the model backends report of their work: encoder runs spared, batch sizes chosen, precision
-        "backend_stats": {
-            name: b.stats() for name, b in (backends or {}).items() if b is not None and hasattr(b, "stats")
-        },
-    }
-    runner.run.write_summary(summary)
-    runner.publish(flow, summary, summary["items_per_category_level"])
-    return summary

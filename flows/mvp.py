@@ -115,7 +115,7 @@ class MvpFamily(Family):
         return StagesResult(counts, per_level, figures)
 
     def write_report(self, run: RunDir) -> Path:
-        return write_report(run)
+        return Path(write_report(run))
 
     def notes(self, summary: dict) -> list[str]:
         return [f"[dim]skipped {c}: {why}[/]" for c, why in summary.get("skipped_categories", {}).items()]

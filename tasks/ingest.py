@@ -57,7 +57,7 @@ def ingest(entry: SourceEntry, source_dir: Path, max_pixels: int | None, run_pat
 
 
 def ingest_stage(
-    runner: StageRunner, entries: list[SourceEntry], source_dir: Path, task: Any = ingest, **limits: int | None
+    runner: StageRunner, entries: list[SourceEntry], source_dir: Path, task: Any = ingest, **limits: Any
 ) -> dict[str, tuple[SourceEntry, Any]]:
     """source id → (entry, ingested record); ``sources.jsonl`` lists every ingested source, sorted by id.
     ``task`` ingests one source under the named ``limits`` it takes (this module's ``ingest``: decoded, at most

@@ -20,6 +20,8 @@ CATS = [("behaviour", "B3", "Behaviour-Object Association"), ("scenario", "S1", 
 
 def make_run(tmp_path, n_per_cat=4):
     run = RunDir(tmp_path / "run")
+    run.path.mkdir(parents=True, exist_ok=True)
+    (run.path / "run.json").write_text('{"flow": "mvp"}')  # what every run directory records: its family
     rng = np.random.default_rng(0)
     for _c, (high, low, name) in enumerate(CATS):
         for k in range(n_per_cat):
