@@ -21,14 +21,12 @@ from pydantic import ValidationError
 from perceptforge.annotation.labeling import Control, answers, result_errors
 from perceptforge.data.schema import LETTERS, BenchmarkItem
 
-STATUSES = ("kept", "rejected", "disagreement", "incomplete", "conflict", "invalid_correction")
-
 
 @dataclass
 class Decision:
     item_id: str
     kind: str
-    status: str  # one of STATUSES
+    status: str  # kept | rejected | disagreement | incomplete | conflict | invalid_correction
     verdicts: list[tuple[str, str]] = field(default_factory=list)  # (annotator, Accept/Reject) in annotation order
     reject_reasons: list[tuple[str, str]] = field(default_factory=list)  # (annotator, reason)
     invalid: list[dict] = field(default_factory=list)

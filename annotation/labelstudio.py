@@ -138,12 +138,6 @@ class LabelStudio:
             f"updating project {project_id}", lambda: plain(self.sdk().projects.update(project_id, **settings))
         )
 
-    def validate_config(self, project_id: int, label_config: str) -> None:
-        self.call(
-            "validating a labeling config",
-            lambda: self.sdk().projects.validate_label_config(project_id, label_config=label_config),
-        )
-
     # --- storage, tasks, annotations, users ------------------------------------------------------------
     def local_storages(self, project_id: int) -> list[dict]:
         return self.call(
@@ -179,12 +173,6 @@ class LabelStudio:
             return json.loads(b"".join(chunks))
 
         return self.call(f"exporting project {project_id}", download)
-
-    def annotate(self, task_id: int, result: list[dict]) -> dict:
-        return self.call(
-            f"annotating task {task_id}",
-            lambda: plain(self.sdk().annotations.create(task_id, result=result, request_options=SEND_ONCE)),
-        )
 
     def task_url(self, project_id: int, task_id: int) -> str:
         """Where a person opens the task in the labeling UI."""

@@ -71,12 +71,6 @@ def norm_to_xyxy(box: Sequence[float], width: float, height: float) -> XYXY:
     return tuple(float(Fraction(repr(v)) * f) for v, f in zip(vals, (fw, fh, fw, fh)))  # type: ignore[return-value]
 
 
-def format_norm(box: Sequence[float], width: float, height: float, decimals: int = 3) -> str:
-    """Pixel xyxy → Shikra's printed form ``[0.120,0.300,0.580,0.910]``."""
-    vals = xyxy_to_norm(box, width, height)
-    return "[" + ",".join(f"{v:.{decimals}f}" for v in vals) + "]"
-
-
 def grid1000_to_xyxy(box: Sequence[float], width: float, height: float) -> XYXY:
     """Qwen-VL's 0–1000 grid → pixel xyxy."""
     _check_size(width, height)
@@ -85,13 +79,6 @@ def grid1000_to_xyxy(box: Sequence[float], width: float, height: float) -> XYXY:
         raise ValueError(f"0-1000 grid box out of range: {list(box)}")
     fw, fh = Fraction(width) / 1000, Fraction(height) / 1000
     return _scale(vals, (fw, fh, fw, fh))
-
-
-def xyxy_to_grid1000(box: Sequence[float], width: float, height: float) -> tuple[int, int, int, int]:
-    _check_size(width, height)
-    x0, y0, x1, y1 = check_xyxy(box)
-    fw, fh = 1000 / Fraction(width), 1000 / Fraction(height)
-    return tuple(round(Fraction(v) * f) for v, f in zip((x0, y0, x1, y1), (fw, fh, fw, fh)))  # type: ignore[return-value]
 
 
 def xyxy_to_ls_percent(box: Sequence[float], width: float, height: float) -> dict[str, float]:
@@ -128,17 +115,3 @@ def clip_xyxy(box: Sequence[float], width: float, height: float) -> XYXY:
     if clipped[2] <= clipped[0] or clipped[3] <= clipped[1]:
         raise ValueError(f"box {list(box)} lies outside the {width}x{height} image")
     return clipped
-
-
-def box_area(box: Sequence[float]) -> float:
-    x0, y0, x1, y1 = check_xyxy(box)
-    return (x1 - x0) * (y1 - y0)
-
-
-def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
-    ax0, ay0, ax1, ay1 = check_xyxy(a)
-    bx0, by0, bx1, by1 = check_xyxy(b)
-    iw = max(0.0, min(ax1, bx1) - max(ax0, bx0))
-    ih = max(0.0, min(ay1, by1) - max(ay0, by0))
-    inter = iw * ih
-    return inter / (box_area(a) + box_area(b) - inter)

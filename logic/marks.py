@@ -1,5 +1,5 @@
-"""Visual prompts for BLINK-style items (BLINK §3.2, §4.3): circles (the default), boxes and mask overlays
-with a label ("A", "B", …) beside each mark.
+"""Visual prompts for BLINK-style items (BLINK §3.2, §4.3): circles (the default) and boxes, with a
+label ("A", "B", …) beside each mark.
 
 Placement is pure geometry and refuses rather than cheats: a mark never covers the point it marks (a
 circle is a ring around it), marks and labels stay inside the image, and two marks never overlap. When
@@ -206,11 +206,3 @@ def draw_marks(
             stroke_fill=halo_for(image, p.label_box),
         )
     return out, placed
-
-
-def overlay_mask(image: Image.Image, mask: np.ndarray, colour: RGB = (255, 0, 0), alpha: float = 0.45) -> Image.Image:
-    """The image with ``mask`` tinted: a region prompt (BLINK's segmentation-style marks)."""
-    pixels = np.asarray(image.convert("RGB"), np.float32)
-    tinted = pixels.copy()
-    tinted[mask] = pixels[mask] * (1 - alpha) + np.asarray(colour, np.float32) * alpha
-    return Image.fromarray(tinted.round().astype(np.uint8))

@@ -24,8 +24,6 @@ from perceptforge.data.schema import Category, EditKind
 from perceptforge.errors import InputError, describe_validation_error
 from perceptforge.prompts.library import load_prompt
 
-HIGH_LEVELS = ("identity", "emotion", "scenario", "role", "behaviour")
-
 # Values a template's prompts may name; the question and idea stages fill them (logic/context.py).
 CONTEXT_KEYS = frozenset(
     {

@@ -47,7 +47,3 @@ def png_bytes(image: Image.Image) -> bytes:
     buf = io.BytesIO()
     image.save(buf, format="PNG", optimize=False, compress_level=6)
     return buf.getvalue()
-
-
-def to_array(image: Image.Image) -> np.ndarray:
-    return np.asarray(image.convert("RGB"), dtype=np.uint8)

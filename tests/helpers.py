@@ -13,6 +13,25 @@ def perceptforge_cmd() -> list[str]:
     return [sys.executable, "-m", "perceptforge.cli"]
 
 
+def annotate(ls, task_id: int, result: list[dict]) -> dict:
+    """Submit one annotation to task ``task_id`` as the account of client ``ls`` (what a person does in the
+    labeling UI; the product only reads annotations)."""
+    from perceptforge.annotation.labelstudio import SEND_ONCE, plain
+
+    return ls.call(
+        f"annotating task {task_id}",
+        lambda: plain(ls.sdk().annotations.create(task_id, result=result, request_options=SEND_ONCE)),
+    )
+
+
+def validate_config(ls, project_id: int, label_config: str) -> None:
+    """Have the server check ``label_config`` (ServerRefused, HTTP 400, when it is not a valid one)."""
+    ls.call(
+        "validating a labeling config",
+        lambda: ls.sdk().projects.validate_label_config(project_id, label_config=label_config),
+    )
+
+
 def local_offers(template) -> list:
     """What the local profile's edit backends declare they can render for ``template`` (empty if none)."""
     from perceptforge.configs.profile import load_profile

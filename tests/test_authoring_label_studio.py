@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from authored_sources import big_photo_source
 from chat_server import ChatServer
-from helpers import perceptforge_cmd
+from helpers import annotate, perceptforge_cmd, validate_config
 
 from perceptforge.annotation.labeling import AUTHORING_KINDS, choice, config_text, rectangle_result, text
 from perceptforge.audit.blind import codis_item_checks
@@ -72,7 +72,7 @@ def test_every_authoring_config_is_valid_on_the_server(label_studio):
     ls = label_studio.client()
     scratch = ls.create_project({"title": "authoring config check", "label_config": config_text("codis_author")})["id"]
     for kind in AUTHORING_KINDS:
-        ls.validate_config(scratch, config_text(kind))
+        validate_config(ls, scratch, config_text(kind))
 
 
 def test_codis_write_review_revise_keep_export_and_score(label_studio, prefect_api, sample_dir, tmp_path, cli_env):
@@ -91,10 +91,11 @@ def test_codis_write_review_revise_keep_export_and_score(label_studio, prefect_a
     # the draft arrives as a prediction the author edits, and the parent it revises is the draft
     assert authors[f"{a}.v1"]["predictions"] and authors[f"{a}.v1"]["data"]["parent"] == f"{a}.v0"
 
-    ls.annotate(
-        authors[f"{a}.v1"]["id"], codis_answer("Is the toy big?", "It is a model.", "No.", "It is real.", "Yes.")
+    annotate(
+        ls, authors[f"{a}.v1"]["id"], codis_answer("Is the toy big?", "It is a model.", "No.", "It is real.", "Yes.")
     )
-    ls.annotate(
+    annotate(
+        ls,
         authors[f"{b}.v1"]["id"],
         codis_answer(
             "Is it cold outside?",
@@ -105,19 +106,20 @@ def test_codis_write_review_revise_keep_export_and_score(label_studio, prefect_a
             "Temporal Information",
         ),
     )
-    ls.annotate(
+    annotate(
+        ls,
         authors[f"{c}.v1"]["id"],
         codis_answer("Is the lamp on?", "It is night.", "Yes.", "It is noon.", "No.", "Temporal Information"),
     )
     assert push(run, ls, root)["imported"] == 3  # one review task per written version
     reviews = tasks_by_key(ls, run, "codis_review")
     assert set(reviews) == {f"{a}.v1", f"{b}.v1", f"{c}.v1"}
-    ls.annotate(reviews[f"{a}.v1"]["id"], review())  # the author's own review does not count
+    annotate(ls, reviews[f"{a}.v1"]["id"], review())  # the author's own review does not count
     for who in (ann1, ann2):
-        who.annotate(reviews[f"{a}.v1"]["id"], review())
-    ann1.annotate(reviews[f"{b}.v1"]["id"], review(correct=NO, comment="in Oslo it can be mild; say it snows"))
-    ann2.annotate(reviews[f"{b}.v1"]["id"], review())
-    ann1.annotate(reviews[f"{c}.v1"]["id"], review())
+        annotate(who, reviews[f"{a}.v1"]["id"], review())
+    annotate(ann1, reviews[f"{b}.v1"]["id"], review(correct=NO, comment="in Oslo it can be mild; say it snows"))
+    annotate(ann2, reviews[f"{b}.v1"]["id"], review())
+    annotate(ann1, reviews[f"{c}.v1"]["id"], review())
 
     summary = pull(run, ls)
     assert summary["status"] == {"in_review": 1, "kept": 1, "revise": 1}
@@ -129,7 +131,8 @@ def test_codis_write_review_revise_keep_export_and_score(label_studio, prefect_a
     assert push(run, ls, root)["imported"] == 1  # the revision task, with the reviewer's notes
     revision = tasks_by_key(ls, run, "codis_author")[f"{b}.v2"]
     assert "in Oslo it can be mild" in revision["data"]["review_notes"] and revision["data"]["parent"] == f"{b}.v1"
-    ls.annotate(
+    annotate(
+        ls,
         revision["id"],
         codis_answer(
             "Is it snowing?", "Snow covers the street.", "Yes.", "The street is dry.", "No.", "Temporal Information"
@@ -138,7 +141,7 @@ def test_codis_write_review_revise_keep_export_and_score(label_studio, prefect_a
     push(run, ls, root)
     v2 = tasks_by_key(ls, run, "codis_review")[f"{b}.v2"]
     for who in (ann1, ann2):
-        who.annotate(v2["id"], review())
+        annotate(who, v2["id"], review())
 
     summary = pull(run, ls)
     assert summary["status"] == {"in_review": 1, "kept": 2} and summary["revisions"] == 1
@@ -184,7 +187,8 @@ def test_a_codis_item_a_model_answers_without_its_context_is_flagged(label_studi
     ls, root = label_studio.client(), label_studio.document_root
     push(run, ls, root)
     (task,) = tasks_by_key(ls, run, "codis_author").values()
-    ls.annotate(
+    annotate(
+        ls,
         task["id"],
         codis_answer("Who wears the suit?", "We fly together.", "My colleague.", "We met today.", "A stranger."),
     )
@@ -231,20 +235,20 @@ def test_mme_realworld_target_too_big_revised_kept_exported_byte_for_byte(label_
         result += [choice("domain", "image", "Monitoring"), choice("language", "image", "en")]
         return result + [rectangle_result("target", "image", box, 4000, 3000, "target")]
 
-    ls.annotate(task["id"], written((0, 0, 2000, 1200)))  # a fifth of the image
+    annotate(ls, task["id"], written((0, 0, 2000, 1200)))  # a fifth of the image
     push(run, ls, root)
     (first_review,) = tasks_by_key(ls, run, "mme_realworld_review").values()
     assert "target_small: the target covers 20.0% of the image" in first_review["data"]["flags_text"]
-    reviewer.annotate(first_review["id"], review(rules=NO, comment="draw the box around the plate only"))
+    annotate(reviewer, first_review["id"], review(rules=NO, comment="draw the box around the plate only"))
     assert pull(run, ls)["status"] == {"revise": 1}
     push(run, ls, root)
     revision = tasks_by_key(ls, run, "mme_realworld_author")[f"{iid}.v2"]
     assert "draw the box around the plate only" in revision["data"]["review_notes"]
-    ls.annotate(revision["id"], written((3100, 2300, 3500, 2600)))
+    annotate(ls, revision["id"], written((3100, 2300, 3500, 2600)))
     push(run, ls, root)
     second = tasks_by_key(ls, run, "mme_realworld_review")[f"{iid}.v2"]
     assert second["data"]["flags_text"] == "none flagged"
-    reviewer.annotate(second["id"], review())
+    annotate(reviewer, second["id"], review())
     summary = pull(run, ls)
     assert summary["status"] == {"kept": 1} and summary["flagged"] == {}
 

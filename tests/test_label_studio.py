@@ -5,7 +5,7 @@ import subprocess
 
 import httpx
 import pytest
-from helpers import perceptforge_cmd
+from helpers import annotate, perceptforge_cmd, validate_config
 
 from perceptforge.annotation.labeling import KINDS, choice, config_text, text
 from perceptforge.annotation.sync import pull, push
@@ -30,9 +30,9 @@ def test_every_labeling_config_is_valid_on_the_server(label_studio):
     ls = label_studio.client()
     scratch = ls.create_project({"title": "config check", "label_config": config_text("single_mcq")})["id"]
     for kind in KINDS:
-        ls.validate_config(scratch, config_text(kind))
+        validate_config(ls, scratch, config_text(kind))
     with pytest.raises(PerceptforgeError, match="HTTP 400.*not found in names"):
-        ls.validate_config(scratch, config_text("yes_no_pair").replace('toName="natural"', 'toName="nowhere"', 1))
+        validate_config(ls, scratch, config_text("yes_no_pair").replace('toName="natural"', 'toName="nowhere"', 1))
 
 
 @pytest.mark.parametrize("token_kind", ["legacy", "personal"])
@@ -76,17 +76,17 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
         choice("distractor_letter", "manipulated", wrong),
         text("distractor_fix", "manipulated", "a tiny purple umbrella"),
     ]
-    ann1.annotate(tasks[yn_low.id]["id"], verdict(yn_low, A))  # both accept → kept
-    ann2.annotate(tasks[yn_low.id]["id"], verdict(yn_low, A))
-    ann1.annotate(tasks[yn_high.id]["id"], verdict(yn_high, A))  # one accepts, one rejects → disagreement
-    ann2.annotate(tasks[yn_high.id]["id"], verdict(yn_high, R))
-    ann1.annotate(tasks[single.id]["id"], verdict(single, A, *fix))  # accept with an edited distractor → v2
-    ann2.annotate(tasks[single.id]["id"], verdict(single, A))
-    ann1.annotate(tasks[cross_low.id]["id"], verdict(cross_low, R))  # both reject
-    ann2.annotate(tasks[cross_low.id]["id"], verdict(cross_low, R))
-    ann1.annotate(tasks[cross_high.id]["id"], verdict(cross_high, A))  # one annotation only → incomplete
-    ann2.annotate(
-        tasks[cross_high.id]["id"], [choice("bogus_control", "manipulated", "x")]
+    annotate(ann1, tasks[yn_low.id]["id"], verdict(yn_low, A))  # both accept → kept
+    annotate(ann2, tasks[yn_low.id]["id"], verdict(yn_low, A))
+    annotate(ann1, tasks[yn_high.id]["id"], verdict(yn_high, A))  # one accepts, one rejects → disagreement
+    annotate(ann2, tasks[yn_high.id]["id"], verdict(yn_high, R))
+    annotate(ann1, tasks[single.id]["id"], verdict(single, A, *fix))  # accept with an edited distractor → v2
+    annotate(ann2, tasks[single.id]["id"], verdict(single, A))
+    annotate(ann1, tasks[cross_low.id]["id"], verdict(cross_low, R))  # both reject
+    annotate(ann2, tasks[cross_low.id]["id"], verdict(cross_low, R))
+    annotate(ann1, tasks[cross_high.id]["id"], verdict(cross_high, A))  # one annotation only → incomplete
+    annotate(
+        ann2, tasks[cross_high.id]["id"], [choice("bogus_control", "manipulated", "x")]
     )  # stored by the server, invalid here
 
     summary = pull(run, ls)
@@ -269,7 +269,7 @@ def test_verify_flow_waits_then_pulls(label_studio, prefect_api, sample_dir, tmp
     for task in tasks_by_item(ls, run).values():
         anchor = "natural" if task["data"]["kind"] == "yes_no_pair" else "manipulated"
         for annotator in label_studio.annotators:
-            label_studio.client(annotator).annotate(task["id"], [choice("verdict", anchor, A)])
+            annotate(label_studio.client(annotator), task["id"], [choice("verdict", anchor, A)])
     done = verify_flow(**args, timeout_s=60, poll_s=1)
     assert done["still_waiting"] == 0 and done["pushed"]["imported"] == 0 and done["status"] == {"kept": 5}
     assert done["agreement"]["overall"] == {"items": 5, "percent_agreement": 100.0, "cohens_kappa": None}

@@ -10,7 +10,6 @@ from perceptforge.logic.marks import (
     MarkPlacementError,
     MarkStyle,
     draw_marks,
-    overlay_mask,
     ring_radius,
     scaled,
 )
@@ -79,11 +78,7 @@ def test_ink_has_a_halo_that_contrasts_with_the_background():
         assert halo in pixels and (255, 0, 0) in pixels
 
 
-def test_box_marks_and_mask_overlays():
+def test_box_marks():
     image = canvas()
     out, (p,) = draw_marks(image, [Mark("A", box=(50, 60, 200, 220))], MarkStyle(shape="box"))
     assert tuple(np.asarray(out)[60, 120]) == (255, 0, 0) and not changed(image, out)[140, 120]
-    mask = np.zeros((512, 512), bool)
-    mask[100:150, 100:150] = True
-    tinted = np.asarray(overlay_mask(image, mask))
-    assert tuple(tinted[120, 120]) != GREY and tuple(tinted[10, 10]) == GREY
