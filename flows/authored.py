@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from perceptforge.backends.registry import Runtime
 from perceptforge.data.authored_kind import AuthoredKind
 from perceptforge.flows.family import Exported, ExportOptions, Family, RunPlan, RunRequest, StagesResult, plan_inputs
-from perceptforge.outputs.authored_report import write_authored_report
 from perceptforge.store.rundir import RunDir
-from perceptforge.tasks import authoring, ingest
-from perceptforge.tasks.runner import StageRunner
+
+if TYPE_CHECKING:
+    from perceptforge.tasks.runner import StageRunner
 
 
 def category_of(content: Any) -> str:
@@ -39,6 +39,8 @@ class AuthoredFamily(Family):
 
     def stages(self, plan: RunPlan, run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
         """ingest (original bytes) → draft (the profile's writer)."""
+        from perceptforge.tasks import authoring, ingest  # with the run, not the CLI: --help stays quick
+
         prof, settings = plan.inputs.profile, plan.inputs.profile.authoring
         min_side = settings.min_short_side if self.kind.full_resolution else None
         sources = ingest.ingest_stage(
@@ -56,6 +58,8 @@ class AuthoredFamily(Family):
         return StagesResult(counts, per_category, figures)
 
     def write_report(self, run: RunDir) -> Path:
+        from perceptforge.outputs.authored_report import write_authored_report
+
         return Path(write_authored_report(run))
 
     def built(self, summary: dict) -> int:

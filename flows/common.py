@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from prefect.task_runners import ThreadPoolTaskRunner
 
 from perceptforge.configs.profile import Profile, load_profile
 from perceptforge.data.schema import EditKind, Rendering
@@ -29,6 +28,8 @@ def task_runner(kind: str = "threads", max_workers: int = 2, dask_address: str |
     existing one at ``dask_address`` (tcp://host:8786). For GPU clusters prefect-ray's RayTaskRunner is the
     same one-line swap (see README "Scale-out")."""
     if kind == "threads":
+        from prefect.task_runners import ThreadPoolTaskRunner  # here: the CLI's --help stays quick
+
         return ThreadPoolTaskRunner(max_workers=max_workers)
     if kind == "dask":
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perceptforge.backends.registry import Runtime
 from perceptforge.flows.common import record_run_settings, renderable_values, select_templates
@@ -26,10 +26,10 @@ from perceptforge.flows.family import (
     plan_inputs,
 )
 from perceptforge.logic.templates import Template
-from perceptforge.outputs.report import write_report
 from perceptforge.store.rundir import RunDir
-from perceptforge.tasks import edit, gates, ground, idea, ingest, items, mask, questions
-from perceptforge.tasks.runner import StageRunner
+
+if TYPE_CHECKING:
+    from perceptforge.tasks.runner import StageRunner
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class MvpFamily(Family):
         return RunPlan(self.name, inputs, identity, request.fresh, MvpDetails(all_templates, used))
 
     def stages(self, plan: RunPlan, run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
+        # the stages (Prefect tasks) load with the run, not with the CLI: `perceptforge --help` stays quick
+        from perceptforge.tasks import edit, gates, ground, idea, ingest, items, mask, questions
+
         prof, seed, entries = plan.inputs.profile, plan.inputs.seed, plan.inputs.entries
         all_templates, used = plan.details.all_templates, plan.details.used
         record_run_settings(run, prof, used)
@@ -115,6 +118,8 @@ class MvpFamily(Family):
         return StagesResult(counts, per_level, figures)
 
     def write_report(self, run: RunDir) -> Path:
+        from perceptforge.outputs.report import write_report
+
         return Path(write_report(run))
 
     def notes(self, summary: dict) -> list[str]:

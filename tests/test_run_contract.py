@@ -17,7 +17,7 @@ from perceptforge.flows.registry import families
 REPO = Path(__file__).resolve().parents[1]
 # each family's cheapest real run: a selection and a limit that still build something
 CHEAP = {
-    "mvp": ["--categories", "S1", "--limit", "1"],
+    "mvp": ["--categories", "I1", "--limit", "1"],
     "blink": ["--tasks", "jigsaw", "--limit", "2"],
     "codis": ["--limit", "2"],
     "mme-realworld": [],
