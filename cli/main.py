@@ -141,6 +141,9 @@ def _run_command(fam: Family) -> Callable[..., None]:
     return command
 
 
+# Prefect reads its settings when first imported, and a family module (a plug-in's too) may import it:
+# our defaults (state folder, quiet logs, the startup timeout) go in first.
+configure_prefect()
 for _family in families().values():
     run_app.command(_family.name)(_run_command(_family))
 

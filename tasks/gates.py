@@ -5,7 +5,7 @@ its reason and measurements."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from PIL import Image
@@ -43,8 +43,13 @@ def edited_region(image: Image.Image, mask: np.ndarray | None) -> Image.Image:
     return image.crop((int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1))
 
 
+class GateUnit(NamedTuple):
+    edit: EditRecord
+    candidate: Candidate
+
+
 @task(name="gate", cache_policy=NO_CACHE)
-def gate(unit: tuple[EditRecord, Candidate], gates: Gates, clip: Any, run_path: Path) -> int | Exception:
+def gate(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int | Exception:
     """The perceptual hash of what the edit changed, if the pair passes; else QualityGate with the reason."""
     try:
         return judge_pair(unit, gates, clip, run_path)
@@ -52,7 +57,7 @@ def gate(unit: tuple[EditRecord, Candidate], gates: Gates, clip: Any, run_path: 
         return exc
 
 
-def judge_pair(unit: tuple[EditRecord, Candidate], gates: Gates, clip: Any, run_path: Path) -> int | QualityGate:
+def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int | QualityGate:
     edit, candidate = unit
     run = RunDir(run_path)
     natural, manipulated = (load_rgb(run.sub(ref.path)) for ref in (edit.pair.natural, edit.pair.manipulated))
@@ -82,7 +87,7 @@ def gates_stage(
     clip: Any = None,
 ) -> list[tuple[Unit, EditRecord]]:
     """The edits that pass every gate, in unit order; the others are quarantined with the gate's reason."""
-    units = [Unit(u.name, u.file, (e, candidates[u.name])) for u, e in edits]
+    units = [Unit(u.name, u.file, GateUnit(e, candidates[u.name])) for u, e in edits]
     passed = runner.map("gates", gate, units, gates=gates, clip=clip, models=[clip])
     hashes = dict((u.name, h) for u, h in passed)
     dupes = near_duplicates(list(hashes.items()), gates.min_phash_distance)

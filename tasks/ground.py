@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -16,10 +17,13 @@ from perceptforge.store.sources import SourceEntry
 from perceptforge.tasks.runner import StageRunner, Unit, transient, unit_record
 
 
+class GroundUnit(NamedTuple):
+    entry: SourceEntry
+    source: IngestedSource
+
+
 @task(name="ground", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
-def ground(
-    unit: tuple[SourceEntry, IngestedSource], grounder: Grounder, used: list[Template], run_path: Path
-) -> Grounding | Exception:
+def ground(unit: GroundUnit, grounder: Grounder, used: list[Template], run_path: Path) -> Grounding | Exception:
     entry, source = unit
     run = RunDir(run_path)
     return unit_record(
@@ -38,8 +42,8 @@ def ground_stage(
     used: list[Template],
 ) -> dict[str, Grounding]:
     """source id → grounding. Images without a main subject (donor scenes and objects) are not grounded."""
-    units = [Unit(f"source-{sid}", e.file_name, (e, s)) for sid, (e, s) in sources.items() if e.subject]
+    units = [Unit(f"source-{sid}", e.file_name, GroundUnit(e, s)) for sid, (e, s) in sources.items() if e.subject]
     return {
-        u.value[0].source_id: g
+        u.value.entry.source_id: g
         for u, g in runner.map("ground", ground, units, grounder=grounder, used=used, models=[grounder])
     }

@@ -4,6 +4,7 @@ value, new caption, what it means at the high level — from the writer (LLM or 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -36,10 +37,14 @@ def make_idea(
     return IdeaRecord(unit=unit, idea=idea, instruction=instruction)
 
 
+class IdeaUnit(NamedTuple):
+    template: Template
+    grounding: Grounding
+    offered: list[Rendering]  # the values the profile's edit backends can render
+
+
 @task(name="idea", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
-def idea(
-    unit: tuple[Template, Grounding, list[Rendering]], writer: QuestionWriter, seed: int, run_path: Path
-) -> IdeaRecord | Exception:
+def idea(unit: IdeaUnit, writer: QuestionWriter, seed: int, run_path: Path) -> IdeaRecord | Exception:
     template, grounding, offered = unit
     rel = f"ideas/{safe_name(unit_id(grounding.source_id, template))}.json"
     return unit_record(RunDir(run_path), rel, lambda: make_idea(template, grounding, writer, offered, seed), IdeaRecord)
@@ -55,7 +60,7 @@ def idea_stage(
     seed: int,
 ) -> list[tuple[Unit, IdeaRecord]]:
     units = [
-        Unit(unit_id(sid, t), entries[sid].file_name, (t, g, offers[t.id]))
+        Unit(unit_id(sid, t), entries[sid].file_name, IdeaUnit(t, g, offers[t.id]))
         for sid, g in groundings.items()
         for t in templates
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -13,8 +14,13 @@ from perceptforge.store.rundir import RunDir
 from perceptforge.tasks.runner import StageRunner, Unit
 
 
+class ItemsUnit(NamedTuple):
+    candidate: Candidate
+    edit: EditRecord
+
+
 @task(name="items", cache_policy=NO_CACHE)
-def write_items(unit: tuple[Candidate, EditRecord], run_path: Path) -> list[BenchmarkItem] | OSError:
+def write_items(unit: ItemsUnit, run_path: Path) -> list[BenchmarkItem] | OSError:
     run = RunDir(run_path)
     items = build_items(*unit)
     try:
@@ -28,5 +34,5 @@ def write_items(unit: tuple[Candidate, EditRecord], run_path: Path) -> list[Benc
 def items_stage(
     runner: StageRunner, passed: list[tuple[Unit, EditRecord]], candidates: dict[str, Candidate]
 ) -> list[BenchmarkItem]:
-    units = [Unit(u.name, u.file, (candidates[u.name], e)) for u, e in passed]
+    units = [Unit(u.name, u.file, ItemsUnit(candidates[u.name], e)) for u, e in passed]
     return [item for _, items in runner.map("items", write_items, units) for item in items]

@@ -6,6 +6,7 @@ is quarantined here with its measurements."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from prefect import task
@@ -78,9 +79,16 @@ def make_mask(
     )
 
 
+class MaskUnit(NamedTuple):
+    template: Template
+    candidate: Candidate
+    source: IngestedSource
+    grounding: Grounding
+
+
 @task(name="mask", cache_policy=NO_CACHE)
 def mask(
-    unit: tuple[Template, Candidate, IngestedSource, Grounding],
+    unit: MaskUnit,
     segmenter: Segmenter,
     gates: Gates,
     seed: int,
@@ -111,7 +119,7 @@ def mask_stage(
     units = []
     for u, c in candidates:
         sid = c.lineage.source_id
-        units.append(Unit(u.name, u.file, (templates[c.lineage.template_id], c, sources[sid], groundings[sid])))
+        units.append(Unit(u.name, u.file, MaskUnit(templates[c.lineage.template_id], c, sources[sid], groundings[sid])))
     return runner.map(
         "mask", mask, units, segmenter=segmenter, gates=gates, seed=seed, device=device, models=[segmenter]
     )

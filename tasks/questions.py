@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -88,9 +89,16 @@ def make_candidate(
     )
 
 
+class QuestionsUnit(NamedTuple):
+    template: Template
+    grounding: Grounding
+    source: IngestedSource
+    idea: IdeaRecord
+
+
 @task(name="questions", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
 def write_questions(
-    unit: tuple[Template, Grounding, IngestedSource, IdeaRecord],
+    unit: QuestionsUnit,
     writer: QuestionWriter,
     cross_descriptions: list[str],
     seed: int,
@@ -113,7 +121,11 @@ def questions_stage(
     all_templates: dict[str, Template],
     seed: int,
 ) -> list[tuple[Unit, Candidate]]:
-    units = [Unit(u.name, u.file, (u.value[0], u.value[1], sources[u.value[1].source_id], rec)) for u, rec in ideas]
+    units = [
+        Unit(u.name, u.file, QuestionsUnit(i.template, i.grounding, sources[i.grounding.source_id], rec))
+        for u, rec in ideas
+        for i in (u.value,)
+    ]
     descriptions = [t.cross_description for t in all_templates.values()]
     return runner.map(
         "questions",
