@@ -63,7 +63,7 @@ def run_and_print(fam: Family, request: RunRequest) -> dict:
         console.print(f"next: {fam.next_step.format(out=request.out)}", soft_wrap=True)
     if not fam.built(summary):
         reasons = ", ".join(f"{n} × {r}" for r, n in summary["failures"].items()) or "no unit reached the last stage"
-        err_console.print(f"[bold red]error:[/] the run built nothing ({reasons})", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {fam.nothing_built} ({reasons})", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     return summary
 

@@ -62,6 +62,8 @@ class AuthoredFamily(Family):
 
         return Path(write_authored_report(run))
 
+    nothing_built = "the run drafted no items"
+
     def built(self, summary: dict) -> int:
         return int(summary["counts"]["drafts"])
 

@@ -173,6 +173,8 @@ class Family:
     def write_report(self, run: RunDir) -> Path:
         raise NotImplementedError
 
+    nothing_built: ClassVar[str] = "the run built no items"  # the CLI's error when ``built`` is 0
+
     def built(self, summary: dict) -> int:
         """How many things the run made for people to take further (0: the run failed)."""
         return int(summary["counts"].get("items", 0))
