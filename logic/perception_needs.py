@@ -16,14 +16,22 @@ from typing import Literal, Protocol
 class Source(Protocol):
     """What the needs read of a source (``store.sources.SourceEntry`` has it)."""
 
-    regions: list[dict]
-    caption: str
-    synthetic: bool
-    extras: dict[str, str]
-    pose: dict | None
-    style: str | None
-    count_labels: list[str]
-    reflectance: list[dict]
+    @property
+    def regions(self) -> list[dict]: ...
+    @property
+    def caption(self) -> str: ...
+    @property
+    def synthetic(self) -> bool: ...
+    @property
+    def extras(self) -> dict[str, str]: ...
+    @property
+    def pose(self) -> dict | None: ...
+    @property
+    def style(self) -> str | None: ...
+    @property
+    def count_labels(self) -> list[str]: ...
+    @property
+    def reflectance(self) -> list[dict]: ...
 
 
 # Which other sources a unit takes besides its own: every other view of its pose sequence (``sequence``),

@@ -71,9 +71,8 @@ def prompt_roots() -> list[Path]:
     return list(dict.fromkeys(roots))
 
 
-@cache
-def _scan(root: Traversable) -> dict[str, dict[int, Traversable]]:
-    """prompt id → {version: file} under one root (read once: a root's files are fixed while we run)."""
+def _read(root: Traversable) -> dict[str, dict[int, Traversable]]:
+    """prompt id → {version: file} under one root."""
     found: dict[str, dict[int, Traversable]] = {}
     for stage in root.iterdir():
         if not stage.is_dir() or stage.name.startswith(("_", ".")):
@@ -85,11 +84,20 @@ def _scan(root: Traversable) -> dict[str, dict[int, Traversable]]:
     return found
 
 
+# Each root is read once: its files are fixed while we run. Which roots there are is asked on every call.
+@cache
+def _bundled() -> dict[str, dict[int, Traversable]]:
+    return _read(resources.files("perceptforge.prompts"))
+
+
+@cache
+def _scan(root: Path) -> dict[str, dict[int, Traversable]]:
+    return _read(root)
+
+
 def available() -> dict[str, dict[int, Traversable]]:
     """prompt id → {version: file}, over the bundled root and every extra one as they are now."""
-    found: dict[str, dict[int, Traversable]] = {
-        k: dict(v) for k, v in _scan(resources.files("perceptforge.prompts")).items()
-    }
+    found = {k: dict(v) for k, v in _bundled().items()}
     for root in prompt_roots():
         if not root.is_dir():
             raise PerceptforgeError(f"{root}: prompt folder not found")

@@ -143,8 +143,8 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     answered = {s.group for s in scored if s.method != "missing"}
     tasks = {t: (v if t in answered else None) for t, v in counted.items()}  # no prediction at all: "—", not 0
     sizes = Counter(group for group, _ in flags)
-    options = {item["task"]: item["options"] for item in items.values()}
-    random_row = {t: 100.0 / options[t] for t in tasks}
+    task_options = {item["task"]: item["options"] for item in items.values()}
+    random_row = {t: 100.0 / task_options[t] for t in tasks}
     metrics = {
         "tasks": tasks,
         "overall": m.mean(counted.values()),
