@@ -9,9 +9,10 @@ the reason; the summary gives items and random-choice accuracy per task.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perceptforge.backends.registry import Runtime
 from perceptforge.configs.profile import Profile
@@ -27,16 +28,17 @@ from perceptforge.flows.family import (
     check_selection,
     plan_inputs,
 )
+from perceptforge.logic import perception_needs as needs
 from perceptforge.logic.marks import MarkStyle
 from perceptforge.logic.perception_build import style_of
 from perceptforge.logic.perception_templates import PerceptionTemplate, load_perception_templates
-from perceptforge.outputs.blink_report import write_blink_report
 from perceptforge.prompts.library import load_prompt
 from perceptforge.store.rundir import RunDir
 from perceptforge.store.sources import SourceEntry
-from perceptforge.tasks import ingest
-from perceptforge.tasks.perception import PerceptionUnit, build_stage
-from perceptforge.tasks.runner import StageRunner
+
+if TYPE_CHECKING:  # the stages load with the run, not with the CLI: `perceptforge --help` stays quick
+    from perceptforge.tasks.perception import PerceptionUnit
+    from perceptforge.tasks.runner import StageRunner
 
 # BLINK §4.3's ablation: circle radius 5 / 10 / 15 px at 1024 px height, red or grey.
 COLOURS = {"red": (255, 0, 0), "grey": (128, 128, 128)}
@@ -65,84 +67,24 @@ def parse_variants(spec: str | None) -> list[Variant]:
     return [Variant(f"r{r:g}-{c}", r, COLOURS[c]) for r in radii for c in colours]
 
 
-# what a source must give for the tasks that pair it with other sources giving the same (style labels, keypoints)
-PAIRED_NEEDS = {
-    "style": "no art style label",
-    "keypoints": "no keypoints",
-    "functional_keypoints": "no functional keypoints",
-    "reflectance": "no reflectance judgements",
-}
-
-
 def has(entry: SourceEntry, need: str) -> bool:
-    if need == "style":
-        return entry.style is not None
-    if need == "reflectance":
-        return bool(entry.reflectance)
-    return any(r.get(need) for r in entry.regions)
+    """Whether the source itself gives ``need`` (``logic/perception_needs``)."""
+    return needs.gives(entry, need)
 
 
 def serves(
-    template: PerceptionTemplate,
-    entry: SourceEntry,
-    n_sources: int,
-    depth_model: bool = False,
-    generator: bool = False,
-    detector: bool = False,
+    template: PerceptionTemplate, entry: SourceEntry, n_sources: int, models: Collection[str] = ()
 ) -> str | None:
-    """Why ``entry`` cannot serve ``template`` (None: it can)."""
-    if "generator" in template.needs and not generator:
-        return "the profile names no text-to-image generator"
-    if "caption" in template.needs and not entry.caption:
-        return "no caption"
-    if "photograph" in template.needs and entry.synthetic:
-        return "a rendered image, not a photograph"
-    labelled = [r for r in entry.regions if "bbox" in r and r.get("label")]
-    if "labelled_boxes" in template.needs and not labelled:
-        return "no labelled boxes"
-    if "countable" in template.needs and not labelled and not (detector and entry.count_labels):
-        return "no labelled boxes" + ("" if detector else " (and the profile's grounder is no detector)")
-    if "second_image" in template.needs and n_sources < 2:
-        return "needs a second source image"
-    if "disparity" in template.needs and "disparity" not in entry.extras and not depth_model:
-        return "no disparity map (and the profile names no depth model)"
-    if "pose" in template.needs and not entry.pose:
-        return "no camera pose"
-    for need, why in PAIRED_NEEDS.items():
-        if need in template.needs and not has(entry, need):
-            return why
-    if entry.pose and not entry.pose["reference"] and "pose" not in template.needs:
-        return "a secondary view of a pose sequence (it serves Multi-view tasks only)"
-    return None
+    """Why ``entry`` cannot serve ``template`` in a run of ``n_sources`` whose profile has ``models`` (None: it can)."""
+    return needs.unmet(template.needs, entry, n_sources, models)
 
 
 def companions(
-    template: PerceptionTemplate, sid: str, sources: dict[str, tuple[SourceEntry, Any]], pool: bool = False
+    template: PerceptionTemplate, sid: str, sources: dict[str, tuple[SourceEntry, Any]], models: Collection[str] = ()
 ) -> list:
-    """The other sources a unit needs besides its own: every other view of its pose sequence, or the next
-    source in id order that is not a view of the same scene (a different picture)."""
-    entry = sources[sid][0]
-    if "pose" in template.needs:
-        sequence = entry.pose["sequence"] if entry.pose else None
-        return [
-            sources[k] for k in sorted(sources) if k != sid and (sources[k][0].pose or {}).get("sequence") == sequence
-        ]
-    paired = [n for n in ("style", "keypoints", "functional_keypoints") if n in template.needs]
-    if paired:  # every other source that gives the same; the builder picks its partners among them
-        return [sources[k] for k in sorted(sources) if k != sid and has(sources[k][0], paired[0])]
-    if "second_image" in template.needs:
-        scene = (entry.pose or {}).get("sequence")
-        ids = sorted(sources)
-        later = ids[ids.index(sid) + 1 :] + ids[: ids.index(sid)]
-        other = [
-            k
-            for k in later
-            if (scene is None or (sources[k][0].pose or {}).get("sequence") != scene)
-            and (sources[k][0].pose or {}).get("reference", True)
-        ]
-        # with a perceptual embedding every other photo is a candidate; without, the next one is the "other"
-        return [sources[k] for k in (other if pool else other[:1])]
-    return []
+    """The other sources a unit needs besides its own (``logic/perception_needs.companions``)."""
+    ids = needs.companions(template.needs, sid, {k: entry for k, (entry, _) in sources.items()}, models)
+    return [sources[k] for k in ids]
 
 
 @dataclass(frozen=True)
@@ -183,21 +125,19 @@ def plan_blink(
 
 
 def draws(template: PerceptionTemplate, entry: SourceEntry) -> int:
-    """How many items a unit's source gives the template: ``items_per_source``, and never more than the
-    source's reflectance judgements for a task drawn from them (one item each)."""
+    """How many items a unit's source gives the template: ``items_per_source``, and never more than its needs
+    allow (one item per reflectance judgement)."""
     wanted = int(template.params.get("items_per_source", 1))  # type: ignore[arg-type]
-    return min(wanted, len(entry.reflectance)) if "reflectance" in template.needs else wanted
+    return needs.items_per_source(template.needs, wanted, entry)
 
 
 def plan_units(
-    plan: BlinkPlan,
-    sources: dict[str, tuple[SourceEntry, Any]],
-    embedder: Any = None,
-    depth: Any = None,
-    generator: Any = None,
-    detector: Any = None,
+    plan: BlinkPlan, sources: dict[str, tuple[SourceEntry, Any]], models: Collection[str] = ()
 ) -> tuple[list[PerceptionUnit], dict[str, str]]:
-    """Every (source × task × variant) unit a source can serve, and each task no source serves, with why."""
+    """Every (source × task × variant) unit a source can serve when the profile has ``models`` (their names), and
+    each task no source serves, with why."""
+    from perceptforge.tasks.perception import PerceptionUnit
+
     ids = sorted(sources)
     units: list[PerceptionUnit] = []
     skipped: dict[str, str] = {}
@@ -205,11 +145,11 @@ def plan_units(
         reasons: Counter[str] = Counter()
         for sid in ids:
             entry, _ = sources[sid]
-            why = serves(template, entry, len(ids), depth is not None, generator is not None, detector is not None)
+            why = serves(template, entry, len(ids), models)
             if why:
                 reasons[why] += 1
                 continue
-            extra = companions(template, sid, sources, pool=embedder is not None)
+            extra = companions(template, sid, sources, models)
             index = len({u.sources[0][0].source_id for u in units if u.template.id == tid})
             # a template may draw several items from one source (``items_per_source``: points of one depth map)
             for draw in range(draws(template, entry)):
@@ -227,11 +167,7 @@ def plan_units(
                             style,
                             plan.source_dir,
                             index,
-                            embedder,
-                            depth,
-                            generator,
                             draw,
-                            detector if "countable" in template.needs else None,
                         )
                     )
         if not any(u.template.id == tid for u in units):
@@ -241,6 +177,9 @@ def plan_units(
 
 def blink_stages(plan: BlinkPlan, runner: StageRunner, runtime: Runtime) -> StagesResult:
     """ingest → build; the summary's figures: items and random-choice accuracy per task, skipped tasks."""
+    from perceptforge.tasks import ingest
+    from perceptforge.tasks.perception import build_stage
+
     sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, max_pixels=plan.profile.ingest.max_pixels)
     # a perceptual embedding for Visual Similarity: the profile's embedder (DINOv2 …), else its CLIP gate model
     embedder = plan.profile.build("embedder", runtime) or plan.profile.build_clip_gate(runtime)
@@ -249,19 +188,16 @@ def blink_stages(plan: BlinkPlan, runner: StageRunner, runtime: Runtime) -> Stag
     # the profile's grounder counts for Counting when it is an open-vocabulary detector (a VLM that boxes things)
     grounder = plan.profile.build("grounder", runtime)
     detector = grounder if hasattr(grounder, "detect") else None
-    units, skipped = plan_units(plan, sources, embedder, depth, generator, detector)
+    # by the names logic/perception_needs gives them
+    built = {"embedder": embedder, "depth": depth, "generator": generator, "detector": detector}
+    models = {name: model for name, model in built.items() if model is not None}
+    units, skipped = plan_units(plan, sources, frozenset(models))
     # Models load here, once, before the units run in threads (a diffusers pipeline loaded by two threads
     # at once breaks), and only when some unit's task asks for them.
-    asked = {need for u in units for need in u.template.needs}
-    for model, need in (
-        (embedder, "second_image"),
-        (depth, "disparity"),
-        (generator, "generator"),
-        (detector, "countable"),
-    ):
-        if model is not None and need in asked:
+    asked = {name for u in units for name in needs.models_used(u.template.needs)}
+    for name, model in models.items():
+        if name in asked:
             model.load()
-    models = tuple(m for m in (embedder, depth, generator, detector) if m is not None)
     items = build_stage(runner, units, plan.seed, models)
     per_task = dict(sorted(Counter(i.task for i in items).items()))
     random_choice = {t.task: t.random_choice for t in plan.templates.values() if t.task in per_task}
@@ -307,6 +243,8 @@ class BlinkFamily(Family):
         return blink_stages(plan.details, runner, runtime)
 
     def write_report(self, run: RunDir) -> Path:
+        from perceptforge.outputs.blink_report import write_blink_report
+
         return Path(write_blink_report(run))
 
     def table(self, summary: dict) -> tuple[str, list[str], list[list[str]]]:

@@ -1,18 +1,22 @@
 """One BLINK-style item from its template, its sources and the unit's generator: the images (visual prompts
 drawn in), the marks, the question's values, the choices and the answer. Builders are named by the
-template (``builder:``); each takes what its template's ``needs`` promise and raises ``NotApplicable`` (the
-source lacks something) or ``ValueError`` / ``MarkPlacementError`` (this draw cannot be made) otherwise."""
+template (``builder:``): the built-ins below (``BUILDERS``) and the functions the ``perceptforge.blink_builders``
+entry-point group names (``builders()``), each ``(template, sources, draw, style) -> Built``. A builder takes what
+its template's ``needs`` promise and raises ``NotApplicable`` (the source lacks something) or ``ValueError`` /
+``MarkPlacementError`` (this draw cannot be made) otherwise."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 
 import numpy as np
 from PIL import Image
 
 from perceptforge.data.schema import LETTERS
+from perceptforge.errors import InputError
 from perceptforge.logic import blink_tasks as bt
 from perceptforge.logic.marks import Mark, MarkStyle, draw_marks
 from perceptforge.logic.perception_templates import PerceptionTemplate
@@ -377,7 +381,10 @@ def relative_reflectance(t: PerceptionTemplate, sources: list[SourceView], draw:
     )
 
 
-BUILDERS: dict[str, Callable[[PerceptionTemplate, list[SourceView], Draw, MarkStyle], Built]] = {
+Builder = Callable[[PerceptionTemplate, list[SourceView], Draw, MarkStyle], Built]
+ENTRY_POINTS = "perceptforge.blink_builders"
+
+BUILDERS: dict[str, Builder] = {
     "jigsaw": jigsaw,
     "object_localization": object_localization,
     "counting": counting,
@@ -395,8 +402,23 @@ BUILDERS: dict[str, Callable[[PerceptionTemplate, list[SourceView], Draw, MarkSt
 }
 
 
+def builders() -> dict[str, Builder]:
+    """Every builder by name: the built-ins, then the entry points (which may not take a built-in's name)."""
+    found = dict(BUILDERS)
+    for ep in entry_points(group=ENTRY_POINTS):
+        where = f"entry point {ENTRY_POINTS}:{ep.name} ({ep.value})"
+        if ep.name in BUILDERS:
+            raise InputError(where, f"{ep.name!r} is a built-in builder; choose another name")
+        target = ep.load()
+        if not callable(target):
+            raise InputError(where, f"not a function (template, sources, draw, style) -> Built: {target!r}")
+        found[ep.name] = target
+    return found
+
+
 def build(template: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
-    built = BUILDERS[template.builder](template, sources, draw, style)
+    builder = BUILDERS.get(template.builder) or builders()[template.builder]
+    built = builder(template, sources, draw, style)
     if len(built.choices) != template.choices:
         raise ValueError(f"{template.id}: built {len(built.choices)} choices, the template says {template.choices}")
     built.sources = built.sources or [sources[0].id]

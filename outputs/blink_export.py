@@ -112,4 +112,17 @@ def export_blink(run_dir: Path, out: Path) -> list[Path]:
             write_hf_parquet(concat_rows, BLINK_COLUMNS, out / "concat" / task / "val-00000-of-00001.parquet")
         )
     written.append(write_json(out / "val_answers.json", dict(sorted(answers.items()))))
+    written.append(write_json(out / "tasks.json", task_table(by_task)))
     return written
+
+
+def task_table(by_task: dict[str, list[PerceptionItem]]) -> dict[str, dict]:
+    """What ``score blink`` needs of each task beside ``val_answers.json`` (``tasks.json``), so a task BLINK does
+    not have scores too: its number of options and, when every item words them the same, the option texts."""
+    table: dict[str, dict] = {}
+    for task, items in sorted(by_task.items()):
+        wordings = {tuple(i.choices) for i in items}
+        table[task] = {"options": max(len(i.choices) for i in items)}
+        if len(wordings) == 1:
+            table[task]["choices"] = list(next(iter(wordings)))
+    return table

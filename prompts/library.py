@@ -4,15 +4,22 @@ A prompt's id is ``<stage>/<name>``; its version is the ``vN`` in the file name 
 one is asked for); its hash is the SHA-256 of the text. Rendering checks that exactly the prompt's
 placeholders are given, so a renamed field fails at once, not as a silently odd prompt. Literal braces
 are written ``{{`` and ``}}``.
+
+Prompts are found under roots laid out the same way: the bundled ``prompts/`` folder, folders registered with
+``register_prompt_root`` (a BLINK-style task folder's ``prompts/``, by the task loader) and folders named in
+``PERCEPTFORGE_PROMPTS`` (``os.pathsep``-separated). A prompt id and version given by two roots is an error.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import string
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
 
 from perceptforge.errors import PerceptforgeError
 from perceptforge.fileio import sha256_bytes
@@ -47,20 +54,61 @@ class Prompt:
         return {"id": self.id, "version": self.version, "sha256": self.sha256}
 
 
-@cache
-def available() -> dict[str, dict[int, str]]:
-    """prompt id → {version: resource path}."""
-    root = resources.files("perceptforge.prompts")
-    found: dict[str, dict[int, str]] = {}
+ENV = "PERCEPTFORGE_PROMPTS"
+_registered: list[Path] = []
+
+
+def register_prompt_root(root: str | Path) -> None:
+    """Prompts under ``root`` (``<stage>/<name>.vN.txt``) are found from now on, besides the bundled ones."""
+    root = Path(root).resolve()
+    if root not in _registered:
+        _registered.append(root)
+
+
+def prompt_roots() -> list[Path]:
+    """The extra roots, registered first, then ``PERCEPTFORGE_PROMPTS``'s, each once."""
+    roots = [*_registered, *(Path(p).resolve() for p in os.environ.get(ENV, "").split(os.pathsep) if p)]
+    return list(dict.fromkeys(roots))
+
+
+def _read(root: Traversable) -> dict[str, dict[int, Traversable]]:
+    """prompt id → {version: file} under one root."""
+    found: dict[str, dict[int, Traversable]] = {}
     for stage in root.iterdir():
         if not stage.is_dir() or stage.name.startswith(("_", ".")):
             continue
         for entry in stage.iterdir():
             match = _FILE.match(entry.name)
             if match:
-                found.setdefault(f"{stage.name}/{match['name']}", {})[int(match["version"])] = (
-                    f"{stage.name}/{entry.name}"
-                )
+                found.setdefault(f"{stage.name}/{match['name']}", {})[int(match["version"])] = entry
+    return found
+
+
+# Each root is read once: its files are fixed while we run. Which roots there are is asked on every call.
+@cache
+def _bundled() -> dict[str, dict[int, Traversable]]:
+    return _read(resources.files("perceptforge.prompts"))
+
+
+@cache
+def _scan(root: Path) -> dict[str, dict[int, Traversable]]:
+    return _read(root)
+
+
+def available() -> dict[str, dict[int, Traversable]]:
+    """prompt id → {version: file}, over the bundled root and every extra one as they are now."""
+    found = {k: dict(v) for k, v in _bundled().items()}
+    for root in prompt_roots():
+        if not root.is_dir():
+            raise PerceptforgeError(f"{root}: prompt folder not found")
+        for prompt_id, versions in _scan(root).items():
+            known = found.setdefault(prompt_id, {})
+            for version, entry in versions.items():
+                if version in known:
+                    raise PerceptforgeError(
+                        f"{entry}: prompt {prompt_id} v{version} is already defined in {known[version]}"
+                    )
+                known[version] = entry
     return found
 
 
@@ -71,7 +119,7 @@ def load_prompt(prompt_id: str, version: int | None = None) -> Prompt:
     chosen = version if version is not None else max(versions)
     if chosen not in versions:
         raise PerceptforgeError(f"prompt {prompt_id} has no version {chosen} (has {sorted(versions)})")
-    text = resources.files("perceptforge.prompts").joinpath(versions[chosen]).read_text(encoding="utf-8")
+    text = versions[chosen].read_text(encoding="utf-8")
     prompt = Prompt(prompt_id, chosen, text.rstrip("\n"))
     try:
         _ = prompt.placeholders

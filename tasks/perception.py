@@ -1,9 +1,14 @@
 """The build stage of the BLINK-style flow: one item per unit (a source image × a task template), built by
-the template's builder from the unit's own generator, its images stored content-addressed."""
+the template's builder from the unit's own generator, its images stored content-addressed.
+
+A unit is records only; the profile's models reach the task as one named input (``profile_models``: name →
+model, by the names ``logic/perception_needs`` gives them), and each unit's builder gets those its task's needs
+use."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +22,7 @@ from perceptforge.data.schema import LETTERS, BackendRef, IngestedSource, Lineag
 from perceptforge.logic.ids import unit_rng
 from perceptforge.logic.marks import MarkStyle
 from perceptforge.logic.perception_build import Draw, SourceView, build
+from perceptforge.logic.perception_needs import models_used
 from perceptforge.logic.perception_templates import PerceptionTemplate
 from perceptforge.prompts.library import load_prompt
 from perceptforge.store.images import load_rgb
@@ -32,9 +38,9 @@ BACKEND_NAMES = {
 }  # role → the backend that decided
 
 
-def backend_name(role: str, unit: PerceptionUnit) -> str:
+def backend_name(role: str, models: Mapping[str, Any]) -> str:
     # the model that decided names itself (the embedder or the CLIP gate; the grounder that counted)
-    model = {"similarity": unit.embedder, "counter": unit.detector}.get(role)
+    model = {"similarity": models.get("embedder"), "counter": models.get("detector")}.get(role)
     return getattr(model, "name", BACKEND_NAMES[role])
 
 
@@ -47,11 +53,7 @@ class PerceptionUnit:
     style: MarkStyle
     source_dir: Path  # where per-task extras (a disparity map) are read
     index: int = 0  # the unit's source's place among the sources that serve its task
-    embedder: Any = None  # a perceptual embedding model (ClipScorer), when the profile names one
-    depth: Any = None  # a depth model (backends/depth), when the profile names one
-    generator: Any = None  # a text-to-image model (backends/text_to_image), when the profile names one
     draw: int = 0  # which of the template's items_per_source this unit is
-    detector: Any = None  # an open-vocabulary detector (the profile's grounder, when it can), for Counting only
 
 
 def item_id(unit: PerceptionUnit, seed: int) -> str:
@@ -107,26 +109,29 @@ def view(run: RunDir, source_dir: Path, entry: SourceEntry, ingested: IngestedSo
     )
 
 
-def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:
+def build_item(unit: PerceptionUnit, seed: int, run: RunDir, models: Mapping[str, Any] | None = None) -> PerceptionItem:
+    """The unit's item; ``models`` (name → model) are the profile's, of which the builder gets those its task's
+    needs use (a perceptual embedding, a depth model, a text-to-image generator, an open-vocabulary detector)."""
     t = unit.template
+    used = models_used(t.needs)
+    given = {name: m for name, m in (models or {}).items() if name in used}
+    embedder, generator, detector = given.get("embedder"), given.get("generator"), given.get("detector")
     # The draw does not depend on the variant, so the variants of one unit differ only in their marks.
     draw_key = "" if unit.draw == 0 else f"#{unit.draw}"
     rng = unit_rng(seed, f"{unit.sources[0][0].source_id}-{t.id}{draw_key}:build")
-    embed = unit.embedder.image_embeddings if unit.embedder is not None else None
-    generate = unit.generator.generate if unit.generator is not None else None
     draw = Draw(
         rng,
         unit.index,
         seed,
         draw=unit.draw,
-        embed=embed,
-        embed_model=getattr(unit.embedder, "model_id", ""),
-        detect=unit.detector.detect if unit.detector is not None else None,
-        detector_model=getattr(unit.detector, "model_id", ""),
-        generate=generate,
-        generator_model=getattr(unit.generator, "model_id", ""),
+        embed=embedder.image_embeddings if embedder is not None else None,
+        embed_model=getattr(embedder, "model_id", ""),
+        detect=detector.detect if detector is not None else None,
+        detector_model=getattr(detector, "model_id", ""),
+        generate=generator.generate if generator is not None else None,
+        generator_model=getattr(generator, "model_id", ""),
     )
-    depth = unit.depth if "disparity" in t.needs else None  # only Relative Depth asks the model
+    depth = given.get("depth")
     built = build(t, [view(run, unit.source_dir, e, i, depth) for e, i in unit.sources], draw, unit.style)
     prompt = load_prompt(t.prompt)
     own_entry, own = unit.sources[0]
@@ -147,25 +152,35 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir) -> PerceptionItem:
             template_id=t.id,
             template_version=t.version,
             prompts=[prompt.ref()],
-            backends={role: BackendRef(name=backend_name(role, unit), model_id=m) for role, m in built.models.items()},
+            backends={role: BackendRef(name=backend_name(role, given), model_id=m) for role, m in built.models.items()},
             seed=seed,
         ),
     )
 
 
 @task(name="build", cache_policy=NO_CACHE)
-def build_unit(unit: PerceptionUnit, seed: int, run_path: Path) -> PerceptionItem | Exception:
+def build_unit(
+    unit: PerceptionUnit, seed: int, run_path: Path, profile_models: Mapping[str, Any] | None = None
+) -> PerceptionItem | Exception:
     run = RunDir(run_path)
-    return unit_record(run, f"perception/{unit.name}.json", lambda: build_item(unit, seed, run), PerceptionItem)
+    return unit_record(
+        run, f"perception/{unit.name}.json", lambda: build_item(unit, seed, run, profile_models), PerceptionItem
+    )
 
 
 def build_stage(
-    runner: StageRunner, units: list[PerceptionUnit], seed: int, models: tuple = ()
+    runner: StageRunner, units: list[PerceptionUnit], seed: int, models: Mapping[str, Any] | None = None
 ) -> list[PerceptionItem]:
-    """Every unit's item, also written as ``items/<id>.json``; ``models`` are freed after the stage when the
-    profile says so."""
+    """Every unit's item, also written as ``items/<id>.json``; ``models`` (name → the profile's model) reach the
+    task by name and are freed after the stage when the profile says so."""
+    models = dict(models or {})
     done = runner.map(
-        "build", build_unit, [Unit(u.name, u.sources[0][0].file_name, u) for u in units], seed=seed, models=models
+        "build",
+        build_unit,
+        [Unit(u.name, u.sources[0][0].file_name, u) for u in units],
+        models=tuple(models.values()),
+        seed=seed,
+        profile_models=models,
     )
     items = [item for _, item in done]
     for item in items:

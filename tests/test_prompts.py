@@ -118,3 +118,35 @@ def test_no_prompt_text_in_python():
             continue
         text = path.read_text()
         assert not any(p in text for p in phrases), path
+
+
+def test_extra_prompt_roots_are_seen_when_added_and_may_not_redefine_a_prompt(tmp_path, monkeypatch):
+    from perceptforge.prompts import library
+
+    monkeypatch.setattr(library, "_registered", [])
+    monkeypatch.delenv(library.ENV, raising=False)
+    bundled = {pid: sorted(vs) for pid, vs in available().items()}  # the bundled root is scanned (and cached) first
+    with pytest.raises(PerceptforgeError, match="unknown prompt 'ext/hello'"):
+        load_prompt("ext/hello")
+    mine = tmp_path / "mine"
+    (mine / "ext").mkdir(parents=True)
+    (mine / "ext" / "hello.v2.txt").write_text("Hello {name}.\n")
+    library.register_prompt_root(mine)
+    hello = load_prompt("ext/hello")
+    assert (hello.version, hello.render(name="you")) == (2, "Hello you.")
+    theirs = tmp_path / "theirs"
+    (theirs / "ext").mkdir(parents=True)
+    (theirs / "ext" / "bye.v1.txt").write_text("Bye.\n")
+    monkeypatch.setenv(library.ENV, str(theirs))
+    assert load_prompt("ext/bye").text == "Bye."
+    assert {pid: sorted(vs) for pid, vs in available().items() if pid not in ("ext/hello", "ext/bye")} == bundled
+    (theirs / "predict").mkdir()
+    (theirs / "predict" / "mcq.v1.txt").write_text("another mcq\n")
+    library._scan.cache_clear()
+    with pytest.raises(
+        PerceptforgeError, match=r"mcq.v1.txt: prompt predict/mcq v1 is already defined in .*mcq.v1.txt"
+    ):
+        load_prompt("predict/mcq")
+    monkeypatch.setenv(library.ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(PerceptforgeError, match="nowhere: prompt folder not found"):
+        load_prompt("predict/mcq")

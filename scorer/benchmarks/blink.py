@@ -1,6 +1,11 @@
 """BLINK: ``val_answers.json`` (``{idx: "(A)"}``) or the Hugging Face parquet; per-task accuracy and the
 unweighted mean over tasks.
 
+What each task's items offer (the number of options, and the option texts when a task words them the same for
+every item) comes from a ``tasks.json`` beside ``val_answers.json`` when there is one (``perceptforge export``
+writes it, so a task BLINK does not have scores too), else from BLINK's own table (``blink_tasks.yaml``); with
+the parquet, each item's own choices.
+
 Predictions: the official ``saved_outputs/<Task>.json`` files (``{"val": [{idx, full_prediction,
 prediction}]}``) or JSON Lines ``{idx, output}``. ``--protocol official`` scores the official
 ``prediction`` field as the official script does (string equality with the answer, "(Z)" = failed);
@@ -44,42 +49,58 @@ def task_of(idx: str) -> str:
     return match.group(1)
 
 
+def tasks_beside(path: Path) -> dict[str, dict]:
+    """The task table for a data file: ``tasks.json`` in its folder when present, else BLINK's."""
+    beside = path.parent / "tasks.json"
+    if not beside.is_file():
+        return task_table()
+    doc = read_json(beside)
+    if not isinstance(doc, dict) or not all(
+        isinstance(v, dict) and isinstance(v.get("options"), int) for v in doc.values()
+    ):
+        raise InputError(str(beside), 'expected {Task: {"options": n, "choices": [...]}}')
+    return doc
+
+
 def read_data(paths: list[Path]) -> dict[str, dict]:
-    """idx → {answer letter, task, choices}."""
+    """idx → {answer letter, task, choices, n (the item's options), options (its task's)}."""
     items: dict[str, dict] = {}
     for path in map(Path, paths):
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
 
             for row in pq.read_table(path, columns=["idx", "answer", "choices", "sub_task"]).to_pylist():
-                items[row["idx"]] = _item(str(path), row["idx"], row["answer"], row.get("choices"))
+                items[row["idx"]] = _item(str(path), row["idx"], row["answer"], row.get("choices"), task_table())
             continue
         doc = read_json(path)
         if not isinstance(doc, dict):
             raise InputError(str(path), 'expected BLINK answers as an object {idx: "(A)"}')
+        table = tasks_beside(path)
         for idx, answer in doc.items():
-            items[idx] = _item(str(path), idx, answer, None)
+            items[idx] = _item(str(path), idx, answer, None, table)
     if not items:
         raise InputError(", ".join(map(str, paths)), "no BLINK items")
     return items
 
 
-def _item(where: str, idx: str, answer: str, choices: list[str] | None) -> dict:
+def _item(where: str, idx: str, answer: str, choices: list[str] | None, table: dict[str, dict]) -> dict:
     try:
         task = task_of(idx)
     except ValueError as exc:
         raise InputError(where, str(exc)) from None
-    info = task_table().get(task)
-    if info is None:
-        raise InputError(where, f"{idx}: unknown BLINK task {task!r}")
+    info = table.get(task)
+    if info is None and not choices:
+        raise InputError(where, f"{idx}: unknown BLINK task {task!r} (and no tasks.json beside it names it)")
     letter = _ANSWER.match(str(answer).strip())
     if not letter:
         raise InputError(where, f"{idx}: answer {answer!r} is not a letter like '(A)'")
+    own = {"options": len(choices), "choices": list(choices)} if choices else info or {}
     return {
         "answer": letter.group(1),
         "task": task,
-        "choices": list(choices) if choices else info.get("choices"),
-        "n": len(choices) if choices else info["options"],
+        "choices": own.get("choices"),
+        "n": own["options"],
+        "options": (info or own)["options"],  # the task's, for the random-choice row
     }
 
 
@@ -122,8 +143,8 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     answered = {s.group for s in scored if s.method != "missing"}
     tasks = {t: (v if t in answered else None) for t, v in counted.items()}  # no prediction at all: "—", not 0
     sizes = Counter(group for group, _ in flags)
-    table = task_table()
-    random_row = {t: 100.0 / (table[t]["options"]) for t in tasks}
+    task_options = {item["task"]: item["options"] for item in items.values()}
+    random_row = {t: 100.0 / task_options[t] for t in tasks}
     metrics = {
         "tasks": tasks,
         "overall": m.mean(counted.values()),

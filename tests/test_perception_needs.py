@@ -1,0 +1,132 @@
+"""The BLINK-style needs table on hand-made sources: each need's reason when a source lacks it, the profile's
+models standing in for a source, the order reasons are given in, companions, items per source, and the
+models each task is given."""
+
+import pytest
+
+from perceptforge.logic import perception_needs as needs
+from perceptforge.store.sources import SourceEntry
+
+BOX = {"bbox": [0, 0, 10, 10], "label": "cup"}
+
+
+def entry(sid="a", **fields) -> SourceEntry:
+    base = dict(
+        source_id=sid,
+        file_name=f"{sid}.png",
+        width=64,
+        height=64,
+        licence="CC0-1.0",
+        attribution="",
+        caption="",
+        subject=None,
+        attributes={},
+    )
+    return SourceEntry(**(base | fields))
+
+
+@pytest.mark.parametrize(
+    "need, lacking, giving, reason",
+    [
+        ("caption", {}, {"caption": "a cup"}, "no caption"),
+        ("photograph", {"synthetic": True}, {}, "a rendered image, not a photograph"),
+        ("labelled_boxes", {"regions": [{"bbox": [0, 0, 5, 5]}]}, {"regions": [BOX]}, "no labelled boxes"),
+        ("pose", {}, {"pose": {"sequence": "s", "yaw": 0.0, "reference": True}}, "no camera pose"),
+        ("style", {}, {"style": "Cubism"}, "no art style label"),
+        ("keypoints", {"regions": [BOX]}, {"regions": [BOX | {"keypoints": {"rim": [1, 1]}}]}, "no keypoints"),
+        (
+            "functional_keypoints",
+            {"regions": [BOX]},
+            {"regions": [BOX | {"functional_keypoints": {"drink": {"rim": [1, 1]}}}]},
+            "no functional keypoints",
+        ),
+        (
+            "reflectance",
+            {},
+            {"reflectance": [{"a": (1, 1), "b": (2, 2), "darker": "a"}]},
+            "no reflectance judgements",
+        ),
+    ],
+)
+def test_each_source_need_gives_its_reason(need, lacking, giving, reason):
+    assert needs.unmet(["image", need], entry(**lacking), 3) == reason
+    assert needs.unmet(["image", need], entry(**giving), 3) is None
+    assert needs.gives(entry(**giving), need) and not needs.gives(entry(**lacking), need)
+
+
+def test_the_profile_s_models_stand_in_for_what_a_source_lacks():
+    plain = entry()
+    assert needs.unmet(["generator"], plain, 3) == "the profile names no text-to-image generator"
+    assert needs.unmet(["generator"], plain, 3, {"generator"}) is None
+    assert needs.unmet(["disparity"], plain, 3) == "no disparity map (and the profile names no depth model)"
+    assert needs.unmet(["disparity"], plain, 3, {"depth"}) is None
+    assert needs.unmet(["disparity"], entry(extras={"disparity": "d.png"}), 3) is None
+    # counting: labelled boxes, or labels to count when the profile's grounder is a detector
+    assert needs.unmet(["countable"], plain, 3) == "no labelled boxes (and the profile's grounder is no detector)"
+    assert needs.unmet(["countable"], plain, 3, {"detector"}) == "no labelled boxes"
+    assert needs.unmet(["countable"], entry(count_labels=["ball"]), 3) == (
+        "no labelled boxes (and the profile's grounder is no detector)"
+    )
+    assert needs.unmet(["countable"], entry(count_labels=["ball"]), 3, {"detector"}) is None
+    assert needs.unmet(["countable"], entry(regions=[BOX]), 3) is None
+    assert needs.unmet(["second_image"], plain, 1) == "needs a second source image"
+    assert needs.unmet(["second_image"], plain, 2) is None
+
+
+def test_the_first_unmet_need_in_the_table_s_order_is_the_reason():
+    rendered = entry(synthetic=True)
+    forensic = ["image", "caption", "photograph", "generator"]
+    assert needs.unmet(forensic, rendered, 3) == "the profile names no text-to-image generator"
+    assert needs.unmet(forensic, rendered, 3, {"generator"}) == "no caption"
+    assert needs.unmet(forensic, entry(synthetic=True, caption="x"), 3, {"generator"}) == (
+        "a rendered image, not a photograph"
+    )
+
+
+def test_a_secondary_view_serves_only_a_task_that_needs_the_pose():
+    view = entry(pose={"sequence": "s", "yaw": 12.0, "reference": False})
+    assert needs.unmet(["image"], view, 3) == needs.SECONDARY_VIEW
+    assert needs.SECONDARY_VIEW == "a secondary view of a pose sequence (it serves Multi-view tasks only)"
+    assert needs.unmet(["image", "pose"], view, 3) is None
+    assert needs.unmet(["image"], entry(pose={"sequence": "s", "yaw": 0.0, "reference": True}), 3) is None
+
+
+def test_companions_by_kind():
+    def pose(seq, reference=True):
+        return {"sequence": seq, "yaw": 0.0, "reference": reference}
+
+    entries = {
+        "a": entry("a", pose=pose("s"), style="Cubism"),
+        "b": entry("b", pose=pose("s", reference=False)),
+        "c": entry("c", style="Cubism"),
+        "d": entry("d", pose=pose("t")),
+        "e": entry("e", style="Impressionism"),
+    }
+    assert needs.companions(["image", "pose"], "a", entries) == ["b"]
+    assert needs.companions(["image", "style"], "c", entries) == ["a", "e"]  # the builder picks among them
+    # another picture: the next in id order that is no view of the same scene (nor a secondary view) ...
+    assert needs.companions(["image", "second_image"], "a", entries) == ["c"]
+    assert needs.companions(["image", "second_image"], "e", entries) == ["a"]
+    # ... or every such picture when the profile has an embedding to rank them
+    assert needs.companions(["image", "second_image"], "a", entries, {"embedder"}) == ["c", "d", "e"]
+    assert needs.companions(["image", "labelled_boxes"], "a", entries) == []
+
+
+def test_items_per_source_and_models_used():
+    judged = entry(reflectance=[{"a": (1, 1), "b": (2, 2), "darker": "a"}] * 2)
+    assert needs.items_per_source(["image", "reflectance"], 5, judged) == 2
+    assert needs.items_per_source(["image", "disparity"], 5, judged) == 5
+    assert needs.models_used(["image", "countable"]) == {"detector"}
+    assert needs.models_used(["image", "disparity"]) == {"depth"}
+    assert needs.models_used(["image", "second_image"]) == {"embedder"}
+    assert needs.models_used(["caption", "photograph", "generator"]) == {"generator"}
+    assert needs.models_used(["image", "labelled_boxes"]) == frozenset()
+
+
+def test_a_template_s_needs_are_checked_against_the_table():
+    assert needs.check_needs(["image", "pose"]) == []
+    assert needs.check_needs(["image", "depth"]) == [f"unknown need 'depth'; known: {', '.join(needs.NEEDS)}"]
+    assert needs.check_needs(["pose", "style"]) == [
+        "needs ['pose', 'style'] each take other companions; a task may name one kind"
+    ]
+    assert needs.check_needs(["style", "keypoints"]) == []  # one kind: sources that give the same
