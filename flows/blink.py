@@ -112,7 +112,7 @@ def plan_blink(
 ) -> BlinkPlan:
     """Everything the run is decided by, checked before any stage; each problem is one line."""
     found = load_perception_templates()
-    templates = {k: found[k] for k in check_selection(tasks, found, "--tasks")}
+    templates = {k: found[k] for k in check_selection(tasks, found, "--tasks", "task(s)")}
     variants = parse_variants(prompt_variants)
     request = RunRequest(str(source), str(out), profile, seed, limit, tasks, fresh)
     inputs = plan_inputs(request)

@@ -130,13 +130,13 @@ def plan_inputs(request: RunRequest, is_unit_source: Any = None) -> Inputs:
     return Inputs(prof, seed, source_dir, annotation_file, entries, Path(request.out), request.limit, digest)
 
 
-def check_selection(given: list[str] | None, known: dict[str, Any], option: str) -> list[str]:
-    """The ids a run builds: all known ones, or those given (an unknown one is an input error)."""
+def check_selection(given: list[str] | None, known: dict[str, Any], option: str, what: str) -> list[str]:
+    """The ids a run builds: all known ones, or those given (an unknown one is an input error naming ``what``)."""
     if not given:
         return sorted(known)
     unknown = sorted(set(given) - set(known))
     if unknown:
-        raise InputError(option, f"unknown {option.strip('-')} {unknown}; known: {', '.join(sorted(known))}")
+        raise InputError(option, f"unknown {what} {unknown}; known: {', '.join(sorted(known))}")
     return sorted(set(given))
 
 

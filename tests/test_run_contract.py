@@ -129,3 +129,10 @@ def test_no_family_name_is_compared_outside_the_families_own_modules():
             if compared.search(line) or re.search(r"""\[["']flow["']\]|get\(["']flow["']\)""", line):
                 found.append(f"{rel}:{n}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_the_command_line_loads_no_engine_to_list_the_families():
+    """Families declare themselves cheaply: `perceptforge --help` imports neither Prefect nor torch."""
+    code = "import sys, perceptforge.cli.main; print(sorted({'prefect', 'torch'} & set(sys.modules)))"
+    proc = subprocess.run([perceptforge_cmd()[0], "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
