@@ -135,14 +135,16 @@ def push_cmd(
 ) -> None:
     """Create or update one project per item kind and import the items it lacks (never touches existing tasks).
     A CODIS or MME-RealWorld run gets an author and a review project, and whatever tasks are due in them."""
+    from perceptforge.annotation import perception_sync, sync
     from perceptforge.annotation.authoring import is_authored_run
     from perceptforge.annotation.labelstudio import connect
-    from perceptforge.annotation.sync import push
 
     ls = connect(url)
     if is_authored_run(run_dir):
         _push_authored(run_dir, ls, _document_root(document_root), _extra_checks(run_dir, predict_endpoint, model))
         return
+    # a BLINK-style run: one project per BLINK task
+    push = perception_sync.push if perception_sync.is_perception_run(run_dir) else sync.push
     with console.status(f"pushing {run_dir} to {ls.url}"):
         report = push(run_dir, ls, _document_root(document_root))
     for kind, pid in report["projects"].items():
@@ -200,9 +202,9 @@ def pull_cmd(
 ) -> None:
     """Decide every item from its annotations; write RUN_DIR/verification/ and agreement into the summary.
     A CODIS or MME-RealWorld run: every item's versions and status into RUN_DIR/authoring/."""
+    from perceptforge.annotation import perception_sync, sync
     from perceptforge.annotation.authoring import is_authored_run
     from perceptforge.annotation.labelstudio import connect
-    from perceptforge.annotation.sync import pull
 
     ls = connect(url)
     if is_authored_run(run_dir):
@@ -213,6 +215,7 @@ def pull_cmd(
             summary = pull_authored(run_dir, ls, checks)
         _print_authoring(summary, run_dir)
         return
+    pull = perception_sync.pull if perception_sync.is_perception_run(run_dir) else sync.pull
     with console.status(f"pulling annotations from {ls.url}"):
         summary = pull(run_dir, ls)
     _print_verification(summary)

@@ -44,10 +44,11 @@ def export(
     if marker.is_file() and json.loads(marker.read_text()).get("flow") == "blink":
         from perceptforge.outputs.blink_export import export_blink
 
-        written = export_blink(run_dir, out)
+        written = export_blink(run_dir, out, license=license, only_verified=only_verified)
         console.print(
-            f"BLINK layout: {len(written)} files → [bold]{out}[/] (score with `perceptforge score blink "
-            f"--data {out}/<Task>/val-00000-of-00001.parquet …` or --data {out}/val_answers.json)"
+            f"BLINK layout: {written['items']} items, {len(written['files'])} files → [bold]{out}[/] (score with "
+            f"`perceptforge score blink --data {out}/<Task>/val-00000-of-00001.parquet …` or --data "
+            f"{out}/val_answers.json)"
         )
         if audit:
             audit_beside([out / "val_answers.json"], out, "blink")
