@@ -8,7 +8,7 @@ import httpx
 import pytest
 from helpers import perceptforge_cmd
 
-from perceptforge.annotation.labeling import choice, text
+from perceptforge.annotation.labeling import choice, perception_config, text
 from perceptforge.annotation.perception_sync import pull, push
 from perceptforge.audit.run import audit
 from perceptforge.errors import PerceptforgeError
@@ -62,6 +62,9 @@ def test_blink_run_verified_in_label_studio_then_exported(label_studio, sample_d
     again = push(run, ls, label_studio.document_root)
     assert (again["imported"], again["already_there"]) == (0, 4) and set(again["projects"]) == {"Counting", "Jigsaw"}
     projects = again["projects"]
+    scratch = ls.create_project({"title": "perception config check", "label_config": perception_config(1)})["id"]
+    for n in range(1, 5):
+        ls.validate_config(scratch, perception_config(n))
     # one project per task, showing as many images as its items have
     assert [ls.project(projects[t])["label_config"].count("<Image") for t in ("Counting", "Jigsaw")] == [1, 3]
     tasks = {t["data"]["item_id"]: t for pid in projects.values() for t in ls.export(pid)}
