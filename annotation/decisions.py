@@ -9,17 +9,20 @@ Rules where the paper is silent:
   reviewer may want to look at those again);
 - a correction by one accepting annotator is applied (the other accepted the item as it was); two
   accepting annotators who correct the same field differently leave the item in ``conflict`` for review.
+
+BLINK-style items (``PerceptionItem``) follow the same rules; only their answer letter can be corrected.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import ValidationError
 
 from perceptforge.annotation.labeling import Control, answers, result_errors
-from perceptforge.data.schema import LETTERS, BenchmarkItem
+from perceptforge.data.schema import LETTERS, BenchmarkItem, PerceptionItem
 
 
 @dataclass
@@ -33,7 +36,7 @@ class Decision:
     corrections: dict[str, str] = field(default_factory=dict)  # applied: field → new value
     corrected_by: dict[str, list[str]] = field(default_factory=dict)  # field → the annotators who proposed it
     detail: str = ""
-    item: BenchmarkItem | None = None  # the kept item, verified (a new version when corrected)
+    item: BenchmarkItem | PerceptionItem | None = None  # the kept item, verified (a new version when corrected)
 
     def record(self, task: dict | None = None) -> dict:
         """One line of decisions.jsonl; ``task`` names the Label Studio project and task it came from."""
@@ -115,6 +118,34 @@ def corrected(item: BenchmarkItem, fixes: dict[str, str]) -> BenchmarkItem:
         raise ValueError("; ".join(e["msg"] for e in exc.errors())) from None
 
 
+def perception_corrections(item: PerceptionItem, given: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """What one accepting annotator changed on a BLINK-style item (only its answer letter can change), and
+    what is wrong with it."""
+    if "answer" not in given or given["answer"] == item.answer:
+        return {}, []
+    letters = LETTERS[: len(item.choices)]
+    if given["answer"] not in letters:
+        return {}, [f"answer {given['answer']!r} is not one of the item's choices {list(letters)}"]
+    return {"answer": given["answer"]}, []
+
+
+# where a corrected BLINK-style item's correction is recorded (its lineage points there)
+PERCEPTION_DECISIONS = "verification/decisions.jsonl"
+
+
+def perception_corrected(item: PerceptionItem, fixes: dict[str, str]) -> PerceptionItem:
+    """The next version of a BLINK-style ``item`` with ``fixes`` applied, its lineage naming the item it
+    corrects and where the decision is; raises ValueError when the result breaks an invariant."""
+    data = item.model_dump(mode="json")
+    data.update(fixes, version=item.version + 1, verified=True)
+    data["lineage"]["parent_id"] = item.id
+    data["lineage"]["artifacts"] = {**data["lineage"]["artifacts"], "verification": PERCEPTION_DECISIONS}
+    try:
+        return PerceptionItem.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError("; ".join(e["msg"] for e in exc.errors())) from None
+
+
 def annotator_name(user_id: int, names: Mapping[int, str]) -> str:
     return names.get(user_id) or f"user {user_id}"
 
@@ -125,9 +156,14 @@ def decide(
     controls: dict[str, Control],
     required: int = 2,
     names: Mapping[int, str] | None = None,
+    kind: str | None = None,
+    changes_of: Callable[[Any, dict[str, str]], tuple[dict[str, str], list[str]]] = corrections_of,
+    apply: Callable[[Any, dict[str, str]], Any] = corrected,
 ) -> Decision:
-    """``names`` maps Label Studio user ids to what decisions call them (their e-mail addresses)."""
-    d = Decision(item.id, item.question.kind, "incomplete")
+    """``names`` maps Label Studio user ids to what decisions call them (their e-mail addresses). Another
+    kind of item (a BLINK-style one) brings its ``kind``, how to read an annotator's corrections
+    (``changes_of``) and how to apply them (``apply``): the rules above stay the same."""
+    d = Decision(item.id, kind or item.question.kind, "incomplete")
     valid: list[tuple[str, dict, dict]] = []  # (annotator, their answers, the fields they corrected)
     for a in counted_annotations(annotations):
         who = annotator_name(a["completed_by"], names or {})
@@ -137,7 +173,7 @@ def decide(
         if given.get("verdict") == "Reject" and "reject_reason" not in given:
             errors.append("a rejection needs a reason")
         if given.get("verdict") == "Accept":
-            changes, problems = corrections_of(item, given)
+            changes, problems = changes_of(item, given)
             errors += problems
         if errors:
             d.invalid.append({"annotation": a["id"], "annotator": who, "errors": errors})
@@ -163,7 +199,7 @@ def decide(
         ((value, who_proposed),) = values.items()
         d.corrections[name], d.corrected_by[name] = value, who_proposed
     try:
-        d.item = corrected(item, d.corrections) if d.corrections else item.model_copy(update={"verified": True})
+        d.item = apply(item, d.corrections) if d.corrections else item.model_copy(update={"verified": True})
     except ValueError as exc:
         d.status, d.detail = "invalid_correction", str(exc)
         return d

@@ -13,6 +13,9 @@ from typing import Any
 KINDS = ("yes_no_pair", "single_mcq", "cross_mcq", "context_pair", "absent_mcq")
 # the human-authored flows: one project to write items in, one to cross-check them, per benchmark
 AUTHORING_KINDS = ("codis_author", "codis_review", "mme_realworld_author", "mme_realworld_review")
+# BLINK-style items: one config for every task, its image slots cut to the project's items (``perception_config``)
+PERCEPTION_KINDS = ("perception_mcq",)
+MAX_PERCEPTION_IMAGES = 4
 CONTROL_TYPES = {"Choices": "choices", "TextArea": "textarea", "RectangleLabels": "rectanglelabels"}
 
 
@@ -26,9 +29,21 @@ class Control:
 
 
 def config_text(kind: str) -> str:
-    if kind not in KINDS + AUTHORING_KINDS:
-        raise ValueError(f"no labeling config for item kind {kind!r}; known: {', '.join(KINDS + AUTHORING_KINDS)}")
+    known = KINDS + AUTHORING_KINDS + PERCEPTION_KINDS
+    if kind not in known:
+        raise ValueError(f"no labeling config for item kind {kind!r}; known: {', '.join(known)}")
     return resources.files("perceptforge.annotation").joinpath("configs", f"{kind}.xml").read_text()
+
+
+def perception_config(images: int) -> str:
+    """``perception_mcq`` showing ``images`` image slots (1-4): Label Studio needs every slot's data in every
+    task and draws each slot, so a project of one-image items gets one slot, a Jigsaw project three."""
+    if not 1 <= images <= MAX_PERCEPTION_IMAGES:
+        raise ValueError(f"a BLINK-style item has 1 to {MAX_PERCEPTION_IMAGES} images, not {images}")
+    unused = tuple(f'name="image_{k}"' for k in range(images + 1, MAX_PERCEPTION_IMAGES + 1))
+    return "".join(
+        line for line in config_text("perception_mcq").splitlines(keepends=True) if not any(u in line for u in unused)
+    )
 
 
 def config_version(text: str) -> int:

@@ -10,6 +10,9 @@ export and the run's original items, so pulling twice writes the same bytes. Lay
                                               the annotator who gave it
     RUN_DIR/verification/items/<id>.json      kept items, verified; corrected ones as a new version
     RUN_DIR/verification/summary.json         counts per status and kind, agreement (also in summary.json)
+
+``push_groups``, ``decide_projects`` and ``write_verification`` serve BLINK-style runs too (perception_sync.py),
+whose groups are BLINK tasks instead of item kinds.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from perceptforge.annotation.agreement import agreement_table
-from perceptforge.annotation.decisions import decide
+from perceptforge.annotation.decisions import Decision, decide
 from perceptforge.annotation.labeling import config_text, controls
 from perceptforge.annotation.labelstudio import LabelStudio, ServerGone
 from perceptforge.annotation.task_data import local_files_url, task_for
@@ -123,24 +126,41 @@ def _push_locked(
     chunk_size: int,
     on_chunk: Callable[[int], None] | None,
 ) -> dict:
-    items = load_items(run.path)
     by_kind: dict[str, list] = defaultdict(list)
-    for item in items:
+    for item in load_items(run.path):
         by_kind[item.question.kind].append(item)
+    return push_groups(
+        run,
+        ls,
+        by_kind,
+        lambda kind, _: project_settings(run, kind),
+        lambda item: task_for(item, run, document_root),
+        chunk_size,
+        on_chunk,
+    )
+
+
+def push_groups(
+    run: RunDir,
+    ls: LabelStudio,
+    groups: dict[str, list],
+    settings: Callable[[str, list], dict],
+    to_task: Callable[[Any], dict],
+    chunk_size: int = 100,
+    on_chunk: Callable[[int], None] | None = None,
+) -> dict:
+    """One project per group (``settings(group, its items)``), recorded in annotation/projects.json, and the
+    group's items it lacks (by ``item.id``) imported as ``to_task(item)``. Call it under ``push_lock``."""
     state_path = run.sub("annotation", "projects.json")
     known = read_json(state_path) if state_path.exists() else {}
     report: dict[str, Any] = {"server": ls.url, "projects": {}, "imported": 0, "already_there": 0}
-    for kind in sorted(by_kind):
-        known[kind] = ensure_project(ls, project_settings(run, kind), known.get(kind, {}))
+    for kind in sorted(groups):
+        known[kind] = ensure_project(ls, settings(kind, groups[kind]), known.get(kind, {}))
         project_id = known[kind]["id"]
         write_json(state_path, known)  # recorded at once, so a crash later cannot make a second project
         ensure_storage(ls, project_id, run.sub("images"))
         present = {t["data"].get("item_id") for t in ls.export(project_id)}
-        new = [
-            task_for(item, run, document_root)
-            for item in sorted(by_kind[kind], key=lambda i: i.id)
-            if item.id not in present
-        ]
+        new = [to_task(item) for item in sorted(groups[kind], key=lambda i: i.id) if item.id not in present]
         done = 0
         for start in range(0, len(new), chunk_size):
             chunk = new[start : start + chunk_size]
@@ -159,43 +179,80 @@ def _push_locked(
                 on_chunk(done)
         report["projects"][kind] = project_id
         report["imported"] += done
-        report["already_there"] += len(by_kind[kind]) - len(new)
+        report["already_there"] += len(groups[kind]) - len(new)
     return report
 
 
 def pull(run_dir: Path, ls: LabelStudio) -> dict:
     """Decide every pushed item from its annotations; write decisions, kept items, and agreement."""
     run = RunDir(Path(run_dir).resolve())
+    known = pushed_projects(run)
+    configs = {kind: controls(config_text(kind)) for kind in known}
+    decisions = decide_projects(
+        run,
+        ls,
+        known,
+        {i.id: i for i in load_items(run.path)},
+        lambda kind, item, annotations, names: decide(item, annotations, configs[kind], REQUIRED_ANNOTATORS, names),
+    )
+    summary = write_verification(run, decisions)
+    write_report(run)  # the contact sheet now shows each item's decision and the agreement table
+    return summary
+
+
+def pushed_projects(run: RunDir) -> dict:
+    """annotation/projects.json: the project record per group, as push wrote it."""
     state_path = run.sub("annotation", "projects.json")
     if not state_path.exists():
         raise PerceptforgeError(
             f"{run.path}: nothing pushed yet (no annotation/projects.json); run `perceptforge annotate push` first"
         )
-    known = read_json(state_path)
-    items = {i.id: i for i in load_items(run.path)}
+    return read_json(state_path)
+
+
+# a decision, the line of decisions.jsonl it gives, and the project it came from
+Decided = tuple[Decision, dict, str]
+
+
+def decide_projects(
+    run: RunDir,
+    ls: LabelStudio,
+    known: dict,
+    items: dict[str, Any],
+    decide_one: Callable[[str, Any, list[dict], dict[int, str]], Decision],
+) -> list[Decided]:
+    """Every task of every ``known`` project decided by ``decide_one(group, item, annotations, names)``, in
+    group then item-id order."""
     names = ls.user_emails()
-    decisions, records, pairs = [], [], defaultdict(list)
+    decided: list[Decided] = []
     for kind in sorted(known):
-        config, project_id = controls(config_text(kind)), known[kind]["id"]
+        project_id = known[kind]["id"]
         for task in sorted(ls.export(project_id), key=lambda t: str(t["data"].get("item_id"))):
             item_id = task["data"].get("item_id")
             if item_id not in items:
                 raise PerceptforgeError(
                     f"project {project_id} task {task['id']}: item {item_id!r} is not in {run.path}/items"
                 )
-            d = decide(items[item_id], task.get("annotations", []), config, REQUIRED_ANNOTATORS, names)
-            decisions.append(d)
-            records.append(
-                d.record({"project": project_id, "task": task["id"], "url": ls.task_url(project_id, task["id"])})
-            )
-            if len(d.verdicts) >= 2:
-                pairs[kind].append((d.verdicts[0][1], d.verdicts[1][1]))
+            d = decide_one(kind, items[item_id], task.get("annotations", []), names)
+            link = {"project": project_id, "task": task["id"], "url": ls.task_url(project_id, task["id"])}
+            decided.append((d, d.record(link), kind))
+    return decided
+
+
+def write_verification(run: RunDir, decided: list[Decided]) -> dict:
+    """verification/ rebuilt from ``decided`` (kept items, decisions.jsonl, summary.json), the summary also
+    merged into the run's summary.json under "verification"; returns the summary."""
+    decisions = [d for d, _, _ in decided]
+    pairs: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for d, _, kind in decided:
+        if len(d.verdicts) >= 2:
+            pairs[kind].append((d.verdicts[0][1], d.verdicts[1][1]))
     out = run.sub("verification")
     # rebuilt whole: a decision that changed since the last pull leaves no stale kept item
     run.replace_records(
         "verification/items", {f"{d.item.id}.json": d.item.model_dump(mode="json") for d in decisions if d.item}
     )
-    write_jsonl(out / "decisions.jsonl", records)
+    write_jsonl(out / "decisions.jsonl", [record for _, record, _ in decided])
     per_kind: dict[str, Counter] = defaultdict(Counter)
     for d in decisions:
         per_kind[d.kind][d.status] += 1
@@ -212,5 +269,4 @@ def pull(run_dir: Path, ls: LabelStudio) -> dict:
     run_summary = run.sub("summary.json")
     if run_summary.exists():
         write_json(run_summary, {**json.loads(run_summary.read_text()), "verification": summary})
-    write_report(run)  # the contact sheet now shows each item's decision and the agreement table
     return summary

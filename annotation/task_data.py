@@ -1,5 +1,6 @@
-"""A benchmark item → a Label Studio task: what annotators see (task data, with the item's lineage) and the
-generated answer as a prediction, so the labeling UI opens pre-filled with what the pipeline proposed."""
+"""A benchmark item (or a BLINK-style one: ``perception_task``) → a Label Studio task: what annotators see (task
+data, with the item's lineage) and the generated answer as a prediction, so the labeling UI opens pre-filled with
+what the pipeline proposed."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from perceptforge.annotation.labeling import choice, config_text, config_version, controls, text
-from perceptforge.data.schema import LETTERS, BenchmarkItem
+from perceptforge.data.schema import LETTERS, BenchmarkItem, PerceptionItem
 from perceptforge.outputs.report import mask_overlay
 from perceptforge.store.rundir import RunDir
 
@@ -67,3 +68,38 @@ def task_for(item: BenchmarkItem, run: RunDir, document_root: Path) -> dict:
     if q.kind == "context_pair":
         data["context_1"], data["context_2"] = q.contexts
     return {"data": data, "predictions": [{"model_version": MODEL_VERSION, "result": proposed_result(item)}]}
+
+
+# An empty image slot (an item with fewer images than its project shows): Label Studio needs a value for
+# every slot, and a transparent pixel draws nothing.
+BLANK_IMAGE = (
+    "data:image/png;base64,"
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGBgAAAABQABpfZFQAAAAABJRU5ErkJggg=="
+)
+
+
+def perception_task(item: PerceptionItem, run: RunDir, document_root: Path, slots: int) -> dict:
+    """A BLINK-style item as a task of a ``perception_config(slots)`` project: its images (marks drawn in)
+    as local-files URLs, question, lettered choices, proposed answer and lineage; the proposed answer also
+    as the prediction, so the "correct choice" control opens pre-filled."""
+    if len(item.images) > slots:
+        raise ValueError(f"item {item.id}: {len(item.images)} images, but its project shows {slots}")
+    images = [local_files_url(run.inside(ref.path), document_root) for ref in item.images]
+    data = {
+        "item_id": item.id,
+        "item_version": item.version,
+        "task": item.task,
+        "variant": item.variant,
+        "sources_text": ", ".join(item.sources),
+        "question": item.question,
+        "choices_text": "\n".join(f"({LETTERS[k]}) {c}" for k, c in enumerate(item.choices)),
+        "proposed_text": f"({item.answer}) {item.choices[LETTERS.index(item.answer)]}",
+        "random_choice": item.random_choice,
+        **{f"image_{k}": (images[k - 1] if k <= len(images) else BLANK_IMAGE) for k in range(1, slots + 1)},
+        "lineage": item.lineage.model_dump(mode="json"),
+        "config_version": config_version(config_text("perception_mcq")),
+    }
+    return {
+        "data": data,
+        "predictions": [{"model_version": MODEL_VERSION, "result": [choice("answer", "image_1", item.answer)]}],
+    }

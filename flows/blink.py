@@ -258,14 +258,29 @@ class BlinkFamily(Family):
         return [f"[dim]skipped {t}: {why}[/]" for t, why in summary["skipped_tasks"].items()]
 
     def export(self, run_dir: Path, out: Path, options: ExportOptions) -> Exported:
+        """BLINK's official layout, with tasks.json, items.jsonl (lineage, decisions), verification.json once
+        pulled, the data card and the manifest."""
         from perceptforge.outputs.blink_export import export_blink
 
-        written = export_blink(run_dir, out)
+        manifest = export_blink(run_dir, out, options.license, options.only_verified)
         return Exported(
-            f"BLINK layout: {len(written)} files → [bold]{out}[/] (score with `perceptforge score blink "
-            f"--data {out}/<Task>/val-00000-of-00001.parquet …` or --data {out}/val_answers.json)",
+            f"BLINK layout: {manifest['items']} items, {len(manifest['files'])} files → [bold]{out}[/] (score with "
+            f"`perceptforge score blink --data {out}/<Task>/val-00000-of-00001.parquet …` or --data "
+            f"{out}/val_answers.json)",
             [out / "val_answers.json"],
+            manifest=manifest,
         )
+
+    def push(self, run_dir: Path, ls: Any, document_root: Path, checks: Any = None) -> dict:
+        """One Label Studio project per task: two annotators accept, reject with a reason, or correct the answer."""
+        from perceptforge.annotation.perception_sync import push
+
+        return push(run_dir, ls, document_root)
+
+    def pull(self, run_dir: Path, ls: Any, checks: Any = None) -> dict:
+        from perceptforge.annotation.perception_sync import pull
+
+        return pull(run_dir, ls)
 
 
 FAMILY = BlinkFamily()
