@@ -6,7 +6,7 @@ import subprocess
 
 import httpx
 import pytest
-from helpers import perceptforge_cmd
+from helpers import annotate, perceptforge_cmd, validate_config
 
 from perceptforge.annotation.labeling import choice, perception_config, text
 from perceptforge.annotation.perception_sync import pull, push
@@ -64,7 +64,7 @@ def test_blink_run_verified_in_label_studio_then_exported(label_studio, sample_d
     projects = again["projects"]
     scratch = ls.create_project({"title": "perception config check", "label_config": perception_config(1)})["id"]
     for n in range(1, 5):
-        ls.validate_config(scratch, perception_config(n))
+        validate_config(ls, scratch, perception_config(n))
     # one project per task, showing as many images as its items have
     assert [ls.project(projects[t])["label_config"].count("<Image") for t in ("Counting", "Jigsaw")] == [1, 3]
     tasks = {t["data"]["item_id"]: t for pid in projects.values() for t in ls.export(pid)}
@@ -77,14 +77,14 @@ def test_blink_run_verified_in_label_studio_then_exported(label_studio, sample_d
 
     ann1, ann2 = (label_studio.client(a) for a in label_studio.annotators)
     fixed = next(letter for letter in "ABCD" if letter != items[c1].answer)
-    ann1.annotate(tasks[c1]["id"], says(A))  # both accept, one corrects the answer → kept, corrected
-    ann2.annotate(tasks[c1]["id"], says(A, answer=fixed))
-    ann1.annotate(tasks[c2]["id"], says(A))  # accept and reject → disagreement
-    ann2.annotate(tasks[c2]["id"], says(R, "the flags are cut off at the edge"))
-    ann1.annotate(tasks[j1]["id"], says(A, answer=items[j1].answer))  # both accept, the answer confirmed → kept
-    ann2.annotate(tasks[j1]["id"], says(A))
-    ann1.annotate(tasks[j2]["id"], says(R, "both pieces fit"))  # both reject → rejected
-    ann2.annotate(tasks[j2]["id"], says(R, "the missing part is ambiguous"))
+    annotate(ann1, tasks[c1]["id"], says(A))  # both accept, one corrects the answer → kept, corrected
+    annotate(ann2, tasks[c1]["id"], says(A, answer=fixed))
+    annotate(ann1, tasks[c2]["id"], says(A))  # accept and reject → disagreement
+    annotate(ann2, tasks[c2]["id"], says(R, "the flags are cut off at the edge"))
+    annotate(ann1, tasks[j1]["id"], says(A, answer=items[j1].answer))  # both accept, the answer confirmed → kept
+    annotate(ann2, tasks[j1]["id"], says(A))
+    annotate(ann1, tasks[j2]["id"], says(R, "both pieces fit"))  # both reject → rejected
+    annotate(ann2, tasks[j2]["id"], says(R, "the missing part is ambiguous"))
 
     summary = pull(run, ls)
     assert (summary["required_annotators"], summary["items"], summary["corrected"]) == (2, 4, 1)
