@@ -89,39 +89,40 @@ def companions(
 
 @dataclass(frozen=True)
 class BlinkPlan:
-    profile: Profile
-    seed: int
+    """What a BLINK-style run decided beyond every family's inputs: its task templates and prompt variants."""
+
+    inputs: Inputs
     templates: dict[str, PerceptionTemplate]
     variants: list[Variant]
-    source_dir: Path
-    entries: list[SourceEntry]
-    out: Path
     identity: dict[str, Any]
-    inputs: Inputs
+
+    @property
+    def profile(self) -> Profile:
+        return self.inputs.profile
+
+    @property
+    def seed(self) -> int:
+        return self.inputs.seed
+
+    @property
+    def source_dir(self) -> Path:
+        return self.inputs.source_dir
+
+    @property
+    def entries(self) -> list[SourceEntry]:
+        return self.inputs.entries
 
 
-def plan_blink(
-    source: str | Path,
-    out: str | Path,
-    profile: str = "local",
-    seed: int | None = None,
-    limit: int | None = None,
-    tasks: list[str] | None = None,
-    prompt_variants: str | None = None,
-    fresh: bool = False,
-) -> BlinkPlan:
+def plan_blink(request: RunRequest) -> BlinkPlan:
     """Everything the run is decided by, checked before any stage; each problem is one line."""
     found = load_perception_templates()
-    templates = {k: found[k] for k in check_selection(tasks, found, "--tasks", "task(s)")}
-    variants = parse_variants(prompt_variants)
-    request = RunRequest(str(source), str(out), profile, seed, limit, tasks, fresh)
+    templates = {k: found[k] for k in check_selection(request.select, found, "--tasks", "task(s)")}
+    variants = parse_variants(request.options.get("prompt_variants"))
     inputs = plan_inputs(request)
     # task templates as "categories" (id@version): resume serves more of them, as in the MVP flow
     categories = [f"{k}@v{t.version}" for k, t in sorted(templates.items())]
     identity = inputs.identity("blink", categories, variants=[v.name for v in variants])
-    return BlinkPlan(
-        inputs.profile, inputs.seed, templates, variants, inputs.source_dir, inputs.entries, Path(out), identity, inputs
-    )
+    return BlinkPlan(inputs, templates, variants, identity)
 
 
 def draws(template: PerceptionTemplate, entry: SourceEntry) -> int:
@@ -227,16 +228,7 @@ class BlinkFamily(Family):
     scorer_benchmark = "blink"
 
     def plan(self, request: RunRequest) -> RunPlan:
-        blink = plan_blink(
-            request.source,
-            request.out,
-            request.profile,
-            request.seed,
-            request.limit,
-            request.select,
-            request.options.get("prompt_variants"),
-            request.fresh,
-        )
+        blink = plan_blink(request)
         return RunPlan(self.name, blink.inputs, blink.identity, request.fresh, blink)
 
     def stages(self, plan: RunPlan, run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
