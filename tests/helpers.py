@@ -62,3 +62,15 @@ def candidate_for(template, grounding, source_sha256, writer, all_templates, see
 def photo(w: int, h: int, seed: int = 0) -> Image.Image:
     """A noise image: enough texture for the tiny models, the same bytes for the same seed."""
     return Image.fromarray(np.random.default_rng(seed).integers(0, 255, (h, w, 3), dtype=np.uint8))
+
+
+def dist_info(root, name: str, entry_points: str):
+    """A distribution's metadata beside its package under ``root`` (on PYTHONPATH), so ``importlib.metadata``
+    finds its entry points as it would an installed package's."""
+    import textwrap
+
+    info = root / f"{name.replace('-', '_')}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
+    return root

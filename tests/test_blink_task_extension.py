@@ -7,12 +7,11 @@ import json
 import os
 import re
 import subprocess
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import perceptforge_cmd
+from helpers import dist_info, perceptforge_cmd
 from PIL import Image
 
 from perceptforge.errors import InputError
@@ -126,21 +125,17 @@ def distribution(root: Path) -> Path:
     (tasks / "__init__.py").write_text("")
     (tasks / "brighter_half.yaml").write_text(BRIGHTER_HALF_TASK)
     (tasks / "prompts" / "blink_ext" / "brighter_half.v1.txt").write_text("Which half of the image is brighter?\n")
-    info = root / "pf_blink_ext-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pf-blink-ext\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        textwrap.dedent(
-            """\
-            [perceptforge.blink_builders]
-            brighter_half = pf_blink_ext.builders:brighter_half
+    return dist_info(
+        root,
+        "pf-blink-ext",
+        """\
+        [perceptforge.blink_builders]
+        brighter_half = pf_blink_ext.builders:brighter_half
 
-            [perceptforge.blink_tasks]
-            brighter = pf_blink_ext.tasks
-            """
-        )
+        [perceptforge.blink_tasks]
+        brighter = pf_blink_ext.tasks
+        """,
     )
-    return root
 
 
 def test_a_builder_and_a_task_from_entry_points(tmp_path, sample_dir, cli_env):

@@ -5,11 +5,10 @@ scored, and `git status` of the repository is the same afterwards."""
 
 import json
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import annotate, perceptforge_cmd
+from helpers import annotate, dist_info, perceptforge_cmd
 
 from perceptforge.annotation.labeling import choice, text
 from perceptforge.flows.registry import families, family_of_run
@@ -111,20 +110,16 @@ def package(root: Path) -> Path:
     (pkg / "tasks" / "prompts" / "blink_ext" / "piece_fit.v1.txt").write_text(
         "The first image lacks its lower-right part. Which of the next two images fits the gap?\n"
     )
-    info = root / "pf_fam-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pf-fam\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        textwrap.dedent(
-            """\
-            [perceptforge.families]
-            rotation = pf_fam.rotation:FAMILY
-            [perceptforge.blink_tasks]
-            pf = pf_fam.tasks
-            """
-        )
+    return dist_info(
+        root,
+        "pf-fam",
+        """\
+        [perceptforge.families]
+        rotation = pf_fam.rotation:FAMILY
+        [perceptforge.blink_tasks]
+        pf = pf_fam.tasks
+        """,
     )
-    return root
 
 
 def cli(env, *args):
