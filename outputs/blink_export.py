@@ -180,7 +180,8 @@ def remove_stale(out: Path, keep: set[str]) -> None:
         previous = json.loads(old.read_text()) if old.is_file() else {}
     except json.JSONDecodeError:
         return
-    if previous.get("benchmark") != "blink" or not isinstance(previous.get("files"), dict):
+    # only a manifest this layout wrote (its official files include val_answers.json) says what to remove
+    if "val_answers.json" not in previous.get("official", []) or not isinstance(previous.get("files"), dict):
         return
     for rel in sorted(set(previous["files"]) - keep):
         target = (out / rel).resolve()
