@@ -169,7 +169,9 @@ def test_a_new_export_removes_only_what_the_previous_one_wrote_and_no_longer_wri
         (out / rel).write_text(rel)
     listed = ["val_answers.json", "Jigsaw/val-00000-of-00001.parquet", "concat/Jigsaw/val.parquet", "../outside"]
     (tmp_path / "outside").write_text("not ours")
-    (out / "manifest.json").write_text(json.dumps({"official": ["val_answers.json"], "files": dict.fromkeys(listed, "x")}))
+    (out / "manifest.json").write_text(
+        json.dumps({"official": ["val_answers.json"], "files": dict.fromkeys(listed, "x")})
+    )
     remove_stale(out, {"val_answers.json"})
     left = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
     assert left == ["manifest.json", "mine.txt", "val_answers.json"] and (tmp_path / "outside").exists()
