@@ -132,7 +132,7 @@ def repository_state() -> str:
     ).stdout
 
 
-def test_a_family_and_a_task_from_another_package(label_studio, tmp_path, sample_dir, cli_env, monkeypatch):
+def test_a_family_and_a_task_from_another_package(label_studio, tmp_path, sample_dir, cli_env, monkeypatch, request):
     before = repository_state()
     ext = package(tmp_path / "ext")
     env = dict(cli_env, PYTHONPATH=str(ext))
@@ -152,8 +152,13 @@ def test_a_family_and_a_task_from_another_package(label_studio, tmp_path, sample
         item = json.loads(path.read_text())
         assert item["task"] == "Rotation" and item["lineage"]["prompts"][0]["id"] == "rotation/question"
 
+    # the plug-ins load in this process too: what they register (a prompt root, a family) goes with the test
+    from perceptforge.prompts import library
+
+    monkeypatch.setattr(library, "_registered", [])
     monkeypatch.syspath_prepend(str(ext))
     families.cache_clear()
+    request.addfinalizer(families.cache_clear)
     ls = label_studio.client()
     ann1, ann2 = (label_studio.client(a) for a in label_studio.annotators)
     for name, run in runs.items():
