@@ -14,6 +14,10 @@ class InputError(PerceptforgeError):
         self.where, self.what = where, what
         super().__init__(f"{where}: {what}")
 
+    def __reduce__(self) -> tuple:
+        # raised on a Dask worker, it crosses back as itself (the default would call __init__ with one argument)
+        return (type(self), (self.where, self.what))
+
 
 def describe_validation_error(exc: ValidationError) -> list[str]:
     """Each pydantic error as ``dotted.field: message``."""

@@ -30,7 +30,7 @@ from perceptforge.settings import state_dir
 class LLMReplyError(ValueError):
     """The model's reply could not be validated; carries the raw text for the quarantine."""
 
-    def __init__(self, reason: str, raw: str):
+    def __init__(self, reason: str, raw: str = ""):
         super().__init__(reason)
         self.raw = raw
 

@@ -19,6 +19,7 @@ from perceptforge.backends import registry
 from perceptforge.backends.chat import EndpointSettings
 from perceptforge.backends.clip_gate import ClipScorer
 from perceptforge.backends.devices import resolve_device
+from perceptforge.backends.loaded import CLIP_GATE, ModelSpec
 from perceptforge.backends.registry import BackendSettings, Runtime
 from perceptforge.errors import InputError, describe_validation_error
 
@@ -74,6 +75,12 @@ class Runner(Section):
     )
     peak_bytes_per_pixel: float = Field(
         100.0, gt=0, description="peak memory per source pixel of a run (benchmarks/image_memory.py: ~100)"
+    )
+    chunk_size: int = Field(
+        16,
+        ge=1,
+        description="units per Prefect task run (fewer when that would leave workers idle); model stages keep whole "
+        "batches; resume and progress stay per unit",
     )
 
 
@@ -153,6 +160,18 @@ class Profile(Section):
         if isinstance(settings, list):
             return [registry.build(role, s, runtime) for s in settings]
         return None if settings is None else registry.build(role, settings, runtime)
+
+    def spec(self, role: str, runtime: Runtime) -> Any:
+        """The model serving ``role`` by its settings (a ``ModelSpec``; a list for ``inpainter``; None for an absent
+        optional role): what a stage's tasks receive, each worker loading it once (``backends/loaded``)."""
+        settings = getattr(self, role)
+        if isinstance(settings, list):
+            return [ModelSpec(role, s, runtime) for s in settings]
+        return None if settings is None else ModelSpec(role, settings, runtime)
+
+    def clip_gate_spec(self, runtime: Runtime) -> ModelSpec | None:
+        """The faithfulness gate's CLIP model by its settings, when the profile names one."""
+        return None if self.gates.clip is None else ModelSpec(CLIP_GATE, self.gates.clip, runtime)
 
     def build_clip_gate(self, runtime: Runtime | None = None) -> ClipScorer | None:
         """The faithfulness gate's CLIP model when the profile names one, built but not loaded."""

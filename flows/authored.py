@@ -46,13 +46,13 @@ class AuthoredFamily(Family):
         sources = ingest.ingest_stage(
             runner, plan.inputs.entries, plan.inputs.source_dir, authoring.ingest, min_short_side=min_side
         )
-        writer = prof.build("llm", runtime).load()
+        writer = prof.spec("llm", runtime)
         drafts = authoring.draft_stage(runner, self.kind, sources, writer, plan.inputs.seed, settings)
         per_category = dict(sorted(Counter(category_of(d.content) for d in drafts).items()))
         figures = {
             "drafts_per_category": per_category,
             "flagged_checks": dict(sorted(Counter(c.name for d in drafts for c in d.flags).items())),
-            "drafter": writer.name,
+            "drafter": writer.build().name,
         }
         counts = {"sources": len(plan.inputs.entries), "ingested": len(sources), "drafts": len(drafts)}
         return StagesResult(counts, per_category, figures)

@@ -182,23 +182,21 @@ def blink_stages(plan: BlinkPlan, runner: StageRunner, runtime: Runtime) -> Stag
     from perceptforge.tasks.perception import build_stage
 
     sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, max_pixels=plan.profile.ingest.max_pixels)
+    prof = plan.profile
     # a perceptual embedding for Visual Similarity: the profile's embedder (DINOv2 …), else its CLIP gate model
-    embedder = plan.profile.build("embedder", runtime) or plan.profile.build_clip_gate(runtime)
-    depth = plan.profile.build("depth", runtime)
-    generator = plan.profile.build("generator", runtime)
+    embedder = prof.spec("embedder", runtime) or prof.clip_gate_spec(runtime)
     # the profile's grounder counts for Counting when it is an open-vocabulary detector (a VLM that boxes things)
-    grounder = plan.profile.build("grounder", runtime)
-    detector = grounder if hasattr(grounder, "detect") else None
-    # by the names logic/perception_needs gives them
-    built = {"embedder": embedder, "depth": depth, "generator": generator, "detector": detector}
-    models = {name: model for name, model in built.items() if model is not None}
+    grounder = prof.spec("grounder", runtime)
+    detector = grounder if hasattr(grounder.build(), "detect") else None
+    # by the names logic/perception_needs gives them; each worker loads those its units use, once (backends/loaded)
+    specs = {
+        "embedder": embedder,
+        "depth": prof.spec("depth", runtime),
+        "generator": prof.spec("generator", runtime),
+        "detector": detector,
+    }
+    models = {name: spec for name, spec in specs.items() if spec is not None}
     units, skipped = plan_units(plan, sources, frozenset(models))
-    # Models load here, once, before the units run in threads (a diffusers pipeline loaded by two threads
-    # at once breaks), and only when some unit's task asks for them.
-    asked = {name for u in units for name in needs.models_used(u.template.needs)}
-    for name, model in models.items():
-        if name in asked:
-            model.load()
     items = build_stage(runner, units, plan.seed, models)
     per_task = dict(sorted(Counter(i.task for i in items).items()))
     random_choice = {t.task: t.random_choice for t in plan.templates.values() if t.task in per_task}

@@ -23,10 +23,10 @@ from perceptforge.store.rundir import RunDir
 from perceptforge.store.sources import SourceEntry
 
 
-def task_runner(kind: str = "threads", max_workers: int = 2, dask_address: str | None = None) -> Any:
-    """Threads on one machine (the default: fastest for 2-core boxes), or Dask: a local cluster, or an
-    existing one at ``dask_address`` (tcp://host:8786). For GPU clusters prefect-ray's RayTaskRunner is the
-    same one-line swap (see README "Scale-out")."""
+def task_runner(kind: str = "threads", max_workers: int = 2, dask_address: str | None = None, gpus: int = 0) -> Any:
+    """Threads on one machine (the default: fastest for 2-core boxes), or Dask: a local cluster of ``max_workers``
+    worker processes (on a GPU run one device each: ``tasks/engine.local_cluster``), or an existing one at
+    ``dask_address`` (tcp://host:8786) whose workers see the run directory (README, Scale-out)."""
     if kind == "threads":
         from prefect.task_runners import ThreadPoolTaskRunner  # here: the CLI's --help stays quick
 
@@ -38,14 +38,9 @@ def task_runner(kind: str = "threads", max_workers: int = 2, dask_address: str |
             raise PerceptforgeError("--runner dask needs prefect-dask: pip install 'perceptforge[scale]'") from None
         if dask_address:
             return DaskTaskRunner(address=dask_address)
-        return DaskTaskRunner(
-            cluster_kwargs={
-                "n_workers": max_workers,
-                "threads_per_worker": 1,
-                "processes": True,
-                "dashboard_address": None,
-            }
-        )
+        from perceptforge.tasks.engine import local_cluster
+
+        return DaskTaskRunner(cluster_class=local_cluster, cluster_kwargs={"n_workers": max_workers, "gpus": gpus})
     raise PerceptforgeError(f"unknown runner {kind!r}: threads or dask")
 
 

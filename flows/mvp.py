@@ -64,31 +64,32 @@ class MvpFamily(Family):
         prof, seed, entries = plan.inputs.profile, plan.inputs.seed, plan.inputs.entries
         all_templates, used = plan.details.all_templates, plan.details.used
         record_run_settings(run, prof, used)
+        # Built, not loaded: the flow asks them what they can render; the tasks get the models by their settings
+        # and each worker process loads them once (backends/loaded).
         mask_editors, editor = prof.build("inpainter", runtime), prof.build("editor", runtime)
         offers, skipped = renderable_values(used, prof, mask_editors, editor)
+        editor_specs = prof.spec("inpainter", runtime) + ([prof.spec("editor", runtime)] if editor else [])
+        backends = {b.name: s for b, s in zip([*mask_editors, *([editor] if editor else [])], editor_specs)}
 
         sources = ingest.ingest_stage(runner, entries, plan.inputs.source_dir, max_pixels=prof.ingest.max_pixels)
         ingested = {sid: record for sid, (_, record) in sources.items()}
-        grounder = prof.build("grounder", runtime).load()
+        grounder, writer = prof.spec("grounder", runtime), prof.spec("llm", runtime)
         groundings = ground.ground_stage(runner, sources, grounder, list(used.values()))
-        writer = prof.build("llm", runtime).load()
         renderable = [t for t in used.values() if t.id in offers]
         entries_by_id = {sid: e for sid, (e, _) in sources.items()}
         ideas = idea.idea_stage(runner, entries_by_id, groundings, renderable, offers, writer, seed)
         candidates = questions.questions_stage(runner, ideas, ingested, writer, all_templates, seed)
         by_unit = {u.name: c for u, c in candidates}
-        segmenter = prof.build("segmenter", runtime).load()
-        masks = mask.mask_stage(
-            runner, candidates, all_templates, ingested, groundings, segmenter, prof.gates, seed, runtime.device
-        )
-        backends = {b.name: b.load() for b in mask_editors} | ({editor.name: editor} if editor else {})
-        edits = edit.edit_stage(runner, masks, by_unit, all_templates, ingested, backends, seed, runtime.device)
-        passed = gates.gates_stage(runner, edits, by_unit, prof.gates, prof.build_clip_gate(runtime))
+        segmenter = prof.spec("segmenter", runtime)
+        masks = mask.mask_stage(runner, candidates, all_templates, ingested, groundings, segmenter, prof.gates, seed)
+        edits = edit.edit_stage(runner, masks, by_unit, all_templates, ingested, backends, seed)
+        passed = gates.gates_stage(runner, edits, by_unit, prof.gates, prof.clip_gate_spec(runtime))
         made = items.items_stage(runner, passed, by_unit)
 
         per_level = dict(sorted(Counter(f"{i.category.low}/{getattr(i.question, 'level', '')}" for i in made).items()))
+        reports = runner.model_reports()
         usage = {
-            n: getattr(getattr(c, "client", None), "usage", None) for n, c in (("grounder", grounder), ("llm", writer))
+            role: reports.get(spec.label, {}).get("usage") for role, spec in (("grounder", grounder), ("llm", writer))
         }
         models: dict[str, Any] = {"segmenter": segmenter} | backends
         figures = {
@@ -96,13 +97,12 @@ class MvpFamily(Family):
             "items_per_category_level": per_level,
             "candidates_per_category": dict(sorted(Counter(c.category.low for _, c in candidates).items())),
             "skipped_categories": skipped,
-            "token_use": {
-                n: {"requests": u.requests, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
-                for n, u in usage.items()
-                if u is not None
+            "token_use": {n: u for n, u in usage.items() if u is not None},
+            # what the model backends report of their work (every worker's, merged): encoder runs spared, batch
+            # sizes chosen, precision
+            "backend_stats": {
+                n: reports[s.label]["stats"] for n, s in models.items() if "stats" in reports.get(s.label, {})
             },
-            # what the model backends report of their work: encoder runs spared, batch sizes chosen, precision
-            "backend_stats": {n: b.stats() for n, b in models.items() if b is not None and hasattr(b, "stats")},
         }
         counts = {
             "sources": len(entries),

@@ -9,7 +9,9 @@ and writes one summary whatever the family.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -17,10 +19,13 @@ from typing import Any
 from prefect import flow
 from prefect.context import FlowRunContext
 
+from perceptforge.backends import loaded
+from perceptforge.backends.devices import resolve_device
 from perceptforge.errors import PerceptforgeError
 from perceptforge.flows.common import prepare_run, record_profile, task_runner
 from perceptforge.flows.family import Family, RunPlan, RunRequest, StagesResult
 from perceptforge.flows.registry import family as family_named
+from perceptforge.tasks.engine import engine_of, visible_gpus
 from perceptforge.tasks.runner import StageRunner
 
 
@@ -40,7 +45,27 @@ def runner_for(fam: Family, plan: RunPlan, request: RunRequest) -> Any:
     kind = request.runner or prof.runner.kind
     workers = prof.thread_workers() if kind == "threads" else prof.runner.max_workers
     workers = prof.workers_within_memory(workers, fam.largest_image(plan))
-    return task_runner(kind, workers, request.dask_address or prof.runner.dask_address)
+    gpus = visible_gpus(resolve_device(prof.device)) if kind == "dask" else 0
+    return task_runner(kind, workers, request.dask_address or prof.runner.dask_address, gpus)
+
+
+@contextlib.contextmanager
+def one_prefect_api(runner: Any) -> Iterator[None]:
+    """Every process of the run reports to one Prefect API. Without ``PREFECT_API_URL``, Prefect starts a temporary
+    server in the first process that asks, and under Dask every worker process would start its own on the same
+    database (they timed out, and units were lost). So the flow's process starts it before the flow, and the flow's
+    settings, which prefect-dask hands to every task on a worker, name it; workers may not start one."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED, temporary_settings
+
+    if type(runner).__name__ == "ThreadPoolTaskRunner" or PREFECT_API_URL.value():
+        yield
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    server.start()
+    with temporary_settings({PREFECT_API_URL: server.api_url, PREFECT_SERVER_EPHEMERAL_ENABLED: False}):
+        yield
 
 
 def run_family(fam: Family, request: RunRequest) -> dict:
@@ -49,8 +74,10 @@ def run_family(fam: Family, request: RunRequest) -> dict:
     fam.check_run(plan)
     for name in ("prefect.flow_runs", "prefect.task_runs"):
         logging.getLogger(name).addFilter(_PrintedByTheCli())
-    construct_flow = construct.with_options(name=fam.name, task_runner=runner_for(fam, plan, request))
-    return construct_flow(family=fam.name, **asdict(request))
+    runner = runner_for(fam, plan, request)
+    construct_flow = construct.with_options(name=fam.name, task_runner=runner)
+    with one_prefect_api(runner):
+        return construct_flow(family=fam.name, **asdict(request))
 
 
 def runner_in_use() -> dict[str, Any]:
@@ -76,6 +103,8 @@ def summary_of(fam: Family, plan: RunPlan, runner: StageRunner, result: StagesRe
         "counts": result.counts | {"quarantined": len(runner.run.gather_quarantine())},
         "failures": dict(sorted(runner.failures.items())),
         "wall_time_s": {k: round(v, 3) for k, v in runner.timings.items()},
+        # how the work was spread: task runs and units per stage, the largest task's arguments, model loads per process
+        "engine": {"kind": runner.engine.name, "workers": runner.engine.workers, **runner.figures()},
     }
 
 
@@ -100,10 +129,23 @@ def construct(
     plan = fam.plan(request)
     run = prepare_run(plan.inputs.out, plan.identity, plan.fresh)
     record_profile(run, plan.inputs.profile)  # push, pull and export read the run's own settings
-    runtime = plan.inputs.profile.runtime(cache_dir=run.path / "cache")
-    stage_runner = StageRunner(run, release_models=plan.inputs.profile.release_models_between_stages)
-    result = fam.stages(plan, run, stage_runner, runtime)
-    summary = summary_of(fam, plan, stage_runner, result)
+    prof = plan.inputs.profile
+    runtime = prof.runtime(cache_dir=run.path / "cache")
+    ctx = FlowRunContext.get()
+    engine = engine_of(ctx.task_runner if ctx else None)
+    engine.check_shared(run.path)
+    stage_runner = StageRunner(
+        run,
+        release_models=prof.release_models_between_stages,
+        chunk_size=prof.runner.chunk_size,
+        engine=engine,
+        device=runtime.device,
+    )
+    try:
+        result = fam.stages(plan, run, stage_runner, runtime)
+        summary = summary_of(fam, plan, stage_runner, result)
+    finally:  # the run's models leave every worker with the run (a long-lived cluster serves other runs)
+        engine.everywhere(loaded.finish, runtime.cache_dir)
     run.write_summary(summary)
     stage_runner.publish(fam.name, summary, result.per_category)
     summary["report"] = str(fam.write_report(run))

@@ -9,6 +9,7 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.backends.protocols import QuestionWriter
 from perceptforge.configs.profile import Authoring
 from perceptforge.data.authored_kind import AuthoredKind
@@ -156,17 +157,17 @@ def make_draft(unit: DraftUnit, writer: QuestionWriter, seed: int, authoring: Au
 
 @task(name="draft", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
 def draft(
-    unit: DraftUnit, writer: QuestionWriter, seed: int, authoring: Authoring, run_path: Path
+    unit: DraftUnit, writer: ModelSpec, seed: int, authoring: Authoring, run_path: Path
 ) -> AuthoredItem | Exception:
     rel = f"drafts/{safe_name(unit.entry.source_id)}.json"
-    return unit_record(RunDir(run_path), rel, lambda: make_draft(unit, writer, seed, authoring), AuthoredItem)
+    return unit_record(RunDir(run_path), rel, lambda: make_draft(unit, obtain(writer), seed, authoring), AuthoredItem)
 
 
 def draft_stage(
     runner: StageRunner,
     kind: AuthoredKind,
     sources: dict[str, tuple[SourceEntry, OriginalImage]],
-    writer: QuestionWriter,
+    writer: ModelSpec,
     seed: int,
     authoring: Authoring,
 ) -> list[AuthoredItem]:

@@ -17,6 +17,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from perceptforge.backends.devices import device_lock
+from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.backends.protocols import EditRequest, ImageEditor
 from perceptforge.data.schema import BackendRef, Candidate, EditRecord, IngestedSource, MaskRecord
 from perceptforge.logic.edit_region import pastes_into_box
@@ -24,6 +25,7 @@ from perceptforge.logic.ids import edit_seed
 from perceptforge.logic.templates import Template
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir, safe_name
+from perceptforge.tasks.engine import MODEL_STAGE
 from perceptforge.tasks.runner import StageRunner, Unit
 
 
@@ -150,16 +152,18 @@ def edit_batch(
 
 @task(name="edit", cache_policy=NO_CACHE)
 def edit(
-    batch: list[EditUnit], backends: dict[str, Any], seed: int, device: str, run_path: Path
+    batch: list[EditUnit], backends: dict[str, ModelSpec], seed: int, run_path: Path
 ) -> list[EditRecord | Exception]:
     """One planned batch; finished units are read back, and a partly written batch is redone whole (same
-    batch, same bytes) with only its missing files written."""
+    batch, same bytes) with only its missing files written. ``backends``: name → the spec of each edit backend,
+    loaded once per process on first use."""
     run = RunDir(run_path)
     rels = [f"edits/{safe_name(u.name)}.json" for u in batch]
     done = [run.read_record(rel) for rel in rels]
     if all(r is not None for r in done):
         return [EditRecord.model_validate(r) for r in done]
-    fresh = edit_batch(batch, run, backends, seed, device)
+    spec = backends[batch[0].backend]
+    fresh = edit_batch(batch, run, {batch[0].backend: obtain(spec)}, seed, spec.runtime.device)
     out: list[EditRecord | Exception] = []
     for rel, old, new in zip(rels, done, fresh):
         if old is None and isinstance(new, EditRecord):
@@ -171,17 +175,21 @@ def edit(
     return out
 
 
-def batch_sizes(backends: dict[str, Any], run: RunDir, seed: int) -> Callable[[EditUnit], int]:
+def batch_sizes(backends: dict[str, ModelSpec], run: RunDir, seed: int) -> Callable[[EditUnit], int]:
     """Units per batch for a unit's backend and image size: the backend's setting, or what it chooses for
-    that size (``batch_size: auto`` measures once, on the first such unit's real request)."""
+    that size (``batch_size: auto`` measures once, on the first such unit's real request, with the model loaded
+    in the flow's process: the batch plan must be known before any batch is submitted)."""
     chosen: dict[tuple[str, int, int], int] = {}
 
     def size(u: EditUnit) -> int:
         key = (u.backend, u.source.width, u.source.height)
         if key not in chosen:
-            backend = backends[u.backend]
-            choose = getattr(backend, "choose_batch_size", None)
-            chosen[key] = choose(edit_request(u, run, seed)) if choose else getattr(backend, "batch_size", 1)
+            spec = backends[u.backend]
+            setting = getattr(spec.settings, "batch_size", 1)
+            if setting == "auto":
+                chosen[key] = obtain(spec).choose_batch_size(edit_request(u, run, seed))
+            else:
+                chosen[key] = int(setting)
         return chosen[key]
 
     return size
@@ -193,9 +201,8 @@ def edit_stage(
     candidates: dict[str, Candidate],
     templates: dict[str, Template],
     sources: dict[str, IngestedSource],
-    backends: dict[str, Any],
+    backends: dict[str, ModelSpec],
     seed: int,
-    device: str,
 ) -> list[tuple[Unit, EditRecord]]:
     units = {}
     for u, m in masks:
@@ -204,5 +211,5 @@ def edit_stage(
     batches = plan_batches([eu for _, eu in units.values()], batch_sizes(backends, runner.run, seed))
     planned = [[Unit(eu.name, units[eu.name][0].file, eu) for eu in batch] for batch in batches]
     return runner.map_batches(
-        "edit", edit, planned, backends=backends, seed=seed, device=device, models=backends.values()
+        "edit", edit, planned, backends=backends, seed=seed, models=backends.values(), resources=MODEL_STAGE
     )

@@ -12,11 +12,13 @@ from PIL import Image
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import Candidate, EditRecord, GateRecord
 from perceptforge.logic.gates import hamming, near_duplicates, pair_measurements, pair_verdict, phash
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir, safe_name
+from perceptforge.tasks.engine import CPU_STAGE, MODEL_STAGE
 from perceptforge.tasks.runner import StageRunner, Unit
 
 
@@ -49,10 +51,11 @@ class GateUnit(NamedTuple):
 
 
 @task(name="gate", cache_policy=NO_CACHE)
-def gate(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int | Exception:
-    """The perceptual hash of what the edit changed, if the pair passes; else QualityGate with the reason."""
+def gate(unit: GateUnit, gates: Gates, clip: ModelSpec | Any, run_path: Path) -> int | Exception:
+    """The perceptual hash of what the edit changed, if the pair passes; else QualityGate with the reason. ``clip``:
+    the faithfulness gate's model (its spec, loaded once per process; or a loaded scorer), or None."""
     try:
-        return judge_pair(unit, gates, clip, run_path)
+        return judge_pair(unit, gates, obtain(clip) if isinstance(clip, ModelSpec) else clip, run_path)
     except OSError as exc:  # a full disk: the runner stops the run with one line
         return exc
 
@@ -84,11 +87,12 @@ def gates_stage(
     edits: list[tuple[Unit, EditRecord]],
     candidates: dict[str, Candidate],
     gates: Gates,
-    clip: Any = None,
+    clip: ModelSpec | None = None,
 ) -> list[tuple[Unit, EditRecord]]:
     """The edits that pass every gate, in unit order; the others are quarantined with the gate's reason."""
     units = [Unit(u.name, u.file, GateUnit(e, candidates[u.name])) for u, e in edits]
-    passed = runner.map("gates", gate, units, gates=gates, clip=clip, models=[clip])
+    resources = CPU_STAGE if clip is None else MODEL_STAGE
+    passed = runner.map("gates", gate, units, gates=gates, clip=clip, models=[clip], resources=resources)
     hashes = dict((u.name, h) for u, h in passed)
     dupes = near_duplicates(list(hashes.items()), gates.min_phash_distance)
     for u, _ in passed:

@@ -8,7 +8,7 @@ from typing import NamedTuple
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from perceptforge.backends.protocols import Grounder
+from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.data.schema import Grounding, IngestedSource
 from perceptforge.logic.templates import Template
 from perceptforge.store.images import load_rgb
@@ -23,13 +23,14 @@ class GroundUnit(NamedTuple):
 
 
 @task(name="ground", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
-def ground(unit: GroundUnit, grounder: Grounder, used: list[Template], run_path: Path) -> Grounding | Exception:
+def ground(unit: GroundUnit, grounder: ModelSpec, used: list[Template], run_path: Path) -> Grounding | Exception:
     entry, source = unit
     run = RunDir(run_path)
+    model = obtain(grounder)
     return unit_record(
         run,
         f"groundings/{safe_name(entry.source_id)}.json",
-        lambda: grounder.ground(load_rgb(run.sub(source.stored)), entry, used),
+        lambda: model.ground(load_rgb(run.sub(source.stored)), entry, used),
         Grounding,
         exclude_none=False,  # the records it has always written
     )
@@ -38,7 +39,7 @@ def ground(unit: GroundUnit, grounder: Grounder, used: list[Template], run_path:
 def ground_stage(
     runner: StageRunner,
     sources: dict[str, tuple[SourceEntry, IngestedSource]],
-    grounder: Grounder,
+    grounder: ModelSpec,
     used: list[Template],
 ) -> dict[str, Grounding]:
     """source id → grounding. Images without a main subject (donor scenes and objects) are not grounded."""

@@ -9,6 +9,7 @@ from typing import NamedTuple
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.backends.protocols import QuestionWriter
 from perceptforge.data.schema import EditKind, Grounding, IdeaRecord, Rendering
 from perceptforge.logic import context, renderings
@@ -44,10 +45,12 @@ class IdeaUnit(NamedTuple):
 
 
 @task(name="idea", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
-def idea(unit: IdeaUnit, writer: QuestionWriter, seed: int, run_path: Path) -> IdeaRecord | Exception:
+def idea(unit: IdeaUnit, writer: ModelSpec, seed: int, run_path: Path) -> IdeaRecord | Exception:
     template, grounding, offered = unit
     rel = f"ideas/{safe_name(unit_id(grounding.source_id, template))}.json"
-    return unit_record(RunDir(run_path), rel, lambda: make_idea(template, grounding, writer, offered, seed), IdeaRecord)
+    return unit_record(
+        RunDir(run_path), rel, lambda: make_idea(template, grounding, obtain(writer), offered, seed), IdeaRecord
+    )
 
 
 def idea_stage(
@@ -56,7 +59,7 @@ def idea_stage(
     groundings: dict[str, Grounding],
     templates: list[Template],
     offers: dict[str, list[Rendering]],
-    writer: QuestionWriter,
+    writer: ModelSpec,
     seed: int,
 ) -> list[tuple[Unit, IdeaRecord]]:
     units = [
@@ -64,4 +67,4 @@ def idea_stage(
         for sid, g in groundings.items()
         for t in templates
     ]
-    return runner.map("idea", idea, units, writer=writer, seed=seed)
+    return runner.map("idea", idea, units, writer=writer, seed=seed, models=[writer])

@@ -13,6 +13,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from perceptforge.backends.devices import device_lock
+from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.backends.protocols import Segmenter
 from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import BackendRef, Candidate, Grounding, IngestedSource, MaskRecord
@@ -22,6 +23,7 @@ from perceptforge.logic.ids import unit_rng
 from perceptforge.logic.templates import Template
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir, safe_name
+from perceptforge.tasks.engine import MODEL_STAGE
 from perceptforge.tasks.gates import QualityGate
 from perceptforge.tasks.runner import StageRunner, Unit, unit_record
 
@@ -89,18 +91,18 @@ class MaskUnit(NamedTuple):
 @task(name="mask", cache_policy=NO_CACHE)
 def mask(
     unit: MaskUnit,
-    segmenter: Segmenter,
+    segmenter: ModelSpec,
     gates: Gates,
     seed: int,
-    device: str,
     run_path: Path,
 ) -> MaskRecord | Exception:
     template, candidate, source, grounding = unit
     run = RunDir(run_path)
+    device = segmenter.runtime.device
     return unit_record(
         run,
         f"masks/{safe_name(candidate.unit)}.json",
-        lambda: make_mask(template, candidate, source, grounding, run, segmenter, gates, seed, device),
+        lambda: make_mask(template, candidate, source, grounding, run, obtain(segmenter), gates, seed, device),
         MaskRecord,
     )
 
@@ -111,15 +113,14 @@ def mask_stage(
     templates: dict[str, Template],
     sources: dict[str, IngestedSource],
     groundings: dict[str, Grounding],
-    segmenter: Segmenter,
+    segmenter: ModelSpec,
     gates: Gates,
     seed: int,
-    device: str,
 ) -> list[tuple[Unit, MaskRecord]]:
     units = []
     for u, c in candidates:
         sid = c.lineage.source_id
         units.append(Unit(u.name, u.file, MaskUnit(templates[c.lineage.template_id], c, sources[sid], groundings[sid])))
     return runner.map(
-        "mask", mask, units, segmenter=segmenter, gates=gates, seed=seed, device=device, models=[segmenter]
+        "mask", mask, units, segmenter=segmenter, gates=gates, seed=seed, models=[segmenter], resources=MODEL_STAGE
     )

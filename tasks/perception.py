@@ -18,6 +18,7 @@ from PIL import Image
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.data.schema import LETTERS, BackendRef, IngestedSource, Lineage, PerceptionItem
 from perceptforge.logic.ids import unit_rng
 from perceptforge.logic.marks import MarkStyle
@@ -28,6 +29,7 @@ from perceptforge.prompts.library import load_prompt
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir
 from perceptforge.store.sources import SourceEntry, resolve_inside
+from perceptforge.tasks.engine import CPU_STAGE, MODEL_STAGE
 from perceptforge.tasks.runner import StageRunner, Unit, unit_record
 
 BACKEND_NAMES = {
@@ -160,27 +162,36 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir, models: Mapping[str
 
 @task(name="build", cache_policy=NO_CACHE)
 def build_unit(
-    unit: PerceptionUnit, seed: int, run_path: Path, profile_models: Mapping[str, Any] | None = None
+    unit: PerceptionUnit, seed: int, run_path: Path, profile_models: Mapping[str, ModelSpec] | None = None
 ) -> PerceptionItem | Exception:
+    """One unit's item; of ``profile_models`` (name → spec) only those the unit's task uses are loaded, once per
+    process."""
     run = RunDir(run_path)
-    return unit_record(
-        run, f"perception/{unit.name}.json", lambda: build_item(unit, seed, run, profile_models), PerceptionItem
-    )
+    used = models_used(unit.template.needs)
+
+    def compute() -> PerceptionItem:
+        models = {name: obtain(spec) for name, spec in (profile_models or {}).items() if name in used}
+        return build_item(unit, seed, run, models)
+
+    return unit_record(run, f"perception/{unit.name}.json", compute, PerceptionItem)
 
 
 def build_stage(
-    runner: StageRunner, units: list[PerceptionUnit], seed: int, models: Mapping[str, Any] | None = None
+    runner: StageRunner, units: list[PerceptionUnit], seed: int, models: Mapping[str, ModelSpec] | None = None
 ) -> list[PerceptionItem]:
-    """Every unit's item, also written as ``items/<id>.json``; ``models`` (name → the profile's model) reach the
-    task by name and are freed after the stage when the profile says so."""
+    """Every unit's item, also written as ``items/<id>.json``; ``models`` (name → the spec of the profile's model)
+    reach the task by name, load on the worker that first needs them and are freed after the stage when the
+    profile says so."""
     models = dict(models or {})
+    asked = {name for u in units for name in models_used(u.template.needs)} & set(models)
     done = runner.map(
         "build",
         build_unit,
         [Unit(u.name, u.sources[0][0].file_name, u) for u in units],
         models=tuple(models.values()),
+        resources=MODEL_STAGE if asked else CPU_STAGE,
         seed=seed,
-        profile_models=models,
+        profile_models={name: models[name] for name in sorted(asked)},
     )
     items = [item for _, item in done]
     for item in items:

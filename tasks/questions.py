@@ -9,6 +9,7 @@ from typing import NamedTuple
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.backends.protocols import QuestionWriter
 from perceptforge.data.schema import Candidate, Grounding, IdeaRecord, IngestedSource, PromptRef
 from perceptforge.logic import context, questions
@@ -99,7 +100,7 @@ class QuestionsUnit(NamedTuple):
 @task(name="questions", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=transient)
 def write_questions(
     unit: QuestionsUnit,
-    writer: QuestionWriter,
+    writer: ModelSpec,
     cross_descriptions: list[str],
     seed: int,
     run_path: Path,
@@ -108,7 +109,7 @@ def write_questions(
     return unit_record(
         RunDir(run_path),
         f"candidates/{safe_name(idea.unit)}.json",
-        lambda: make_candidate(template, grounding, source.sha256, idea, writer, cross_descriptions, seed),
+        lambda: make_candidate(template, grounding, source.sha256, idea, obtain(writer), cross_descriptions, seed),
         Candidate,
     )
 
@@ -117,7 +118,7 @@ def questions_stage(
     runner: StageRunner,
     ideas: list[tuple[Unit, IdeaRecord]],
     sources: dict[str, IngestedSource],
-    writer: QuestionWriter,
+    writer: ModelSpec,
     all_templates: dict[str, Template],
     seed: int,
 ) -> list[tuple[Unit, Candidate]]:

@@ -1,26 +1,39 @@
 """The one stage runner every construction flow uses.
 
-A flow hands it a stage (a Prefect task) and its units; the runner submits one task per unit (or per
-batch), collects the results in unit order, quarantines a failed unit with its reason instead of failing
-the run (a task *returns* the exception for what is expected — a source without what a category changes,
-a gate's verdict — so Prefect logs no error for it; it raises for faults), shows a progress bar per
-stage, times each stage, frees the stage's models when the profile asks, and publishes the run's summary
-as Prefect artifacts. Resume is the tasks' own business: each writes one file per finished unit through
-``RunDir.once``, so a rerun skips what is done.
+A flow hands it a stage (a Prefect task over one unit, or over one planned batch) and its units; the runner
+submits one Prefect task per *chunk* of units (``runner.chunk_size``, and never fewer chunks than tasks can run at
+once), so a run of 100k photos makes thousands of task runs, not millions. Inside a chunk each unit runs on its
+own: its result or its exception comes back alone, so resume (one file per finished unit, ``RunDir.once``),
+quarantine (a failed unit with its reason; a task *returns* the exception for what is expected — a source without
+what a category changes, a gate's verdict — and raises for faults) and progress stay per unit.
+
+Models never ride in a task's arguments: a model stage passes ``ModelSpec``s and each worker process loads them
+once (``backends/loaded``). A stage declares the ``Resources`` its tasks need, which the engine maps to its own
+(``tasks/engine``). A chunk that fails outside its units (a worker died, the Prefect API is unreachable) stops the
+run in one line: no unit is quarantined for what was not its fault. The runner also times each stage, frees the
+stage's models when the profile asks, counts task runs and measures what each task's arguments weigh, and
+publishes the run's summary as Prefect artifacts.
 """
 
 from __future__ import annotations
 
 import errno
 import logging
+import math
+import pickle
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from importlib import import_module
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from prefect import Task
+import cloudpickle
+from prefect import Task, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext
 from pydantic import BaseModel
 from rich.console import Console
@@ -35,9 +48,12 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from perceptforge.backends import loaded
 from perceptforge.backends.chat import EndpointUnavailable
+from perceptforge.backends.loaded import ModelSpec
 from perceptforge.errors import PerceptforgeError
 from perceptforge.store.rundir import RunDir
+from perceptforge.tasks.engine import CPU_STAGE, Engine, Resources
 
 log = logging.getLogger("perceptforge")
 # Out of space, or the folder turned read-only: every later write fails too, so the run stops at once.
@@ -45,15 +61,40 @@ _STOPS_THE_RUN = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 
 
 class RunStopped(PerceptforgeError):
-    """The run cannot go on (the disk is full); rerunning the same command resumes it."""
+    """The run cannot go on (the disk is full, or the engine failed); rerunning the same command resumes it."""
+
+
+class UnitFault(Exception):
+    """A unit's exception that cannot cross a process boundary as itself: its type's name, message and traceback."""
+
+    def __init__(self, kind: str, message: str, detail: str = ""):
+        super().__init__(message)
+        self.kind, self.detail = kind, detail
+
+    def __reduce__(self) -> tuple:
+        return (UnitFault, (self.kind, str(self), self.detail))
+
+
+class TransientUnits(Exception):
+    """Some units of a chunk met an endpoint that may recover: Prefect retries the chunk (finished units are read
+    back from their files); ``results`` are every unit's, for when the retries run out."""
+
+    def __init__(self, results: list):
+        super().__init__(
+            f"{sum(isinstance(r, EndpointUnavailable) for r in results)} unit(s) met an unavailable endpoint"
+        )
+        self.results = results
+
+    def __reduce__(self) -> tuple:
+        return (TransientUnits, (self.results,))
 
 
 U = TypeVar("U")
 
 
 def transient(task: Any, task_run: Any, state: Any) -> bool:
-    """Prefect ``retry_condition_fn``: retry a task only when its endpoint failed in a way that may pass."""
-    return isinstance(state.result(raise_on_failure=False), EndpointUnavailable)
+    """Prefect ``retry_condition_fn``: retry a chunk only when an endpoint failed in a way that may pass."""
+    return isinstance(state.result(raise_on_failure=False), TransientUnits | EndpointUnavailable)
 
 
 R = TypeVar("R", bound=BaseModel)
@@ -72,6 +113,95 @@ def unit_record(
     return model.model_validate(record)
 
 
+def portable(exc: BaseException, fault: bool = False) -> Exception:
+    """``exc`` as it may cross to another process: itself when it pickles back, else a UnitFault with its type,
+    message and evidence. A fault (raised, not returned) keeps its traceback for the quarantine record."""
+    detail = "".join(traceback.format_exception(exc)) if fault else ""
+    try:
+        back = pickle.loads(pickle.dumps(exc))
+        if type(back) is type(exc) and str(back) == str(exc):
+            if detail:
+                back.traceback = detail  # type: ignore[attr-defined]
+            return back
+    except Exception:
+        pass
+    twin = UnitFault(type(exc).__name__, str(exc), detail)
+    for key in ("raw", "measurements", "evidence"):
+        if hasattr(exc, key):
+            setattr(twin, key, getattr(exc, key))
+    return twin
+
+
+def _call(fn: Callable[..., Any], value: Any, run_path: Path, inputs: dict[str, Any]) -> Any:
+    try:
+        result = fn(value, run_path=run_path, **inputs)
+    except Exception as exc:  # a fault of this unit alone
+        return portable(exc, fault=True)
+    return portable(result) if isinstance(result, Exception) else result
+
+
+def resolve(stage_fn: str | Callable[..., Any]) -> Callable[..., Any]:
+    """A stage's function from its ``module:name`` (a Prefect task's own function), or the function itself."""
+    if not isinstance(stage_fn, str):
+        return stage_fn
+    module, _, name = stage_fn.partition(":")
+    found = getattr(import_module(module), name)
+    return found.fn if isinstance(found, Task) else found
+
+
+def reference(stage: Task | Callable[..., Any]) -> str | Callable[..., Any]:
+    """What a chunk task is told to run: ``module:name`` when that finds the stage again in another process
+    (a few bytes), else the function itself."""
+    fn = stage.fn if isinstance(stage, Task) else stage
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    try:
+        if module and "." not in name and resolve(f"{module}:{name}") is fn:
+            return f"{module}:{name}"
+    except Exception:
+        pass
+    return fn
+
+
+@task(name="chunk", cache_policy=NO_CACHE)
+def run_chunk(
+    stage_fn: str | Callable[..., Any], values: list[Any], batched: bool, run_path: Path, inputs: dict[str, Any]
+) -> list[Any]:
+    """Every unit of a chunk (or every planned batch of it, when ``batched``): one result or exception per unit."""
+    fn = resolve(stage_fn)
+    results: list[Any] = []
+    for value in values:
+        if not batched:
+            results.append(_call(fn, value, run_path, inputs))
+            continue
+        out = _call(fn, value, run_path, inputs)
+        results.extend(
+            [out] * len(value)
+            if isinstance(out, Exception)
+            else [portable(r) if isinstance(r, Exception) else r for r in out]
+        )
+    if any(isinstance(r, EndpointUnavailable) for r in results):
+        raise TransientUnits(results)
+    return results
+
+
+def chunked(items: Sequence[Any], size: int, weight: Callable[[Any], int] = lambda _: 1) -> list[list[Any]]:
+    """``items`` in order, cut into chunks of about ``size`` units (``weight``: units per item; never split)."""
+    chunks: list[list[Any]] = []
+    load = 0
+    for item in items:
+        if not chunks or load + weight(item) > size and chunks[-1]:
+            chunks.append([])
+            load = 0
+        chunks[-1].append(item)
+        load += weight(item)
+    return chunks
+
+
+def chunk_size(units: int, most: int, workers: int) -> int:
+    """Units per chunk: at most ``most``, and small enough that every worker gets one while units last."""
+    return max(1, min(most, math.ceil(units / max(1, workers))))
+
+
 @dataclass(frozen=True)
 class Unit(Generic[U]):
     """One unit of a stage: its stable name (also its quarantine file), the source file it comes from, and
@@ -86,8 +216,14 @@ class Unit(Generic[U]):
 class StageRunner:
     run: RunDir
     release_models: bool = False
+    chunk_size: int = 16
+    engine: Engine = field(default_factory=Engine)
+    device: str = "cpu"
     timings: dict[str, float] = field(default_factory=dict)
     failures: Counter[str] = field(default_factory=Counter)
+    task_runs: Counter[str] = field(default_factory=Counter)
+    units_run: Counter[str] = field(default_factory=Counter)
+    largest_task_bytes: dict[str, int] = field(default_factory=dict)
     console: Console = field(default_factory=lambda: Console(stderr=True))
 
     def quarantine(self, stage: str, unit: Unit, exc: BaseException) -> None:
@@ -97,55 +233,99 @@ class StageRunner:
                 f"{where}: {exc.strerror} — the run stopped at stage {stage}; make room and run the same "
                 "command again to resume"
             )
-        extra = {k: getattr(exc, k) for k in ("raw", "measurements") if hasattr(exc, k)}
+        extra = {k: getattr(exc, k) for k in ("raw", "measurements", "traceback") if hasattr(exc, k)}
         extra |= getattr(exc, "evidence", {})  # run-relative paths of what shows the failure (a rejected mask)
-        self.run.quarantine(unit.name, stage, type(exc).__name__, str(exc), file=unit.file, **extra)
-        self.failures[f"{stage}: {type(exc).__name__}"] += 1
-        log.warning("%s: %s quarantined: %s: %s", stage, unit.name, type(exc).__name__, exc)
+        kind = exc.kind if isinstance(exc, UnitFault) else type(exc).__name__
+        if isinstance(exc, UnitFault) and exc.detail:
+            extra["traceback"] = exc.detail
+        self.run.quarantine(unit.name, stage, kind, str(exc), file=unit.file, **extra)
+        self.failures[f"{stage}: {kind}"] += 1
+        log.warning("%s: %s quarantined: %s: %s", stage, unit.name, kind, exc)
 
     def map(
-        self, stage: str, task: Task, units: Sequence[Unit], *, models: Iterable[Any] = (), **inputs: Any
+        self,
+        stage: str,
+        task: Task | Callable[..., Any],
+        units: Sequence[Unit],
+        *,
+        models: Iterable[ModelSpec | None] = (),
+        resources: Resources = CPU_STAGE,
+        **inputs: Any,
     ) -> list[tuple[Unit, Any]]:
-        """One ``task(unit.value, **inputs, run_path=…)`` per unit; (unit, result) of those that succeeded, in
-        unit order. Inputs go by name, so each reaches the task parameter that says what it is."""
-        self.timings[stage] = -time.perf_counter()
-        futures = [(u, task.submit(u.value, run_path=self.run.path, **inputs)) for u in units]
-        done: list[tuple[Unit, Any]] = []
-        with _StageProgress(self.console, stage, len(futures)) as advance:
-            for unit, future in futures:
-                try:
-                    result = future.result()
-                except Exception as exc:
-                    result = exc
-                self._settle(stage, unit, result, done)
-                advance()
-        self._end(stage, models)
-        return done
+        """``task(unit.value, **inputs, run_path=…)`` for every unit, in chunks; (unit, result) of those that
+        succeeded, in unit order. Inputs go by name, so each reaches the task parameter that says what it is."""
+        size = chunk_size(len(units), self.chunk_size, self.engine.workers)
+        return self._run(stage, task, [[u] for u in units], size, False, models, resources, inputs)
 
     def map_batches(
         self,
         stage: str,
-        task: Task,
+        task: Task | Callable[..., Any],
         batches: Sequence[Sequence[Unit]],
         *,
-        models: Iterable[Any] = (),
+        models: Iterable[ModelSpec | None] = (),
+        resources: Resources = CPU_STAGE,
         **inputs: Any,
     ) -> list[tuple[Unit, Any]]:
-        """Like :meth:`map` for a task that takes a batch of unit values and returns one result or exception each."""
+        """Like :meth:`map` for a task that takes a planned batch of unit values and returns one result or
+        exception each; a chunk holds whole batches."""
+        size = chunk_size(sum(len(b) for b in batches), self.chunk_size, self.engine.workers)
+        done = self._run(stage, task, [list(b) for b in batches], size, True, models, resources, inputs)
+        return sorted(done, key=lambda d: d[0].name)
+
+    def _run(
+        self,
+        stage: str,
+        task: Task | Callable[..., Any],
+        groups: list[list[Unit]],
+        size: int,
+        batched: bool,
+        models: Iterable[ModelSpec | None],
+        resources: Resources,
+        inputs: dict[str, Any],
+    ) -> list[tuple[Unit, Any]]:
         self.timings[stage] = -time.perf_counter()
-        futures = [(b, task.submit([u.value for u in b], run_path=self.run.path, **inputs)) for b in batches]
+        chunks = chunked(groups, size, weight=len)
+        if chunks:
+            self.engine.check_resources(resources, self.device, stage)
+        chunk_task = run_chunk.with_options(
+            name=stage,
+            retries=getattr(task, "retries", 0) or 0,
+            retry_delay_seconds=getattr(task, "retry_delay_seconds", 0) or 0,
+            retry_condition_fn=transient,
+        )
+        stage_fn = reference(task)
+        submitted = []
+        with self.engine.placed(resources, self.device):
+            for chunk in chunks:
+                values = [[u.value for u in g] if batched else g[0].value for g in chunk]
+                self._weigh(stage, stage_fn, values, inputs)
+                future = chunk_task.submit(stage_fn, values, batched, self.run.path, inputs)
+                submitted.append(([u for g in chunk for u in g], future))
+        self.task_runs[stage] += len(submitted)
         done: list[tuple[Unit, Any]] = []
-        with _StageProgress(self.console, stage, sum(len(b) for b in batches)) as advance:
-            for batch, future in futures:
+        with _StageProgress(self.console, stage, sum(len(us) for us, _ in submitted)) as advance:
+            for chunk_units, future in submitted:
                 try:
                     results = future.result()
-                except Exception as exc:  # the whole task failed (a worker died): every unit of it
-                    results = [exc] * len(batch)
-                for unit, result in zip(batch, results):
+                except TransientUnits as exc:  # retries spent: each unit's own outcome
+                    results = exc.results
+                except Exception as exc:
+                    raise RunStopped(
+                        f"stage {stage}: a task failed outside its units ({type(exc).__name__}: {exc}); nothing was "
+                        "quarantined for it — fix the cause and run the same command again to resume"
+                    ) from exc
+                for unit, result in zip(chunk_units, results):
                     self._settle(stage, unit, result, done)
-                    advance()
+                advance(len(chunk_units))
+        self.units_run[stage] += sum(len(us) for us, _ in submitted)
         self._end(stage, models)
-        return sorted(done, key=lambda d: d[0].name)
+        return done
+
+    def _weigh(self, stage: str, stage_fn: Any, values: list[Any], inputs: dict[str, Any]) -> None:
+        """The serialised size of a task's arguments (what a Dask submission ships), the largest per stage."""
+        size = len(cloudpickle.dumps((stage_fn, values, inputs)))
+        self.largest_task_bytes[stage] = max(size, self.largest_task_bytes.get(stage, 0))
 
     def _settle(self, stage: str, unit: Unit, result: Any, done: list[tuple[Unit, Any]]) -> None:
         """A unit's result: an exception (raised, a fault; or returned, an expected failure) is quarantined;
@@ -156,12 +336,25 @@ class StageRunner:
             self.run.clear_quarantine(unit.name)
             done.append((unit, result))
 
-    def _end(self, stage: str, models: Iterable[Any]) -> None:
+    def _end(self, stage: str, models: Iterable[ModelSpec | None]) -> None:
         self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter()
-        if self.release_models:
-            for model in models:
-                if model is not None and hasattr(model, "unload"):
-                    model.unload()
+        keys = [m.key for m in models if m is not None]
+        if self.release_models and keys:
+            self.engine.everywhere(loaded.release, keys)
+
+    def model_reports(self) -> dict[str, Any]:
+        """What the run's models report of their work (``stats()``, token usage), every process's merged, by label."""
+        reports = self.engine.everywhere(loaded.process_report, self.run.path / "cache")
+        return loaded.merge_reports(list(reports.values()))
+
+    def figures(self) -> dict[str, Any]:
+        """For the summary: task runs and units per stage, the largest task's arguments, models loaded where."""
+        return {
+            "task_runs": dict(self.task_runs),
+            "units_run": dict(self.units_run),
+            "largest_task_bytes": dict(self.largest_task_bytes),
+            "model_loads": loaded.loads(self.run.path / "cache"),
+        }
 
     def publish(self, flow: str, summary: dict, per_category: dict[str, int]) -> None:
         """The run's counts, failures and per-category table as artifacts of the flow run (Prefect UI)."""
@@ -191,7 +384,7 @@ class _StageProgress:
         self.console, self.stage, self.total, self.done = console, stage, total, 0
         self.progress: Progress | None = None
 
-    def __enter__(self) -> Callable[[], None]:
+    def __enter__(self) -> Callable[[int], None]:
         if self.console.is_terminal:
             self.progress = Progress(
                 TextColumn(f"[bold]{self.stage:<10}"),
@@ -207,10 +400,10 @@ class _StageProgress:
             self.task_id = self.progress.add_task(self.stage, total=self.total)
         return self.advance
 
-    def advance(self) -> None:
-        self.done += 1
+    def advance(self, units: int = 1) -> None:
+        self.done += units
         if self.progress is not None:
-            self.progress.advance(self.task_id)
+            self.progress.advance(self.task_id, units)
 
     def __exit__(self, *exc: object) -> None:
         if self.progress is not None:
