@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from collections import Counter
@@ -91,9 +92,19 @@ def obtain(spec: ModelSpec) -> Any:
             built = spec.build()
             model = built.load() if hasattr(built, "load") else built
             model = built if model is None else model
+            _pin_threads(spec.runtime)
             _MODELS[spec.key], _SPECS[spec.key] = model, spec
             _record_load(spec, time.perf_counter() - started)
     return model
+
+
+def _pin_threads(runtime: Runtime) -> None:
+    """On the CPU a torch model's output depends on its intra-op thread count (float sums split differently), and a
+    Dask worker process starts with one thread where the flow's process has one per core: every process that runs
+    a model uses the run's ``cpu_threads``."""
+    torch = sys.modules.get("torch")
+    if torch is not None and runtime.device == "cpu" and torch.get_num_threads() != runtime.cpu_threads:
+        torch.set_num_threads(runtime.cpu_threads)
 
 
 def _record_load(spec: ModelSpec, seconds: float) -> None:

@@ -59,12 +59,14 @@ class BackendSettings(BaseModel):
 
 @dataclass(frozen=True)
 class Runtime:
-    """What every backend gets beside its own settings: the resolved device, the dtype name, and where it may
-    keep what it computed for reuse by later units and resumed runs (a run's ``cache/``; None: memory only)."""
+    """What every backend gets beside its own settings: the resolved device, the dtype name, where it may
+    keep what it computed for reuse by later units and resumed runs (a run's ``cache/``; None: memory only), and
+    the intra-op threads of a model on the CPU (its pixels depend on them)."""
 
     device: str = "cpu"
     dtype: str = "float32"
     cache_dir: Path | None = None
+    cpu_threads: int = 1
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,12 @@ class Profile(Section):
     description: str = ""
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    cpu_threads: int = Field(
+        1,
+        ge=1,
+        description="torch's intra-op threads for models on the CPU, in every worker: a model's output pixels depend "
+        "on them, so one value makes a run byte-identical on any runner; workers give the parallelism",
+    )
     release_models_between_stages: bool = Field(False, description="free each stage's models when the stage ends")
     seed: int = Field(0, description="the run's seed when the command line gives none")
     grounder: BackendSettings
@@ -150,7 +156,9 @@ class Profile(Section):
     def runtime(self, cache_dir: Path | None = None) -> Runtime:
         """The device every backend of this profile runs on (``auto`` resolved, CPU fallback warned once), and
         where backends keep what they computed for reuse (a run's ``cache/``)."""
-        return Runtime(device=resolve_device(self.device), dtype=self.dtype, cache_dir=cache_dir)
+        return Runtime(
+            device=resolve_device(self.device), dtype=self.dtype, cache_dir=cache_dir, cpu_threads=self.cpu_threads
+        )
 
     def build(self, role: str, runtime: Runtime | None = None) -> Any:
         """The backend serving ``role`` (None for an absent optional role; a list for ``inpainter``), built

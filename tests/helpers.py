@@ -74,3 +74,14 @@ def dist_info(root, name: str, entry_points: str):
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
     return root
+
+
+def prefect_servers_here() -> int:
+    """Prefect API servers this process started (its temporary-server instances and their processes); run on a
+    Dask worker by ``client.run``, so it lives in an importable module."""
+    import psutil
+    from prefect.server.api.server import SubprocessASGIServer
+
+    children = psutil.Process().children(recursive=True)
+    serving = [p for p in children if "prefect" in " ".join(p.cmdline()) and "server" in " ".join(p.cmdline())]
+    return len(SubprocessASGIServer._instances) + len(serving)

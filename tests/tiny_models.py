@@ -219,54 +219,65 @@ def save_tiny_sd(folder: Path, kind: str) -> Path:
     return folder / kind
 
 
-def save_tiny_sam(folder: Path) -> tuple[str, Path]:
-    """A ~100k-parameter SAM registered as an extra builder; returns (model type, checkpoint path)."""
+def build_tiny_sam(checkpoint=None):
+    """A ~100k-parameter SAM (the builder registered as model type ``tiny_test``)."""
     from functools import partial
 
     import torch
-    from segment_anything import sam_model_registry
     from segment_anything.modeling import ImageEncoderViT, MaskDecoder, PromptEncoder, Sam, TwoWayTransformer
 
-    def build_tiny(checkpoint=None):
-        img_size, prompt_dim = 128, 32
-        sam = Sam(
-            image_encoder=ImageEncoderViT(
-                depth=2,
-                embed_dim=32,
-                img_size=img_size,
-                mlp_ratio=2,
-                norm_layer=partial(torch.nn.LayerNorm, eps=1e-6),
-                num_heads=2,
-                patch_size=16,
-                qkv_bias=True,
-                use_rel_pos=True,
-                global_attn_indexes=[1],
-                window_size=4,
-                out_chans=prompt_dim,
-            ),
-            prompt_encoder=PromptEncoder(
-                embed_dim=prompt_dim,
-                image_embedding_size=(img_size // 16, img_size // 16),
-                input_image_size=(img_size, img_size),
-                mask_in_chans=4,
-            ),
-            mask_decoder=MaskDecoder(
-                num_multimask_outputs=3,
-                transformer=TwoWayTransformer(depth=2, embedding_dim=prompt_dim, mlp_dim=64, num_heads=2),
-                transformer_dim=prompt_dim,
-                iou_head_depth=2,
-                iou_head_hidden_dim=32,
-            ),
-        )
-        if checkpoint is not None:
-            sam.load_state_dict(torch.load(checkpoint, map_location="cpu"))
-        return sam.eval()
+    img_size, prompt_dim = 128, 32
+    sam = Sam(
+        image_encoder=ImageEncoderViT(
+            depth=2,
+            embed_dim=32,
+            img_size=img_size,
+            mlp_ratio=2,
+            norm_layer=partial(torch.nn.LayerNorm, eps=1e-6),
+            num_heads=2,
+            patch_size=16,
+            qkv_bias=True,
+            use_rel_pos=True,
+            global_attn_indexes=[1],
+            window_size=4,
+            out_chans=prompt_dim,
+        ),
+        prompt_encoder=PromptEncoder(
+            embed_dim=prompt_dim,
+            image_embedding_size=(img_size // 16, img_size // 16),
+            input_image_size=(img_size, img_size),
+            mask_in_chans=4,
+        ),
+        mask_decoder=MaskDecoder(
+            num_multimask_outputs=3,
+            transformer=TwoWayTransformer(depth=2, embedding_dim=prompt_dim, mlp_dim=64, num_heads=2),
+            transformer_dim=prompt_dim,
+            iou_head_depth=2,
+            iou_head_hidden_dim=32,
+        ),
+    )
+    if checkpoint is not None:
+        sam.load_state_dict(torch.load(checkpoint, map_location="cpu"))
+    return sam.eval()
 
-    sam_model_registry["tiny_test"] = build_tiny
+
+def register_tiny_sam() -> str:
+    """Register the tiny builder with segment-anything in this process (a Dask worker runs this too)."""
+    from segment_anything import sam_model_registry
+
+    sam_model_registry["tiny_test"] = build_tiny_sam
+    return "tiny_test"
+
+
+def save_tiny_sam(folder: Path) -> tuple[str, Path]:
+    """A ~100k-parameter SAM registered as an extra builder; returns (model type, checkpoint path)."""
+    import torch
+
+    register_tiny_sam()
     torch.manual_seed(0)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "sam_tiny.pth"
-    torch.save(build_tiny().state_dict(), path)
+    torch.save(build_tiny_sam().state_dict(), path)
     return "tiny_test", path
 
 

@@ -1,0 +1,96 @@
+"""Scale-out on a real Dask cluster: two worker *processes* on 127.0.0.1 run the mvp flow with tiny real models
+(SAM and Stable Diffusion inpainting, built here). Models load on the workers, once each; no task ships a model;
+the items are byte-identical to the threads runner's; no worker starts a Prefect server of its own."""
+
+import json
+import os
+import socket
+import subprocess
+
+import pytest
+import yaml
+
+pytest.importorskip("prefect_dask")
+pytest.importorskip("segment_anything")
+pytest.importorskip("diffusers")
+
+from helpers import perceptforge_cmd, prefect_servers_here  # noqa: E402
+from tiny_models import register_tiny_sam, save_tiny_sam, save_tiny_sd  # noqa: E402
+
+CATEGORIES = ["B1", "S1"]  # background (Eq. 1 over SAM's masks) and partial substitution, both by sd-inpaint
+
+
+@pytest.fixture(scope="module")
+def tiny_profile(tmp_path_factory):
+    root = tmp_path_factory.mktemp("scale")
+    sam_type, sam = save_tiny_sam(root / "sam")
+    sd = save_tiny_sd(root / "sd", "inpaint")
+    from perceptforge.configs.profile import load_profile
+
+    profile = load_profile("local").model_dump(mode="json")
+    profile |= {"name": "tiny-models", "release_models_between_stages": False}
+    profile["segmenter"] = {"backend": "sam", "checkpoint": str(sam), "model_type": sam_type}
+    profile["inpainter"] = {"backend": "sd-inpaint", "model": str(sd), "steps": 2, "max_side": 64, "batch_size": 2}
+    # random weights paint noise: the gates that judge pictures are opened, the flow's path is what is tested
+    profile["gates"] |= {
+        "min_phash_distance": 0,
+        "mask_area": {},
+        "max_subject_in_mask": {},
+        "max_old_kept": 1.0,
+        "min_inside_change": 0.0,
+        "max_outside_change": 255.0,
+    }
+    profile["runner"] = {"kind": "threads", "max_workers": 2, "chunk_size": 4}
+    path = root / "tiny.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    return path
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as local, Client(local) as client:
+        client.run(register_tiny_sam)  # the tiny SAM's builder is the tests', not segment-anything's
+        yield local, client
+
+
+def files(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.json"))}
+
+
+def test_mvp_on_two_worker_processes(prefect_api, sample_dir, tiny_profile, cluster, tmp_path, cli_env):
+    from perceptforge.flows.run import run as run_flow
+
+    local, client = cluster
+    threads = run_flow(
+        "mvp", sample_dir, tmp_path / "threads", profile=str(tiny_profile), seed=1, categories=CATEGORIES
+    )
+    assert threads["counts"]["items"] > 0, threads
+
+    # The command a maintainer types, against the running cluster, in a process without a Prefect API of its own.
+    out = tmp_path / "dask"
+    cmd = [*perceptforge_cmd(), "run", "mvp", "--source", str(sample_dir), "--out", str(out)]
+    cmd += ["--profile", str(tiny_profile), "--seed", "1", "--categories", ",".join(CATEGORIES)]
+    cmd += ["--runner", "dask", "--dask-address", local.scheduler_address]
+    done = subprocess.run(cmd, env=cli_env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+
+    assert summary["runner"]["kind"] == "DaskTaskRunner"
+    assert summary["counts"] == threads["counts"]  # nothing lost, nothing duplicated
+    assert files(out / "items") == files(tmp_path / "threads" / "items")  # byte-identical items
+    assert files(out / "edits") == files(tmp_path / "threads" / "edits")
+
+    workers = {f"{host}-{pid}" for host, pid in client.run(lambda: (socket.gethostname(), os.getpid())).values()}
+    loads = summary["engine"]["model_loads"]
+    assert {"segmenter:sam", "inpainter:sd-inpaint"} <= set(loads)
+    for model in ("segmenter:sam", "inpainter:sd-inpaint"):
+        assert set(loads[model]) <= workers, (model, loads[model], workers)  # loaded on the workers only
+        assert all(n == 1 for n in loads[model].values()), loads  # at most once per worker
+    assert max(summary["engine"]["largest_task_bytes"].values()) <= 100_000, summary["engine"]
+    # one task per chunk of units, not per unit
+    assert sum(summary["engine"]["task_runs"].values()) < sum(summary["engine"]["units_run"].values())
+    assert all(n == 0 for n in client.run(prefect_servers_here).values())  # workers reported to the flow's API
