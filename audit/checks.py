@@ -12,6 +12,7 @@ from typing import Any
 
 from perceptforge.audit.items import AuditItem
 from perceptforge.audit.stats import chi_square
+from perceptforge.logic.hash_index import close_pairs
 
 LETTERS = "ABCDEFGH"
 _WORD = re.compile(r"[a-z0-9]+")
@@ -191,11 +192,12 @@ def duplicates(items: list[AuditItem], t: dict) -> Check:
     users = {image: set().union(*sets) for image, sets in groups.items()}
     if users:
         hashes = {image: image_hash(image) for image in sorted(users)}
-        near = []
-        for a, b in combinations(sorted(hashes), 2):
-            distance = bin(hashes[a] ^ hashes[b]).count("1")
-            if distance <= t["image_hamming"] and not users[a] & users[b]:
-                near.append((a, b, distance))
+        names = sorted(hashes)
+        near = [
+            (names[i], names[j], distance)
+            for i, j, distance in close_pairs([hashes[n] for n in names], int(t["image_hamming"]))
+            if not users[names[i]] & users[names[j]]
+        ]
         # one file in items of unrelated sources (content addressing makes identical pictures one file)
         same_file = [image for image, sets in groups.items() if any(not a & b for a, b in combinations(sets, 2))]
         figures |= {

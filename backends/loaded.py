@@ -77,9 +77,12 @@ def process_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-def obtain(spec: ModelSpec) -> Any:
+def obtain(spec: ModelSpec | Any) -> Any:
     """The loaded model for ``spec`` in this process: built and loaded on first use (one thread loads, the others
-    wait: a diffusers pipeline loaded by two threads at once breaks), the same object afterwards."""
+    wait: a diffusers pipeline loaded by two threads at once breaks), the same object afterwards. A model object
+    given instead of a spec is returned as it is (a test's hand-made segmenter; it stays in one process)."""
+    if not isinstance(spec, ModelSpec):
+        return spec
     model = _MODELS.get(spec.key)
     if model is not None:
         return model

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image
 
+from perceptforge.logic.hash_index import HashIndex
+
 
 def region_change(natural: np.ndarray, manipulated: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
     """Mean absolute pixel change (0–255, averaged over channels) inside and outside the mask."""
@@ -99,13 +101,18 @@ def pair_verdict(
 
 
 def near_duplicates(hashes: list[tuple[str, int]], min_distance: int) -> dict[str, str]:
-    """unit → the earlier unit whose manipulated image it nearly duplicates (units in the order given)."""
-    kept: list[tuple[str, int]] = []
-    dupes = {}
+    """unit → the earliest kept unit whose manipulated image it nearly duplicates (units in the order given; a
+    duplicate is not kept), looked up in a band index (``logic/hash_index``) rather than against every kept unit."""
+    dupes: dict[str, str] = {}
+    if min_distance <= 0:
+        return dupes
+    index = HashIndex(min_distance - 1)
+    kept: list[str] = []
     for unit, h in hashes:
-        twin = next((u for u, k in kept if hamming(h, k) < min_distance), None)
-        if twin:
-            dupes[unit] = twin
+        near = index.near(h)
+        if near:
+            dupes[unit] = kept[near[0]]
         else:
-            kept.append((unit, h))
+            index.add(h)
+            kept.append(unit)
     return dupes

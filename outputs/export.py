@@ -7,12 +7,13 @@ encodings, so the same inputs give byte-identical files.
 from __future__ import annotations
 
 import base64
-import io
+import itertools
 import json
 import random
 import re
 import subprocess
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import yaml
@@ -20,10 +21,19 @@ from pydantic import ValidationError
 
 from perceptforge.data.schema import LETTERS, BenchmarkItem, FileEntry, ImageRef, SplitManifest
 from perceptforge.errors import InputError, describe_validation_error
-from perceptforge.fileio import atomic_write_bytes, atomic_write_text, dumps_canonical, sha256_file, write_json
+from perceptforge.fileio import (
+    atomic_file,
+    atomic_write_bytes,
+    atomic_write_text,
+    dumps_canonical,
+    sha256_file,
+    write_json,
+)
 from perceptforge.store.rundir import RunDir
 
 FORMATS = ("jsonl", "parquet", "vlmevalkit", "lmms-eval")
+# Items per Parquet row group: an export holds one group's images in memory at a time (each item has two).
+ROWS_PER_GROUP = 64
 
 
 def load_items(run_dir: Path, only_verified: bool = False) -> list[BenchmarkItem]:
@@ -136,17 +146,15 @@ def write_parquet(items, splits, run_dir: Path, out: Path) -> list[Path]:
 
 
 def write_parquet_file(items, splits, run_dir: Path, path: Path) -> Path:
-    rows = []
-    for item in items:
-        fields = _question_fields(item)
-        rows.append(
-            {
+    def rows() -> Iterator[dict]:  # read one item's images at a time: memory stays one row group's
+        for item in items:
+            yield {
                 "id": item.id,
                 "split": splits[item.id],
                 "category": item.category.name,
                 "category_high": item.category.high,
                 "category_low": item.category.low,
-                **fields,
+                **_question_fields(item),
                 "natural_image": {
                     "bytes": image_bytes(run_dir, item, item.pair.natural),
                     "path": item.pair.natural.path,
@@ -157,7 +165,7 @@ def write_parquet_file(items, splits, run_dir: Path, path: Path) -> Path:
                 },
                 "lineage": dumps_canonical(item.lineage.model_dump(mode="json")),
             }
-        )
+
     columns = [
         *((name, "string") for name in ("id", "split", "category", "category_high", "category_low", "kind", "level")),
         ("question", "string"),
@@ -167,12 +175,16 @@ def write_parquet_file(items, splits, run_dir: Path, path: Path) -> Path:
         ("manipulated_image", "image"),
         ("lineage", "string"),
     ]
-    return write_hf_parquet(rows, columns, path)
+    return write_hf_parquet(rows(), columns, path)
 
 
-def write_hf_parquet(rows: list[dict], columns: list[tuple[str, str]], path: Path) -> Path:
+def write_hf_parquet(
+    rows: Iterable[dict], columns: list[tuple[str, str]], path: Path, rows_per_group: int = ROWS_PER_GROUP
+) -> Path:
     """``rows`` as Parquet with one column per ``(name, kind)`` — kind ``string``, ``strings`` (a list) or
-    ``image`` ({bytes, path}) — and the metadata Hugging Face ``datasets`` reads to decode the images."""
+    ``image`` ({bytes, path}) — and the metadata Hugging Face ``datasets`` reads to decode the images. Written row
+    group by row group (``rows_per_group`` rows each, taken from ``rows`` as it yields them), so memory stays flat
+    however large the split."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -187,9 +199,15 @@ def write_hf_parquet(rows: list[dict], columns: list[tuple[str, str]], path: Pat
     schema = pa.schema([(name, arrow[kind]) for name, kind in columns]).with_metadata(
         {b"huggingface": json.dumps({"info": {"features": features}}, sort_keys=True).encode()}
     )
-    buf = io.BytesIO()
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), buf, compression="zstd")
-    return atomic_write_bytes(path, buf.getvalue())
+    with atomic_file(path) as f, pq.ParquetWriter(f, schema, compression="zstd") as writer:
+        written = 0
+        iterator = iter(rows)
+        while group := list(itertools.islice(iterator, rows_per_group)):
+            writer.write_table(pa.Table.from_pylist(group, schema=schema))
+            written += len(group)
+        if not written:  # an empty split still has its columns
+            writer.write_table(pa.Table.from_pylist([], schema=schema))
+    return path
 
 
 MCQ_KINDS = ("single_mcq", "cross_mcq", "absent_mcq")
@@ -205,35 +223,44 @@ def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path) -> list[Path]:
       per image, with ids ``<item id>#natural`` and ``<item id>#manipulated`` as our scorer keys them.
 
     ``kind`` and ``level`` keep what our scorer groups by, so a TSV scores exactly like the JSONL split.
+    A single image is inlined once per file; a later row showing it names the first row's ``index`` instead
+    (VLMEvalKit resolves an ``image`` of 64 characters or fewer as another row's index). Rows are written as they
+    are made, so memory stays flat however large the split.
     """
     import csv
 
-    mcq, yorn = io.StringIO(), io.StringIO()
-    mcq_rows = csv.writer(mcq, delimiter="\t", lineterminator="\n")
-    yorn_rows = csv.writer(yorn, delimiter="\t", lineterminator="\n")
-    mcq_rows.writerow([*TSV_COLUMNS[:4], *LETTERS, *TSV_COLUMNS[4:]])
-    yorn_rows.writerow(TSV_COLUMNS)
-    index = 0
-    for item in items:
-        q = item.question
-        tail = [item.category.name, item.category.high, splits[item.id], q.kind, getattr(q, "level", "")]
-        if q.kind in MCQ_KINDS:
-            if q.kind == "cross_mcq":
-                image = repr([_b64(run_dir, item, item.pair.natural), _b64(run_dir, item, item.pair.manipulated)])
-            else:
-                image = _b64(run_dir, item, item.pair.manipulated)
-            options = list(q.options) + [""] * (len(LETTERS) - len(q.options))
-            mcq_rows.writerow([index, item.id, image, q.question, *options, q.answer, *tail])
-            index += 1
-        elif q.kind == "yes_no_pair":
-            for name, ref, answer in (
-                ("natural", item.pair.natural, q.answer_natural),
-                ("manipulated", item.pair.manipulated, q.answer_manipulated),
-            ):
-                row = [index, f"{item.id}#{name}", _b64(run_dir, item, ref), q.question, answer.capitalize(), *tail]
-                yorn_rows.writerow(row)
+    with atomic_file(out / "mcq.tsv", "w") as mcq, atomic_file(out / "yorn.tsv", "w") as yorn:
+        mcq_rows = csv.writer(mcq, delimiter="\t", lineterminator="\n")
+        yorn_rows = csv.writer(yorn, delimiter="\t", lineterminator="\n")
+        mcq_rows.writerow([*TSV_COLUMNS[:4], *LETTERS, *TSV_COLUMNS[4:]])
+        yorn_rows.writerow(TSV_COLUMNS)
+        inlined: dict[str, dict[str, int]] = {"mcq": {}, "yorn": {}}  # file → image sha256 → row index holding it
+
+        def single(file: str, index: int, item: BenchmarkItem, ref: ImageRef) -> str:
+            first = inlined[file].setdefault(ref.sha256, index)
+            return str(first) if first != index else _b64(run_dir, item, ref)
+
+        index = 0
+        for item in items:
+            q = item.question
+            tail = [item.category.name, item.category.high, splits[item.id], q.kind, getattr(q, "level", "")]
+            if q.kind in MCQ_KINDS:
+                if q.kind == "cross_mcq":  # a list of images is inlined whole: VLMEvalKit resolves no index in it
+                    image = repr([_b64(run_dir, item, item.pair.natural), _b64(run_dir, item, item.pair.manipulated)])
+                else:
+                    image = single("mcq", index, item, item.pair.manipulated)
+                options = list(q.options) + [""] * (len(LETTERS) - len(q.options))
+                mcq_rows.writerow([index, item.id, image, q.question, *options, q.answer, *tail])
                 index += 1
-    return [atomic_write_text(out / "mcq.tsv", mcq.getvalue()), atomic_write_text(out / "yorn.tsv", yorn.getvalue())]
+            elif q.kind == "yes_no_pair":
+                for name, ref, answer in (
+                    ("natural", item.pair.natural, q.answer_natural),
+                    ("manipulated", item.pair.manipulated, q.answer_manipulated),
+                ):
+                    image = single("yorn", index, item, ref)
+                    yorn_rows.writerow([index, f"{item.id}#{name}", image, q.question, answer.capitalize(), *tail])
+                    index += 1
+    return [out / "mcq.tsv", out / "yorn.tsv"]
 
 
 def write_lmms_eval_task(parquet: list[Path], out: Path, name: str, version: str) -> list[Path]:

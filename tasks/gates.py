@@ -55,7 +55,7 @@ def gate(unit: GateUnit, gates: Gates, clip: ModelSpec | Any, run_path: Path) ->
     """The perceptual hash of what the edit changed, if the pair passes; else QualityGate with the reason. ``clip``:
     the faithfulness gate's model (its spec, loaded once per process; or a loaded scorer), or None."""
     try:
-        return judge_pair(unit, gates, obtain(clip) if isinstance(clip, ModelSpec) else clip, run_path)
+        return judge_pair(unit, gates, obtain(clip), run_path)
     except OSError as exc:  # a full disk: the runner stops the run with one line
         return exc
 

@@ -98,7 +98,7 @@ def mask(
 ) -> MaskRecord | Exception:
     template, candidate, source, grounding = unit
     run = RunDir(run_path)
-    device = segmenter.runtime.device
+    device = segmenter.runtime.device if isinstance(segmenter, ModelSpec) else "cpu"
     return unit_record(
         run,
         f"masks/{safe_name(candidate.unit)}.json",

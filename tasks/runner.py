@@ -338,7 +338,7 @@ class StageRunner:
 
     def _end(self, stage: str, models: Iterable[ModelSpec | None]) -> None:
         self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter()
-        keys = [m.key for m in models if m is not None]
+        keys = [m.key for m in models if isinstance(m, ModelSpec)]
         if self.release_models and keys:
             self.engine.everywhere(loaded.release, keys)
 

@@ -106,7 +106,6 @@ def test_a_degenerate_mask_is_quarantined_with_its_measurements(prefect_api, ast
             FixedMask(hand_built(1.0)),
             Gates(),
             0,
-            "cpu",
         )
 
     with caplog.at_level(logging.INFO):

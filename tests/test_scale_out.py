@@ -50,9 +50,12 @@ def tiny_profile(tmp_path_factory):
 def cluster():
     from distributed import Client, LocalCluster
 
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-    ) as local, Client(local) as client:
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        ) as local,
+        Client(local) as client,
+    ):
         client.run(register_tiny_sam)  # the tiny SAM's builder is the tests', not segment-anything's
         yield local, client
 
