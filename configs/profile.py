@@ -77,11 +77,12 @@ class Runner(Section):
         100.0, gt=0, description="peak memory per source pixel of a run (benchmarks/image_memory.py: ~100)"
     )
     chunk_size: int = Field(
-        16,
+        24,
         ge=1,
-        description="units per Prefect task run (fewer when that would leave workers idle); model stages keep whole "
-        "batches; resume and progress stay per unit",
+        description="units per Prefect task run (fewer when that would leave workers idle, or its arguments would "
+        "pass max_task_kb); model stages keep whole batches; resume and progress stay per unit",
     )
+    max_task_kb: int = Field(96, ge=1, description="a task's serialised arguments stay below this (KiB)")
 
 
 class Ingest(Section):

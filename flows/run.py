@@ -138,6 +138,7 @@ def construct(
         run,
         release_models=prof.release_models_between_stages,
         chunk_size=prof.runner.chunk_size,
+        max_task_bytes=prof.runner.max_task_kb * 1024,
         engine=engine,
         device=runtime.device,
     )

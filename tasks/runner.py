@@ -216,7 +216,8 @@ class Unit(Generic[U]):
 class StageRunner:
     run: RunDir
     release_models: bool = False
-    chunk_size: int = 16
+    chunk_size: int = 24
+    max_task_bytes: int = 96 * 1024
     engine: Engine = field(default_factory=Engine)
     device: str = "cpu"
     timings: dict[str, float] = field(default_factory=dict)
@@ -297,11 +298,11 @@ class StageRunner:
         stage_fn = reference(task)
         submitted = []
         with self.engine.placed(resources, self.device):
-            for chunk in chunks:
-                values = [[u.value for u in g] if batched else g[0].value for g in chunk]
-                self._weigh(stage, stage_fn, values, inputs)
-                future = chunk_task.submit(stage_fn, values, batched, self.run.path, inputs)
-                submitted.append(([u for g in chunk for u in g], future))
+            for whole in chunks:
+                for chunk, values, size in self._fit(whole, batched, stage_fn, inputs):
+                    self.largest_task_bytes[stage] = max(size, self.largest_task_bytes.get(stage, 0))
+                    future = chunk_task.submit(stage_fn, values, batched, self.run.path, inputs)
+                    submitted.append(([u for g in chunk for u in g], future))
         self.task_runs[stage] += len(submitted)
         done: list[tuple[Unit, Any]] = []
         with _StageProgress(self.console, stage, sum(len(us) for us, _ in submitted)) as advance:
@@ -322,10 +323,17 @@ class StageRunner:
         self._end(stage, models)
         return done
 
-    def _weigh(self, stage: str, stage_fn: Any, values: list[Any], inputs: dict[str, Any]) -> None:
-        """The serialised size of a task's arguments (what a Dask submission ships), the largest per stage."""
+    def _fit(
+        self, chunk: list[list[Unit]], batched: bool, stage_fn: Any, inputs: dict[str, Any]
+    ) -> list[tuple[list[list[Unit]], list[Any], int]]:
+        """(chunk, its task's unit values, their serialised size): halved until each task's arguments (what a Dask
+        submission ships) fit ``max_task_bytes``, or it holds one unit or batch."""
+        values = [[u.value for u in g] if batched else g[0].value for g in chunk]
         size = len(cloudpickle.dumps((stage_fn, values, inputs)))
-        self.largest_task_bytes[stage] = max(size, self.largest_task_bytes.get(stage, 0))
+        if size <= self.max_task_bytes or len(chunk) == 1:
+            return [(chunk, values, size)]
+        half = len(chunk) // 2
+        return self._fit(chunk[:half], batched, stage_fn, inputs) + self._fit(chunk[half:], batched, stage_fn, inputs)
 
     def _settle(self, stage: str, unit: Unit, result: Any, done: list[tuple[Unit, Any]]) -> None:
         """A unit's result: an exception (raised, a fault; or returned, an expected failure) is quarantined;

@@ -40,7 +40,7 @@ def tiny_profile(tmp_path_factory):
         "min_inside_change": 0.0,
         "max_outside_change": 255.0,
     }
-    profile["runner"] = {"kind": "threads", "max_workers": 2, "chunk_size": 4}
+    profile["runner"] = {"kind": "threads", "max_workers": 2}
     path = root / "tiny.yaml"
     path.write_text(yaml.safe_dump(profile))
     return path
