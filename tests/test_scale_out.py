@@ -4,8 +4,10 @@ the items are byte-identical to the threads runner's; no worker starts a Prefect
 
 import json
 import os
+import shutil
 import socket
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -97,3 +99,54 @@ def test_mvp_on_two_worker_processes(prefect_api, sample_dir, tiny_profile, clus
     # one task per chunk of units, not per unit
     assert sum(summary["engine"]["task_runs"].values()) < sum(summary["engine"]["units_run"].values())
     assert all(n == 0 for n in client.run(prefect_servers_here).values())  # workers reported to the flow's API
+
+
+def can_hide_folders() -> str | None:
+    """Why a worker cannot be given its own view of the file system here (None: it can)."""
+    if not shutil.which("unshare"):
+        return "no unshare(1) on this machine"
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True)
+    return None if probe.returncode == 0 else f"cannot make a mount namespace: {probe.stderr.decode().strip()}"
+
+
+def test_a_worker_that_cannot_see_the_run_directory_stops_the_run_in_one_line(sample_dir, tmp_path, cli_env):
+    """A worker on 'another machine': its own mount namespace, where the run's parent folder is an empty tmpfs."""
+    why = can_hide_folders()
+    if why:
+        pytest.skip(why)
+    from distributed import Client, LocalCluster
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    with (
+        LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address=None) as local,
+        Client(local) as client,
+    ):
+        worker_cmd = (
+            f"{sys.executable} -m distributed.cli.dask_worker {local.scheduler_address} --nthreads 1 --no-dashboard"
+        )
+        worker = subprocess.Popen(
+            [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                f"mount -t tmpfs none {shared} && exec {worker_cmd}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            client.wait_for_workers(1, timeout=120)
+            cmd = [*perceptforge_cmd(), "run", "codis", "--source", str(sample_dir), "--out", str(shared / "run")]
+            cmd += ["--runner", "dask", "--dask-address", local.scheduler_address]
+            done = subprocess.run(cmd, env=cli_env, capture_output=True, text=True, timeout=300)
+        finally:
+            worker.terminate()
+            worker.wait(timeout=60)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "the run directory is not shared with Dask worker tcp://127.0.0.1:" in done.stderr
+    assert "shared file system" in done.stderr and "Traceback" not in done.stderr
+    assert not (shared / "run" / "drafts").exists()  # nothing ran

@@ -104,3 +104,19 @@ def test_a_chunk_keeps_each_units_outcome_and_asks_for_a_retry_when_an_endpoint_
     # a batched stage: one call per batch, a failed batch fails each of its units
     batch = fn(lambda vs, run_path: [v * 2 for v in vs], [[1, 2], [3]], True, tmp_path, {})
     assert batch == [2, 4, 6]
+
+
+def test_a_task_that_fails_outside_its_units_stops_the_run_and_quarantines_nothing(prefect_api, tmp_path):
+    from prefect import flow
+
+    from perceptforge.tasks.runner import RunStopped
+
+    runner = StageRunner(RunDir(tmp_path))
+
+    @flow
+    def stage():  # the chunk task itself fails (its stage cannot be imported where it runs), not a unit
+        return runner.map("lost", "no_such_module_here:fn", [Unit("u1", "a.jpg", 1), Unit("u2", "b.jpg", 2)])
+
+    with pytest.raises(RunStopped, match="stage lost: a task failed outside its units .*ModuleNotFoundError"):
+        stage()
+    assert not (tmp_path / "quarantine").exists() and not runner.failures
