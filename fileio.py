@@ -46,7 +46,8 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO[Any]]:
     try:
         # mkstemp creates 0600; a run or split is shared, so give the file what open() would (the umask's).
         os.fchmod(fd, 0o666 & ~_UMASK)
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})) as f:
+        text = "b" not in mode
+        with os.fdopen(fd, mode, encoding="utf-8" if text else None, newline="" if text else None) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

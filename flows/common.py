@@ -40,7 +40,11 @@ def task_runner(kind: str = "threads", max_workers: int = 2, dask_address: str |
             return DaskTaskRunner(address=dask_address)
         from perceptforge.tasks.engine import local_cluster
 
-        return DaskTaskRunner(cluster_class=local_cluster, cluster_kwargs={"n_workers": max_workers, "gpus": gpus})
+        # the runner calls cluster_class(**cluster_kwargs); its annotation names the zero-argument case only
+        return DaskTaskRunner(
+            cluster_class=local_cluster,  # type: ignore[arg-type]
+            cluster_kwargs={"n_workers": max_workers, "gpus": gpus},
+        )
     raise PerceptforgeError(f"unknown runner {kind!r}: threads or dask")
 
 

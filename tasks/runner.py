@@ -113,7 +113,7 @@ def unit_record(
     return model.model_validate(record)
 
 
-def portable(exc: BaseException, fault: bool = False) -> Exception:
+def portable(exc: Exception, fault: bool = False) -> Exception:
     """``exc`` as it may cross to another process: itself when it pickles back, else a UnitFault with its type,
     message and evidence. A fault (raised, not returned) keeps its traceback for the quarantine record."""
     detail = "".join(traceback.format_exception(exc)) if fault else ""
