@@ -155,7 +155,7 @@ import resource, sys
 from pathlib import Path
 from perceptforge.outputs.export import export_split
 manifest = export_split(Path(sys.argv[1]), Path(sys.argv[2]), ("jsonl", "parquet", "vlmevalkit", "lmms-eval"), 0, 0.5)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, sum(manifest.counts.values()))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, manifest.counts["val"] + manifest.counts["test"])
 """
 
 

@@ -33,7 +33,7 @@ from perceptforge.store.rundir import RunDir
 
 FORMATS = ("jsonl", "parquet", "vlmevalkit", "lmms-eval")
 # Items per Parquet row group: an export holds one group's images in memory at a time (each item has two).
-ROWS_PER_GROUP = 64
+ROWS_PER_GROUP = 16
 
 
 def load_items(run_dir: Path, only_verified: bool = False) -> list[BenchmarkItem]:
