@@ -148,11 +148,11 @@ def flow_run(models: dict, device: str, dtype: str, steps: int, units: int, side
     from perceptforge.settings import configure_prefect
 
     configure_prefect()
-    from perceptforge.flows.mvp import mvp_flow
+    from perceptforge.flows.run import run as run_flow
 
     t0 = time.perf_counter()
     try:
-        mvp_flow(str(work / "src"), str(work / "bench.yaml"), str(work / "run"), 0, categories=categories)
+        run_flow("mvp", work / "src", work / "run", profile=str(work / "bench.yaml"), seed=0, categories=categories)
     except Exception as exc:  # a run with no item passing its gates still has its summary and timings
         print(f"flow: {type(exc).__name__}: {exc}")
     wall = time.perf_counter() - t0

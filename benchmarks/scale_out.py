@@ -179,19 +179,12 @@ def export_part(sizes: list[int], work: Path) -> None:
 
 
 def dupes_part(sizes: list[int]) -> None:
-    import numpy as np
+    from helpers import clustered_hashes
 
     from perceptforge.logic.gates import near_duplicates
 
     for n in sizes:
-        rng = np.random.default_rng(0)
-        centres = [int(c) for c in rng.integers(0, 2**63, size=max(1, n // 8), dtype=np.int64)]
-        hashes = []
-        for k in range(n):
-            h = centres[int(rng.integers(len(centres)))]
-            for bit in rng.choice(64, size=int(rng.integers(0, 7)), replace=False):
-                h ^= 1 << int(bit)
-            hashes.append((f"u{k}", h))
+        hashes = [(f"u{k}", h) for k, h in enumerate(clustered_hashes(n, 0))]
         started = time.perf_counter()
         dupes = near_duplicates(hashes, 4)
         print(f"near-duplicate check, {n} hashes: {time.perf_counter() - started:.2f} s, {len(dupes)} duplicates")

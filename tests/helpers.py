@@ -85,3 +85,18 @@ def prefect_servers_here() -> int:
     children = psutil.Process().children(recursive=True)
     serving = [p for p in children if "prefect" in " ".join(p.cmdline()) and "server" in " ".join(p.cmdline())]
     return len(SubprocessASGIServer._instances) + len(serving)
+
+
+def clustered_hashes(n: int, seed: int) -> list[int]:
+    """Hashes in clusters (a few bits flipped from a few centres), as perceptual hashes of similar pictures are."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    centres = [int(c) for c in rng.integers(0, 2**63, size=max(1, n // 8), dtype=np.int64)]
+    out = []
+    for _ in range(n):
+        h = centres[int(rng.integers(len(centres)))]
+        for bit in rng.choice(64, size=int(rng.integers(0, 7)), replace=False):
+            h ^= 1 << int(bit)
+        out.append(h)
+    return out

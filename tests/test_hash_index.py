@@ -3,24 +3,11 @@ are unchanged by it."""
 
 from itertools import combinations
 
-import numpy as np
 import pytest
+from helpers import clustered_hashes
 
 from perceptforge.logic.gates import hamming, near_duplicates
 from perceptforge.logic.hash_index import bands, close_pairs
-
-
-def clustered_hashes(n: int, seed: int) -> list[int]:
-    """Hashes in clusters (a few bits flipped from a few centres), as perceptual hashes of similar pictures are."""
-    rng = np.random.default_rng(seed)
-    centres = [int(c) for c in rng.integers(0, 2**63, size=max(1, n // 8), dtype=np.int64)]
-    out = []
-    for _ in range(n):
-        h = centres[int(rng.integers(len(centres)))]
-        for bit in rng.choice(64, size=int(rng.integers(0, 7)), replace=False):
-            h ^= 1 << int(bit)
-        out.append(h)
-    return out
 
 
 def brute_pairs(hashes: list[int], within: int) -> list[tuple[int, int, int]]:

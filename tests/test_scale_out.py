@@ -150,3 +150,23 @@ def test_a_worker_that_cannot_see_the_run_directory_stops_the_run_in_one_line(sa
     assert "the run directory is not shared with Dask worker tcp://127.0.0.1:" in done.stderr
     assert "shared file system" in done.stderr and "Traceback" not in done.stderr
     assert not (shared / "run" / "drafts").exists()  # nothing ran
+
+
+def test_a_gpu_run_gives_each_local_worker_one_device_and_needs_workers_that_offer_one(cluster):
+    """On a GPU run the local cluster's workers see one CUDA device each and offer GPU=1; a model stage on a
+    cluster whose workers offer none stops in one line. (No GPU here: the devices are named, not used.)"""
+    from distributed import Client
+
+    from perceptforge.errors import InputError
+    from perceptforge.tasks.engine import GPU, MODEL_STAGE, DaskEngine, local_cluster
+
+    with local_cluster(2, gpus=2) as gpu_cluster, Client(gpu_cluster) as client:
+        seen = client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
+        assert sorted(seen.values()) == ["0", "1"]
+        offered = [w["resources"] for w in client.scheduler_info(n_workers=-1)["workers"].values()]
+        assert offered == [{GPU: 1}, {GPU: 1}]
+        DaskEngine(client).check_resources(MODEL_STAGE, "cuda", "edit")  # offered: no error
+    _, plain = cluster
+    DaskEngine(plain).check_resources(MODEL_STAGE, "cpu", "edit")  # the CPU needs no resource
+    with pytest.raises(InputError, match="stage edit needs GPU=1 per task .* --resources GPU=1"):
+        DaskEngine(plain).check_resources(MODEL_STAGE, "cuda", "edit")
