@@ -64,6 +64,15 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return Path(path)
 
 
+def refuse_overwrite(outputs: dict[str, str | os.PathLike | None], inputs: dict[str, list[Path]]) -> None:
+    """An output option naming a file the command reads (the same file by its resolved path) stops the command in
+    one line before anything is written: no command writes over its own input."""
+    read = {Path(p).resolve(): option for option, paths in inputs.items() for p in paths}
+    for option, out in outputs.items():
+        if out is not None and Path(out).resolve() in read:
+            raise InputError(option, f"{out} is also read as {read[Path(out).resolve()]}: write it to another file")
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 

@@ -4,6 +4,7 @@ CODIS pairs are asked twice blind instead: without the image, and without the co
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from pathlib import Path
 
@@ -17,6 +18,11 @@ from perceptforge.scorer import benchmarks
 from perceptforge.scorer.predict import predict
 
 
+def answerer(client: ChatClient) -> str:
+    """A short name for the endpoint and model whose blind answers a file holds: another model's are not reused."""
+    return hashlib.sha256(f"{client.base_url}\n{client.model}".encode()).hexdigest()[:12]
+
+
 def chance(item: AuditItem) -> float:
     """The probability a random answer is right: 1/n for an MCQ, 1/2 for a Yes/No question."""
     return 1 / len(item.options) if item.options else 0.5
@@ -25,7 +31,8 @@ def chance(item: AuditItem) -> float:
 def data_files(paths: list[Path], benchmark: str) -> list[Path]:
     if benchmark != "perceptforge":
         return paths
-    return [f for p in paths for f in (sorted(p.glob("*.jsonl")) if p.is_dir() else [p])]
+    splits = ("test.jsonl", "val.jsonl")  # by name: the folder also holds the blind answers
+    return [f for p in paths for f in ([p / s for s in splits if (p / s).is_file()] if p.is_dir() else [p])]
 
 
 def blind_baseline(
@@ -44,9 +51,9 @@ def blind_baseline(
     if not hasattr(module, "requests"):
         return Check("blind_baseline", None, f"{benchmark}: no predict requests to run blind")
     files = data_files(paths, benchmark)
-    predictions = out / f"blind_{mode}.jsonl"
+    predictions = out / f"blind_{mode}-{answerer(client)}.jsonl"
     for data in files:
-        predict(benchmark, data, images or data.parent, client, predictions, blind=mode)
+        predict(benchmark, data, images or data.parent, client, predictions, blind=mode, strict=True)
     result = module.score(data=files, predictions=[predictions])
     correct = {s.id: s.correct for s in result.items}
     by_category: dict[str, list[tuple[bool, float]]] = defaultdict(list)
@@ -100,8 +107,8 @@ def codis_item_checks(versions: list[AuthoredItem], run_path: Path, client: Chat
     write_json(data, [codis_record(v, Path(v.image.path).name, v.version_id) for v in versions])
     right: dict[str, dict[str, bool]] = {}
     for mode in ("none", "no_context"):
-        answers = folder / f"blind_{mode}.jsonl"
-        predict("codis", data, run_path / "images", client, answers, blind=mode)
+        answers = folder / f"blind_{mode}-{answerer(client)}.jsonl"
+        predict("codis", data, run_path / "images", client, answers, blind=mode, strict=True)
         right[mode] = {s.id: s.correct for s in codis.score(data=[data], predictions=[answers]).items}
     found: dict[str, list[CheckResult]] = {}
     for v in versions:

@@ -47,7 +47,8 @@ def read_items(paths: list[Path], benchmark: str = "perceptforge") -> list[Audit
                 rec = json.loads(record.read_text())
                 items += perception(rec, path) if "task" in rec else ours(rec, path, "")
             continue
-        splits = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+        # an export's splits by name: the folder also holds the audit's own files (blind answers are JSON Lines too)
+        splits = [p for p in (path / "test.jsonl", path / "val.jsonl") if p.is_file()] if path.is_dir() else [path]
         if not splits:
             raise InputError(str(path), "no val.jsonl / test.jsonl (an export) and no items/ (a run directory)")
         for split in splits:

@@ -9,6 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
 from perceptforge.cli.app import console
+from perceptforge.fileio import refuse_overwrite
 from perceptforge.scorer import benchmarks
 
 
@@ -22,8 +23,21 @@ def predict(
     ),
     endpoint: str = typer.Option(..., "--endpoint", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1"),
     model: str = typer.Option(..., "--model", help="model name the server knows"),
-    out: Path = typer.Option(..., "--out", help="predictions JSONL (appended; existing ids are skipped)"),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="predictions JSONL (appended as answers arrive; existing ids are skipped); failed requests are listed "
+        "with their reasons in OUT.failed.jsonl and asked again by the next run",
+    ),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="requests in flight"),
+    timeout_s: float = typer.Option(60.0, "--timeout", min=0.1, help="seconds one try of a request may take"),
+    retries: int = typer.Option(
+        2,
+        "--retries",
+        min=0,
+        help="tries after the first for a request that timed out or met a 429/5xx (backoff 1, 2, 4 … s); a request "
+        "takes at most (retries + 1) × timeout plus the backoff",
+    ),
     concat_images: bool = typer.Option(False, "--concat-images", help="join several images side by side into one"),
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="environment variable holding the key"),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens"),
@@ -34,11 +48,21 @@ def predict(
         "no_context (CODIS: the question without its context)",
     ),
 ) -> None:
-    """Run a model over a release with the paper's prompt; images go as base64 data URLs."""
+    """Run a model over a release with the paper's prompt; images go as base64 data URLs. The exit status is the
+    number of requests that failed (at most 125; 0: every request answered)."""
     from perceptforge.backends.chat import ChatClient
     from perceptforge.scorer.predict import predict as run_predict
 
-    client = ChatClient(base_url=endpoint, model=model, api_key_env=api_key_env, max_tokens=max_tokens, seed=0)
+    refuse_overwrite({"--out": out}, {"--data": [data]})
+    client = ChatClient(
+        base_url=endpoint,
+        model=model,
+        api_key_env=api_key_env,
+        max_tokens=max_tokens,
+        seed=0,
+        timeout_s=timeout_s,
+        max_retries=retries,
+    )
     with Progress(
         "[progress.description]{task.description}",
         BarColumn(),
@@ -62,3 +86,9 @@ def predict(
         f"{summary['answered']} answered, {summary['skipped']} already in {out}; tokens in/out "
         f"{summary['prompt_tokens']}/{summary['completion_tokens']}"
     )
+    if summary["failed"]:
+        console.print(
+            f"[red]{summary['failed']} request(s) failed[/]: listed with their reasons in {summary['failed_file']}; "
+            "run the same command again to ask only what is missing"
+        )
+        raise typer.Exit(min(summary["failed"], 125))

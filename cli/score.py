@@ -9,6 +9,7 @@ import typer
 
 from perceptforge.cli.app import console, err_console
 from perceptforge.errors import PerceptforgeError
+from perceptforge.fileio import refuse_overwrite
 from perceptforge.scorer import benchmarks
 
 READABLE = (".json", ".jsonl", ".xlsx", ".tsv", ".csv")
@@ -68,6 +69,12 @@ def score(
         raise PerceptforgeError(f"--protocol must be strict or official, got {protocol!r}")
     module = benchmarks.get(benchmark)
     data, predictions = expand_paths(data), expand_paths(predictions)
+    items_csv = report.items_path(csv_out) if csv_out else None
+    refuse_overwrite(
+        {"--json": json_out, "--csv": csv_out, "--csv (items)": items_csv, "--xlsx": xlsx_out, "--plot": plot,
+         "--items": items_out},
+        {"--data": list(data), "--predictions": list(predictions)},
+    )  # fmt: skip
     judge_client = None
     if judge:
         from perceptforge.scorer.judge import Judge

@@ -2,8 +2,10 @@
 
 Each benchmark module builds its requests (``requests(data, images)``, with the paper's prompt); each
 becomes one JSON line in the output, in the prediction format the scorer reads back. Lines are appended
-and flushed one by one, so a killed run keeps what it finished; re-running skips ids already in the
-output (a torn last line is dropped).
+and flushed one by one as answers arrive, so a killed run keeps what it finished; re-running skips ids
+already in the output (a torn last line is dropped). A request that fails (an HTTP error, a page that is not
+a chat completion, an endpoint that kept timing out after its retries) is recorded with its key and reason in
+``<out>.failed.jsonl`` and the run goes on; a rerun asks only what is missing, failed ones included.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import Any
 
 from PIL import Image
 
 from perceptforge.backends.chat import ChatClient
 from perceptforge.errors import PerceptforgeError
+from perceptforge.fileio import write_jsonl
 from perceptforge.scorer import benchmarks
 
 BLIND = ("grey", "none", "no_context")
@@ -69,6 +73,11 @@ def done_keys(out: Path) -> set[str]:
     return keys
 
 
+def failed_path(out: Path) -> Path:
+    """Where a predict run lists the requests that failed, beside its output."""
+    return out.with_name(out.name + ".failed.jsonl")
+
+
 def predict(
     benchmark: str,
     data: Path,
@@ -79,7 +88,11 @@ def predict(
     concat_images: bool = False,
     progress: Callable[[int, int], None] | None = None,
     blind: str | None = None,
+    strict: bool = False,
 ) -> dict:
+    """Ask ``client`` every request of ``data`` not yet answered in ``out``; the summary counts what was asked,
+    skipped, answered and failed (``failed_file`` lists the failures, with their reasons). ``strict``: a failure
+    is an error once every other request was asked (a check that needs every answer)."""
     if blind is not None and blind not in BLIND:
         raise PerceptforgeError(f"blind must be one of {', '.join(BLIND)}, got {blind!r}")
     module = benchmarks.get(benchmark)
@@ -97,21 +110,46 @@ def predict(
     todo = [r for r in requests if r.uid not in done]
     out.parent.mkdir(parents=True, exist_ok=True)
     client.load()
-    finished = 0
+
+    order = {r.uid: k for k, r in enumerate(requests)}
+
+    def ask(request: Any) -> str:
+        return client.complete(request.text, image_bytes(request.images, concat_images, blind))
+
+    finished, failures = 0, []  # failures: (the request's place in the data, what the failed file says)
     with open(out, "a", encoding="utf-8") as sink, ThreadPoolExecutor(max_workers=concurrency) as pool:
-        futures = {pool.submit(client.complete, r.text, image_bytes(r.images, concat_images, blind)): r for r in todo}
+        futures = {pool.submit(ask, r): r for r in todo}
         for future in as_completed(futures):
             request = futures[future]
-            output = future.result()
-            sink.write(json.dumps({**request.key, "output": output}, ensure_ascii=False) + "\n")
-            sink.flush()
-            finished += 1
+            try:
+                output = future.result()
+            except Exception as exc:  # this request alone: recorded, and the others go on
+                reason = str(exc) if isinstance(exc, PerceptforgeError) else f"{type(exc).__name__}: {exc}"
+                failures.append((order[request.uid], {**request.key, "reason": reason}))
+            else:
+                sink.write(json.dumps({**request.key, "output": output}, ensure_ascii=False) + "\n")
+                sink.flush()
+                finished += 1
             if progress:
-                progress(finished, len(todo))
+                progress(finished + len(failures), len(todo))
+    failed_file = failed_path(out)
+    if failures:
+        listed = [record for _, record in sorted(failures, key=lambda f: f[0])]
+        write_jsonl(failed_file, listed)
+        if strict:
+            first = {k: v for k, v in listed[0].items() if k != "reason"}
+            raise PerceptforgeError(
+                f"{len(listed)} of {len(todo)} request(s) to {client.base_url} ({client.model}) failed, e.g. {first}: "
+                f"{listed[0]['reason']}; the answers are kept in {out}, the failures listed in {failed_file}"
+            )
+    else:
+        failed_file.unlink(missing_ok=True)  # an earlier run's failures were asked again and answered
     return {
         "requests": len(requests),
         "skipped": len(requests) - len(todo),
         "answered": finished,
+        "failed": len(failures),
+        "failed_file": str(failed_file) if failures else None,
         "prompt_tokens": client.usage.prompt_tokens,
         "completion_tokens": client.usage.completion_tokens,
     }

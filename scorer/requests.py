@@ -4,6 +4,7 @@ benchmark's prediction format uses. Each benchmark module builds its own in ``re
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,8 +23,12 @@ class Request:
 
 
 def image_under(root: Path, rel: str, where: str) -> Path:
-    """The image ``rel`` under ``root``; a missing one is an error naming the record."""
-    path = (root / rel).resolve()
+    """The image ``rel`` under ``root``; a missing one, or one outside ``root`` (an absolute path, ``../``), is an
+    error naming the record: a data file never makes predict send a file from elsewhere."""
+    base = Path(os.path.normpath(Path(root).absolute()))
+    path = Path(os.path.normpath(base / rel))
+    if not path.is_relative_to(base):
+        raise InputError(where, f"image {rel} is outside {root} (--images): refused")
     if not path.exists():
         raise InputError(where, f"image {rel} not found under {root}")
     return path

@@ -1,7 +1,8 @@
 """A standard-library HTTP server that speaks the OpenAI chat-completions API, for tests only.
 
 ``script`` is a list of (status, body-or-None) consumed one per request; when it runs out, ``answer``
-(a function of the request JSON) writes the reply text.
+(a function of the request JSON) writes the reply text, or answers otherwise: ``(status, message)`` is an
+HTTP error, ``ChatServer.HTML`` a web page under HTTP 200, ``ChatServer.HANG`` no answer for ``hang_s`` seconds.
 """
 
 from __future__ import annotations
@@ -11,16 +12,21 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 
 class ChatServer:
+    HTML = "<html><body>502 Bad Gateway (a proxy's page)</body></html>"
+    HANG = "(no answer)"
+
     def __init__(
         self,
-        answer: Callable[[dict], str] = lambda req: "A",
+        answer: Callable[[dict], Any] = lambda req: "A",
         script: list[tuple[int, str | None]] | None = None,
         delay_s: float = 0.0,
+        hang_s: float = 5.0,
     ):
-        self.answer, self.script, self.delay_s = answer, list(script or []), delay_s
+        self.answer, self.script, self.delay_s, self.hang_s = answer, list(script or []), delay_s, hang_s
         self.requests: list[dict] = []
         self.in_flight = self.max_in_flight = 0
         self.headers: list[dict] = []
@@ -55,6 +61,15 @@ class ChatServer:
                     self._send(step[0], {"error": {"message": step[1] or "scripted error", "type": "test"}})
                     return
                 text = step[1] if step else server.answer(body)
+                if isinstance(text, tuple):
+                    self._send(text[0], {"error": {"message": text[1], "type": "test"}})
+                    return
+                if text == ChatServer.HTML:
+                    self._send(200, text)
+                    return
+                if text == ChatServer.HANG:
+                    time.sleep(server.hang_s)
+                    return
                 self._send(
                     200,
                     {
@@ -70,9 +85,10 @@ class ChatServer:
                 )
 
             def _send(self, status, payload):
-                data = json.dumps(payload).encode()
+                page = isinstance(payload, str)
+                data = payload.encode() if page else json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/html" if page else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

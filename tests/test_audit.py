@@ -17,7 +17,7 @@ from perceptforge.audit import checks
 from perceptforge.audit.items import AuditItem, read_items
 from perceptforge.audit.run import audit, thresholds
 from perceptforge.audit.stats import chi2_sf
-from perceptforge.errors import InputError
+from perceptforge.errors import InputError, PerceptforgeError
 from perceptforge.outputs.export import export_split
 
 LIMITS = thresholds()
@@ -151,6 +151,9 @@ def test_blind_baseline_against_a_chat_server_that_answers_from_text(tmp_path):
 
     with ChatServer(from_text_alone) as server:
         doc = audit([out], out, blind=ChatClient(base_url=server.base_url, model="tiny"))
+        asked = len(server.requests)
+        audit([out], out, blind=ChatClient(base_url=server.base_url, model="tiny"))
+        assert len(server.requests) == asked == 32  # the same endpoint and model: nothing asked again
     blind = next(c for c in doc["checks"] if c["name"] == "blind_baseline")
     assert seen_pixels == {(128, 128, 128)}  # the model saw grey images only
     # single MCQs: 2 of 8 answers are A; cross MCQs (answer B): 0 of 8; Yes/No: right on the 8 manipulated images
@@ -160,7 +163,15 @@ def test_blind_baseline_against_a_chat_server_that_answers_from_text(tmp_path):
         "B3 Behaviour-Object Association",
         "S1 Scenario-Background",
     }
-    assert (out / "blind_grey.jsonl").exists()
+    assert len(list(out.glob("blind_grey-*.jsonl"))) == 1  # the answers, kept per endpoint and model
+    with ChatServer(from_text_alone) as other:  # another model is asked itself, never given the first one's answers
+        audit([out], out, blind=ChatClient(base_url=other.base_url, model="other"))
+        assert len(other.requests) == 32
+    with ChatServer(lambda req: (401, "invalid api key")) as refusing:
+        with pytest.raises(
+            PerceptforgeError, match=r"16 of 16 request\(s\) to .* failed, e.g. .*HTTP 401: .*invalid api key"
+        ):
+            audit([out], out, blind=ChatClient(base_url=refusing.base_url, model="locked"))
 
 
 def test_cli_strict_gates_on_a_failed_check_and_export_runs_the_audit(tmp_path, cli_env):

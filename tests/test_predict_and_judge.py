@@ -11,7 +11,7 @@ from perceptforge.backends.chat import ChatClient
 from perceptforge.errors import PerceptforgeError
 from perceptforge.scorer.benchmarks import codis, mvp_bench
 from perceptforge.scorer.judge import Judge
-from perceptforge.scorer.predict import predict
+from perceptforge.scorer.predict import failed_path, predict
 
 
 @pytest.fixture
@@ -139,3 +139,97 @@ def test_choice_judge_only_for_unparsed(tmp_path):
         assert blink.score([answers], [preds], judge=judge).items[0].method == "judge_unparsed"
     with pytest.raises(PerceptforgeError, match="openai:MODEL@BASE_URL"):
         Judge.from_spec("gpt-4o")
+
+
+@pytest.fixture
+def twelve_questions(tmp_path):
+    """An MVP-Bench release of twelve single-image questions (ids 0–11)."""
+    (tmp_path / "Single_Images").mkdir()
+    Image.fromarray(np.full((8, 8, 3), 90, np.uint8)).save(tmp_path / "Single_Images" / "2_e.jpg")
+    rows = [
+        {
+            "question_id": k,
+            "id": 2,
+            "image": "Single_Images/2_e.jpg",
+            "question": f"Question {k}: what is it?\nA. a cup\nB. a gun\nAnswer with the option's letter.",
+            "answer": "A",
+            "type": "mcq-e",
+            "level": "high",
+        }
+        for k in range(12)
+    ]
+    path = tmp_path / "all_questions.json"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def number(req: dict) -> int:
+    return int(req["messages"][0]["content"][-1]["text"].split(":")[0].split()[-1])
+
+
+def test_predict_keeps_every_answer_lists_failures_by_id_and_a_rerun_completes_the_file(twelve_questions, tmp_path):
+    """One request in ten fails (HTTP 400), one gets an HTML page, one is never answered: the nine others are kept,
+    the three are listed with their reasons, the exit is not a traceback; a rerun against a healthy server asks only
+    those three, and the file then holds exactly what an uninterrupted healthy run writes."""
+
+    def flaky(req):
+        k = number(req)
+        return {3: (400, "bad request: image too large"), 7: ChatServer.HTML, 9: ChatServer.HANG}.get(k, f"A{k}")
+
+    out = tmp_path / "pred.jsonl"
+    with ChatServer(flaky, hang_s=3) as server:
+        client = ChatClient(base_url=server.base_url, model="tiny", timeout_s=0.5, max_retries=1, backoff_s=0.01)
+        summary = predict("mvp-bench", twelve_questions, tmp_path, client, out, concurrency=3)
+    assert summary == {**summary, "answered": 9, "failed": 3}
+    failed = [json.loads(line) for line in failed_path(out).read_text().splitlines()]
+    assert [f["question_id"] for f in failed] == [3, 7, 9]  # in the data's order
+    assert "HTTP 400" in failed[0]["reason"] and "not a chat completion" in failed[1]["reason"]
+    assert "gave up after 2 tries" in failed[2]["reason"]
+    assert sorted(json.loads(line)["question_id"] for line in out.read_text().splitlines()) == [
+        0, 1, 2, 4, 5, 6, 8, 10, 11,
+    ]  # fmt: skip
+
+    with ChatServer(lambda req: f"A{number(req)}") as healthy:
+        again = predict(
+            "mvp-bench", twelve_questions, tmp_path, ChatClient(base_url=healthy.base_url, model="tiny"), out
+        )
+        assert sorted(number(r) for r in healthy.requests) == [3, 7, 9]  # only what was missing
+    assert again == {**again, "answered": 3, "failed": 0, "skipped": 9} and not failed_path(out).exists()
+    whole = tmp_path / "whole.jsonl"
+    with ChatServer(lambda req: f"A{number(req)}") as healthy:
+        predict("mvp-bench", twelve_questions, tmp_path, ChatClient(base_url=healthy.base_url, model="tiny"), whole)
+    records = lambda path: sorted(path.read_text().splitlines())  # noqa: E731
+    assert records(out) == records(whole)
+
+
+def test_predict_cli_exit_status_counts_failures_and_never_writes_into_its_input(twelve_questions, tmp_path, cli_env):
+    import subprocess
+
+    from helpers import perceptforge_cmd
+
+    cmd = [*perceptforge_cmd(), "predict", "mvp-bench", "--data", str(twelve_questions), "--model", "tiny"]
+    with ChatServer(lambda req: (400, "no") if number(req) in (1, 2) else "A") as server:
+        done = subprocess.run(
+            [*cmd, "--endpoint", server.base_url, "--out", str(tmp_path / "p.jsonl")],
+            env=cli_env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "2 request(s) failed" in done.stdout and "Traceback" not in done.stderr
+        before = twelve_questions.read_bytes()
+        same = subprocess.run(
+            [*cmd, "--endpoint", server.base_url, "--out", str(twelve_questions)],
+            env=cli_env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert same.returncode == 2 and "is also read as --data" in same.stdout + same.stderr
+    assert twelve_questions.read_bytes() == before
+
+
+def test_predict_refuses_images_outside_the_images_folder(tmp_path):
+    from perceptforge.errors import InputError
+    from perceptforge.scorer.requests import image_under
+
+    (tmp_path / "imgs").mkdir()
+    (tmp_path / "secret.png").write_bytes(b"x")
+    for rel in ("../secret.png", str(tmp_path / "secret.png")):
+        with pytest.raises(InputError, match="is outside .* refused"):
+            image_under(tmp_path / "imgs", rel, "data.json:1")

@@ -178,3 +178,24 @@ def test_bootstrap_intervals_are_printed_when_asked(answers, tmp_path, cli_env):
     proc = run_score(["blink", "--data", answers, "--predictions", preds, "--bootstrap", "50"], cli_env)
     assert proc.returncode == 0, proc.stderr
     assert "bootstrap 95% intervals" in proc.stdout and "overall" in proc.stdout
+
+
+def test_score_never_writes_over_its_inputs(tmp_path, cli_env):
+    """--items, --json, --csv (and its items file) naming --data or --predictions stop in one line; nothing changes."""
+    import subprocess
+
+    from helpers import perceptforge_cmd
+
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        '{"question_id": 0, "id": 1, "image": "x.jpg", "question": "q", "answer": "A", "type": "mcq-e", "level": "high"}\n'
+    )
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text('{"question_id": 0, "output": "A"}\n')
+    before = {p: p.read_bytes() for p in (data, preds)}
+    base = [*perceptforge_cmd(), "score", "mvp-bench", "--data", str(data), "--predictions", str(preds)]
+    for option, target in (("--items", preds), ("--json", data), ("--csv", tmp_path / "preds.jsonl")):
+        done = subprocess.run([*base, option, str(target)], env=cli_env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and "is also read as" in done.stdout + done.stderr, (option, done.stderr)
+        assert "Traceback" not in done.stderr
+    assert {p: p.read_bytes() for p in (data, preds)} == before
