@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -21,6 +22,8 @@ from perceptforge.logic.templates import Template, templates
 from perceptforge.prompts.library import load_prompt
 from perceptforge.store.rundir import RunDir
 from perceptforge.store.sources import SourceEntry
+
+log = logging.getLogger("perceptforge")
 
 
 def task_runner(kind: str = "threads", max_workers: int = 2, dask_address: str | None = None, gpus: int = 0) -> Any:
@@ -120,16 +123,48 @@ def identity_conflict(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     return ", ".join(differs) or None
 
 
-def prepare_run(out: Path, identity: dict[str, Any], fresh: bool = False, check_only: bool = False) -> RunDir:
+# What a run writes at the top of its directory, whatever the family (a family's own folders: Family.run_folders).
+RUN_LAYOUT = frozenset(
+    {
+        "run.json", "profile.yaml", "templates.json", "summary.json", "report.html", "sources.jsonl",
+        "quarantine.jsonl", "decisions.jsonl", "quarantine", "images", "cache", "items", "groundings", "ideas",
+        "candidates", "masks", "edits", "gates", "perception", "drafts", "display", "checks", "verification",
+        "authoring", "annotation",
+    }
+)  # fmt: skip
+IDENTITY_KEYS = ("flow", "profile", "seed", "sources", "categories")
+
+
+def read_identity(marker: Path) -> dict[str, Any] | None:
+    """A run's identity from its ``run.json``; None when there is none, an error when the file is not one."""
+    if not marker.is_file():
+        return None
+    try:
+        record = json.loads(marker.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        record = None
+    if not isinstance(record, dict) or not all(k in record for k in IDENTITY_KEYS):
+        raise InputError(
+            str(marker.parent),
+            f"holds a run.json that is not a perceptforge run's (it needs {', '.join(IDENTITY_KEYS)}): choose "
+            "another --out; nothing was removed",
+        )
+    return record
+
+
+def prepare_run(
+    out: Path, identity: dict[str, Any], fresh: bool = False, check_only: bool = False, own: tuple[str, ...] = ()
+) -> RunDir:
     """The run directory for ``identity``, created if need be. A directory that holds another run stops
-    here with one line naming what differs, unless ``fresh`` (then it is cleared: only a run directory,
-    never an arbitrary folder). ``check_only``: the checks alone, nothing written (the CLI runs them
-    before it starts the flow)."""
+    here with one line naming what differs, unless ``fresh``: then what a run writes there (``RUN_LAYOUT`` and the
+    family's ``own`` folders) is removed, each removal said, and anything else is kept. Only a directory whose
+    ``run.json`` is a run's identity is ever cleared. ``check_only``: the checks alone, nothing written (the CLI
+    runs them before it starts the flow)."""
     if out.exists() and not out.is_dir():
         raise InputError(str(out), "--out is a file, not a directory")
     run = RunDir(out.resolve())
     marker = run.sub("run.json")
-    previous = json.loads(marker.read_text()) if marker.is_file() else None
+    previous = read_identity(marker)
     if out.is_dir() and any(out.iterdir()):
         if previous is None:
             raise InputError(str(out), "is not empty and holds no run (run.json): choose another --out")
@@ -137,8 +172,7 @@ def prepare_run(out: Path, identity: dict[str, Any], fresh: bool = False, check_
         if conflict and not fresh:
             raise InputError(str(out), f"holds another run ({conflict}): give another --out, or --fresh to start over")
         if fresh and not check_only:
-            for child in out.iterdir():
-                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+            clear_run(out, RUN_LAYOUT | set(own))
     existing = next(p for p in (out, *out.parents) if p.exists())
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise InputError(str(out), f"cannot create or write the run directory ({existing} is not a writable folder)")
@@ -149,6 +183,21 @@ def prepare_run(out: Path, identity: dict[str, Any], fresh: bool = False, check_
         except OSError as exc:
             raise InputError(str(out), f"cannot create or write the run directory: {exc.strerror}") from None
     return run
+
+
+def clear_run(out: Path, written: set[str] | frozenset[str]) -> None:
+    """Remove what a run wrote in ``out`` (the ``written`` names), saying what goes and what stays."""
+    removed, kept = [], []
+    for child in sorted(out.iterdir()):
+        if child.name not in written:
+            kept.append(child.name)
+            continue
+        folder = child.is_dir() and not child.is_symlink()
+        shutil.rmtree(child) if folder else child.unlink()
+        removed.append(child.name + ("/" if folder else ""))
+    log.warning("--fresh: removed the earlier run's %s", ", ".join(removed) or "nothing")
+    if kept:
+        log.warning("--fresh: kept what no run writes: %s", ", ".join(kept))
 
 
 def record_profile(run: RunDir, prof: Profile) -> None:

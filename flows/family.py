@@ -155,13 +155,16 @@ class Family:
     # checks of each written item through a model endpoint at push / pull, as "module:function" taking
     # (versions, run_dir, client) (CODIS's blind checks); None: the family has none
     item_checks: ClassVar[str | None] = None
+    # folders the family writes in its run directory besides the shared layout (flows/common.RUN_LAYOUT):
+    # --fresh removes them too, and nothing else the run did not write
+    run_folders: ClassVar[tuple[str, ...]] = ()
 
     def plan(self, request: RunRequest) -> RunPlan:
         raise NotImplementedError
 
     def check_run(self, plan: RunPlan) -> None:
         """The run directory can hold this run (another run there, without --fresh, is one line)."""
-        prepare_run(plan.inputs.out, plan.identity, plan.fresh, check_only=True)
+        prepare_run(plan.inputs.out, plan.identity, plan.fresh, check_only=True, own=self.run_folders)
 
     def largest_image(self, plan: RunPlan) -> int:
         """The largest source's pixels: the memory budget's measure for the number of workers."""

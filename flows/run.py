@@ -127,7 +127,7 @@ def construct(
     fam = family_named(family)
     request = RunRequest(source, out, profile, seed, limit, select, fresh, runner, dask_address, options or {})
     plan = fam.plan(request)
-    run = prepare_run(plan.inputs.out, plan.identity, plan.fresh)
+    run = prepare_run(plan.inputs.out, plan.identity, plan.fresh, own=fam.run_folders)
     record_profile(run, plan.inputs.profile)  # push, pull and export read the run's own settings
     prof = plan.inputs.profile
     runtime = prof.runtime(cache_dir=run.path / "cache")

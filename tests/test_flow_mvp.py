@@ -153,7 +153,9 @@ def test_identity_conflicts_name_what_differs_and_let_resume_grow():
     assert identity_conflict(old, {**old, "profile": "q", "sources": "t"}) == "profile, sources"
 
 
-def test_fresh_clears_only_a_run_directory(tmp_path):
+def test_fresh_clears_only_a_run_directory(tmp_path, caplog):
+    import logging
+
     from perceptforge.errors import InputError
     from perceptforge.flows.common import prepare_run
 
@@ -163,12 +165,21 @@ def test_fresh_clears_only_a_run_directory(tmp_path):
     (run.path / "items" / "x.json").write_text("{}")
     with pytest.raises(InputError, match=r"holds another run \(seed 0 → 3\)"):
         prepare_run(tmp_path / "run", {**ident, "seed": 3})
-    prepare_run(tmp_path / "run", {**ident, "seed": 3}, fresh=True)
+    (run.path / "notes.txt").write_text("mine")  # a user's file beside the run's
+    with caplog.at_level(logging.WARNING, logger="perceptforge"):
+        prepare_run(tmp_path / "run", {**ident, "seed": 3}, fresh=True)
     assert not (run.path / "items").exists() and json.loads((run.path / "run.json").read_text())["seed"] == 3
+    assert (run.path / "notes.txt").read_text() == "mine"  # --fresh removes only what a run writes, and says so
+    said = [r.getMessage() for r in caplog.records]
+    assert "--fresh: removed the earlier run's items/, run.json" in said
+    assert "--fresh: kept what no run writes: notes.txt" in said
     folder = tmp_path / "mine"
     folder.mkdir()
     (folder / "thesis.tex").write_text("precious")
     with pytest.raises(InputError, match="holds no run"):
+        prepare_run(folder, ident, fresh=True)
+    (folder / "run.json").write_text('{"note": "my own run.json"}')  # a file of that name is not a run
+    with pytest.raises(InputError, match="holds a run.json that is not a perceptforge run's .* nothing was removed"):
         prepare_run(folder, ident, fresh=True)
     assert (folder / "thesis.tex").read_text() == "precious"
 
