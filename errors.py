@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 from pydantic import ValidationError
 
 
@@ -17,6 +19,19 @@ class InputError(PerceptforgeError):
     def __reduce__(self) -> tuple:
         # raised on a Dask worker, it crosses back as itself (the default would call __init__ with one argument)
         return (type(self), (self.where, self.what))
+
+
+def shown(text: object) -> str:
+    """``text`` (which may hold values read from input) as it may reach a terminal: control characters, and the
+    invisible ones that reorder or hide text (bidirectional overrides such as U+202E), escaped as ``\\x1b`` or
+    ``\\u202e``; newlines and tabs kept."""
+    out = []
+    for ch in str(text):
+        if ch in "\n\t" or (unicodedata.category(ch) not in ("Cc", "Cf") and ch not in "\u2028\u2029"):
+            out.append(ch)
+        else:
+            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+    return "".join(out)
 
 
 def describe_validation_error(exc: ValidationError) -> list[str]:

@@ -6,8 +6,9 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from perceptforge.errors import PerceptforgeError
+from perceptforge.errors import PerceptforgeError, shown
 
 console = Console()
 err_console = Console(stderr=True)
@@ -20,11 +21,12 @@ class App(typer.Typer):
         try:
             return super().__call__(*args, **kwargs)
         except PerceptforgeError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(shown(exc))}", highlight=False, soft_wrap=True)
             sys.exit(2)
         except OSError as exc:  # a full disk, a read-only folder: the place and the reason, not a traceback
             where = f"{exc.filename}: " if exc.filename else ""
-            err_console.print(f"[bold red]error:[/] {where}{exc.strerror or exc}", highlight=False, soft_wrap=True)
+            text = escape(shown(f"{where}{exc.strerror or exc}"))
+            err_console.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
             sys.exit(2)
 
 

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
 
+from perceptforge.errors import shown
 from perceptforge.fileio import atomic_write_bytes, atomic_write_text
 from perceptforge.scorer.result import ScoreResult
 
@@ -17,7 +19,7 @@ from perceptforge.scorer.result import ScoreResult
 def fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.2f}"
-    return "—" if value is None else str(value)
+    return "—" if value is None else escape(shown(value))  # a category or id from the data: never markup
 
 
 def print_result(result: ScoreResult, console: Console) -> None:
@@ -42,10 +44,11 @@ def print_result(result: ScoreResult, console: Console) -> None:
     )
     if result.unknown:
         console.print(
-            f"[yellow]{len(result.unknown)} predictions have ids the data does not have[/], e.g. {result.unknown[0]}"
+            f"[yellow]{len(result.unknown)} predictions have ids the data does not have[/], e.g. "
+            f"{escape(shown(result.unknown[0]))}"
         )
     for warning in result.warnings[:5]:
-        console.print(f"[yellow]warning:[/] {warning}")
+        console.print(f"[yellow]warning:[/] {escape(shown(warning))}")
     if len(result.warnings) > 5:
         console.print(f"[yellow]… {len(result.warnings) - 5} more warnings[/]")
 

@@ -199,3 +199,31 @@ def test_score_never_writes_over_its_inputs(tmp_path, cli_env):
         assert done.returncode == 2 and "is also read as" in done.stdout + done.stderr, (option, done.stderr)
         assert "Traceback" not in done.stderr
     assert {p: p.read_bytes() for p in (data, preds)} == before
+
+
+def test_ids_from_the_data_reach_the_terminal_escaped(tmp_path, cli_env):
+    """An ESC sequence, a right-to-left override and rich markup in a prediction id are shown, not obeyed."""
+    import subprocess
+
+    from helpers import perceptforge_cmd
+
+    from perceptforge.errors import shown
+
+    assert shown("a\x1b[31mb\u202ec\td\n") == "a\\x1b[31mb\\u202ec\td\n"
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        '{"question_id": 0, "id": 1, "image": "x.jpg", "question": "q", "answer": "A", "type": "mcq-e", "level": "high"}\n'
+    )
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(
+        '{"question_id": 0, "output": "A"}\n'
+        + json.dumps({"question_id": "\x1b[2J[bold]x\u202e", "output": "A"})
+        + "\n"
+    )
+    done = subprocess.run(
+        [*perceptforge_cmd(), "score", "mvp-bench", "--data", str(data), "--predictions", str(preds)],
+        env=cli_env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    shown_text = done.stdout + done.stderr
+    assert "\x1b[2J" not in shown_text and "\u202e" not in shown_text
+    assert "\\x1b[2J[bold]x\\u202e" in shown_text
