@@ -90,6 +90,32 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, sort_keys=True, ensure_ascii=False, indent=2) + "\n")
 
 
+def read_yaml(path: str | os.PathLike) -> Any:
+    """A YAML file, strictly: a key given twice in one mapping is an error naming its line (YAML's loaders keep
+    the last silently), as is a file that does not parse."""
+    import yaml
+
+    class Strict(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: Strict, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise InputError(f"{path}:{key_node.start_mark.line + 1}", f"key {key!r} is given twice")
+            seen.add(key)
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    try:
+        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=Strict)  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise InputError(where, f"invalid YAML: {getattr(exc, 'problem', exc)}") from None
+
+
 def read_json(path: str | os.PathLike) -> Any:
     path = Path(path)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict
 from importlib import resources
@@ -14,7 +15,7 @@ from perceptforge.audit.items import AuditItem, read_items
 from perceptforge.audit.page import audit_page
 from perceptforge.backends.chat import ChatClient
 from perceptforge.errors import InputError
-from perceptforge.fileio import atomic_write_text, write_json
+from perceptforge.fileio import atomic_write_text, read_yaml, write_json
 from perceptforge.scorer import benchmarks
 
 
@@ -22,15 +23,51 @@ def thresholds(path: Path | None = None) -> dict:
     """The defaults (``audit/thresholds.yaml``), each section updated from ``path`` when given."""
     merged = yaml.safe_load(resources.files("perceptforge.audit").joinpath("thresholds.yaml").read_text())
     if path is not None:
-        given = yaml.safe_load(path.read_text()) or {}
+        try:
+            given = read_yaml(path) or {}
+        except FileNotFoundError:
+            raise InputError(str(path), "thresholds file not found") from None
+        if not isinstance(given, dict):
+            raise InputError(str(path), "thresholds are a YAML mapping of sections")
         for section, values in given.items():
             if section not in merged or not isinstance(values, dict):
                 raise InputError(str(path), f"unknown threshold section {section!r}; known: {', '.join(merged)}")
             unknown = set(values) - set(merged[section])
             if unknown:
                 raise InputError(str(path), f"{section}: unknown thresholds {sorted(unknown)}")
-            merged[section] |= values
+            for name, value in values.items():
+                merged[section][name] = checked_threshold(f"{path}: {section}.{name}", value, RANGES[section][name])
     return merged
+
+
+# Each threshold's kind and range: a count, a share or a distance; anything else is refused at load.
+RANGES: dict[str, dict[str, tuple[type, float, float]]] = {
+    "balance": {
+        "min_items": (int, 0, math.inf),
+        "min_p_value": (float, 0, 1),
+        "max_yes_share_deviation": (float, 0, 50),
+    },
+    "option_bias": {
+        "min_items": (int, 0, math.inf),
+        "max_gain_over_random": (float, 0, 100),
+        "give_away_length_ratio": (float, 1, math.inf),
+    },
+    "duplicates": {"image_hamming": (int, 0, 64)},
+    "human_verification": {"min_percent_agreement": (float, 0, 100)},
+    "blind_baseline": {"max_gain_over_random": (float, 0, 100)},
+}
+
+
+def checked_threshold(where: str, value: object, kind_range: tuple[type, float, float]) -> float:
+    """``value`` when it is a finite number of the threshold's kind within its range; else one line saying why
+    (a NaN threshold would never fail a check)."""
+    kind, low, high = kind_range
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or (kind is int and value != int(value)):  # type: ignore[arg-type]
+        raise InputError(where, f"must be a finite {'whole ' if kind is int else ''}number, got {value!r}")
+    if not low <= value <= high:  # type: ignore[operator]
+        raise InputError(where, f"must be between {low:g} and {high:g}, got {value!r}")
+    return int(value) if kind is int else float(value)  # type: ignore[arg-type]
 
 
 def run_checks(items: list[AuditItem], limits: dict, verification: dict | None = None) -> list[checks.Check]:

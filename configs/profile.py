@@ -12,7 +12,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
 from perceptforge.backends import registry
@@ -22,6 +21,7 @@ from perceptforge.backends.devices import resolve_device
 from perceptforge.backends.loaded import CLIP_GATE, ModelSpec
 from perceptforge.backends.registry import BackendSettings, Runtime
 from perceptforge.errors import InputError, describe_validation_error
+from perceptforge.fileio import read_yaml
 
 
 class Section(BaseModel):
@@ -255,13 +255,9 @@ def resolve_profile_path(name_or_path: str | os.PathLike) -> Path:
 def load_profile(name_or_path: str | os.PathLike) -> Profile:
     path = resolve_profile_path(name_or_path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = read_yaml(path)
     except FileNotFoundError:
         raise InputError(str(path), f"profile not found (bundled profiles: {', '.join(BUNDLED)})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise InputError(where, f"invalid YAML: {getattr(exc, 'problem', exc)}") from None
     if not isinstance(raw, dict):
         raise InputError(str(path), "a profile is a YAML mapping of settings")
     try:

@@ -4,6 +4,7 @@ CLI's --strict gate, and the audit that export runs."""
 import base64
 import io
 import json
+import re
 import shutil
 import subprocess
 
@@ -285,3 +286,25 @@ def test_human_verification_figures_come_from_the_pull_summary(tmp_path):
     summary["agreement"]["overall"]["percent_agreement"] = 60.0
     (out / "verification.json").write_text(json.dumps(summary))
     assert next(c for c in audit([out], out)["checks"] if c["name"] == "human_verification")["passed"] is False
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("balance:\n  min_p_value: high\n", "balance.min_p_value: must be a finite number, got 'high'"),
+        ("balance:\n  min_p_value: .nan\n", "balance.min_p_value: must be a finite number, got nan"),
+        ("balance:\n  min_p_value: 2\n", "balance.min_p_value: must be between 0 and 1, got 2"),
+        ("duplicates:\n  image_hamming: 3.5\n", "duplicates.image_hamming: must be a finite whole number, got 3.5"),
+        ("balance:\n  min_items: 5\n  min_items: 50\n", "thresholds.yaml:3: key 'min_items' is given twice"),
+        ("balance: [1\n", "invalid YAML"),
+    ],
+)
+def test_thresholds_are_numbers_in_range_given_once(tmp_path, text, said):
+    from perceptforge.audit.run import thresholds
+
+    path = tmp_path / "thresholds.yaml"
+    path.write_text(text)
+    with pytest.raises(PerceptforgeError, match=re.escape(said)):
+        thresholds(path)
+    path.write_text("balance:\n  min_p_value: 0.05\nduplicates:\n  image_hamming: 6\n")
+    assert thresholds(path)["balance"]["min_p_value"] == 0.05 and thresholds(path)["duplicates"]["image_hamming"] == 6
