@@ -376,6 +376,119 @@ def html_chat(tmp, env):
         server.shutdown()
 
 
+def tiny_release(tmp: Path, n: int = 3) -> Path:
+    """An MVP-Bench question file of ``n`` single-image questions, its image beside it."""
+    Image.new("RGB", (4, 4)).save(tmp / "x.png")
+    data = tmp / "mcq.jsonl"
+    rows = [
+        {"question_id": str(k), "image": "x.png", "question": f"Q{k}?\nA. a\nB. b", "answer": "A"} for k in range(n)
+    ]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return data
+
+
+def predict_cli(env: dict, data: Path, url: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    args = ["predict", "mvp-bench", "--data", str(data), "--endpoint", url, "--model", "m", "--out", str(out)]
+    return cli(env, *args, *extra)
+
+
+class _OneFails(BaseHTTPRequestHandler):
+    """A chat server that refuses question Q1 with HTTP 400 and answers the others."""
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        refused = "Q1?" in json.dumps(body)
+        payload = (
+            {"error": {"message": "image too large"}}
+            if refused
+            else {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+                  "choices": [{"index": 0, "message": {"role": "assistant", "content": "A"}, "finish_reason": "stop"}]}
+        )  # fmt: skip
+        data = json.dumps(payload).encode()
+        self.send_response(400 if refused else 200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@case("predict: the endpoint refuses one request of three")
+def predict_one_refused(tmp, env):
+    server = HTTPServer(("127.0.0.1", 0), _OneFails)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        out = tmp / "pred.jsonl"
+        proc = predict_cli(env, tiny_release(tmp), f"http://127.0.0.1:{server.server_port}/v1", out)
+    finally:
+        server.shutdown()
+    kept = sorted(json.loads(line)["question_id"] for line in out.read_text().splitlines()) if out.exists() else []
+    failed = (tmp / "pred.jsonl.failed.jsonl").read_text() if (tmp / "pred.jsonl.failed.jsonl").exists() else ""
+    if kept != ["0", "2"] or '"question_id": "1"' not in failed.replace('":"', '": "'):
+        return "data lost", f"kept {kept}, failed file {failed[:80]!r}"
+    return verdict(proc, "1 request(s) failed, e.g. {'question_id': '1'}")
+
+
+@case("predict --out is the --data file")
+def predict_into_data(tmp, env):
+    data = tmp_release = tiny_release(tmp)
+    before = data.read_bytes()
+    proc = predict_cli(env, tmp_release, "http://127.0.0.1:9/v1", data)
+    if data.read_bytes() != before:
+        return "data lost", "the question file changed"
+    return verdict(proc, "is also read as --data")
+
+
+@case("predict: an image path outside --images")
+def predict_image_outside(tmp, env):
+    (tmp / "imgs").mkdir()
+    data = tmp / "mcq.jsonl"
+    data.write_text(json.dumps({"question_id": "1", "image": "/etc/hostname", "question": "Q?", "answer": "A"}) + "\n")
+    proc = predict_cli(env, data, "http://127.0.0.1:9/v1", tmp / "p.jsonl", "--images", str(tmp / "imgs"))
+    return verdict(proc, "is outside")
+
+
+@case("score --items is the --predictions file")
+def score_into_predictions(tmp, env):
+    data = tiny_release(tmp)
+    preds = tmp / "preds.jsonl"
+    preds.write_text(json.dumps({"question_id": "0", "output": "A"}) + "\n")
+    before = preds.read_bytes()
+    proc = cli(env, "score", "mvp-bench", "--data", str(data), "--predictions", str(preds), "--items", str(preds))
+    if preds.read_bytes() != before:
+        return "data lost", "the predictions file changed"
+    return verdict(proc, "is also read as --predictions")
+
+
+@case("--fresh on a folder with a hand-made run.json")
+def fresh_on_own_folder(tmp, env):
+    folder = tmp / "thesis"
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("precious")
+    (folder / "run.json").write_text('{"mine": true}')
+    proc = cli(env, "run", "mvp", "--source", str(SAMPLE), "--out", str(folder), "--fresh", "--limit", "1")
+    if not (folder / "thesis.tex").exists():
+        return "data lost", "thesis.tex was removed"
+    return verdict(proc, "not a perceptforge run's")
+
+
+@case("audit thresholds with min_p_value: .nan")
+def nan_threshold(tmp, env):
+    (tmp / "t.yaml").write_text("balance:\n  min_p_value: .nan\n")
+    run = small_run(tmp, env)
+    proc = cli(env, "audit", str(run), "--thresholds", str(tmp / "t.yaml"))
+    return verdict(proc, "must be a finite number")
+
+
+@case("a profile YAML with a key given twice")
+def profile_key_twice(tmp, env):
+    (tmp / "p.yaml").write_text("name: a\nname: b\n")
+    proc = cli(env, "run", "mvp", "--source", str(SAMPLE), "--out", str(tmp / "run"), "--profile", str(tmp / "p.yaml"))
+    return verdict(proc, "p.yaml:2: key 'name' is given twice")
+
+
 def run_all(root: Path, env: dict, only: list[str] | None = None) -> dict[str, tuple[str, str]]:
     results = {}
     for name, fn in CASES.items():

@@ -6,9 +6,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from perceptforge.cli.app import console
+from perceptforge.cli.app import console, err_console
+from perceptforge.errors import shown
 from perceptforge.fileio import refuse_overwrite
 from perceptforge.scorer import benchmarks
 
@@ -48,8 +50,8 @@ def predict(
         "no_context (CODIS: the question without its context)",
     ),
 ) -> None:
-    """Run a model over a release with the paper's prompt; images go as base64 data URLs. The exit status is the
-    number of requests that failed (at most 125; 0: every request answered)."""
+    """Run a model over a release with the paper's prompt; images go as base64 data URLs. Exit status 1 when some
+    request failed (the line says how many, and OUT.failed.jsonl which and why), 0 when every one was answered."""
     from perceptforge.backends.chat import ChatClient
     from perceptforge.scorer.predict import predict as run_predict
 
@@ -87,8 +89,12 @@ def predict(
         f"{summary['prompt_tokens']}/{summary['completion_tokens']}"
     )
     if summary["failed"]:
-        console.print(
-            f"[red]{summary['failed']} request(s) failed[/]: listed with their reasons in {summary['failed_file']}; "
-            "run the same command again to ask only what is missing"
+        first = escape(shown(summary["first_failure"]))
+        err_console.print(
+            f"[bold red]error:[/] {summary['failed']} request(s) failed, e.g. {first}; "
+            f"all are listed with their reasons in {summary['failed_file']}: run the same command again to ask only "
+            "what is missing",
+            highlight=False,
+            soft_wrap=True,
         )
-        raise typer.Exit(min(summary["failed"], 125))
+        raise typer.Exit(1)

@@ -73,6 +73,11 @@ def done_keys(out: Path) -> set[str]:
     return keys
 
 
+def _said(failure: dict) -> str:
+    key = {k: v for k, v in failure.items() if k != "reason"}
+    return f"{key}: {failure['reason']}"
+
+
 def failed_path(out: Path) -> Path:
     """Where a predict run lists the requests that failed, beside its output."""
     return out.with_name(out.name + ".failed.jsonl")
@@ -137,10 +142,9 @@ def predict(
         listed = [record for _, record in sorted(failures, key=lambda f: f[0])]
         write_jsonl(failed_file, listed)
         if strict:
-            first = {k: v for k, v in listed[0].items() if k != "reason"}
             raise PerceptforgeError(
-                f"{len(listed)} of {len(todo)} request(s) to {client.base_url} ({client.model}) failed, e.g. {first}: "
-                f"{listed[0]['reason']}; the answers are kept in {out}, the failures listed in {failed_file}"
+                f"{len(listed)} of {len(todo)} request(s) to {client.base_url} ({client.model}) failed, e.g. "
+                f"{_said(listed[0])}; the answers are kept in {out}, the failures listed in {failed_file}"
             )
     else:
         failed_file.unlink(missing_ok=True)  # an earlier run's failures were asked again and answered
@@ -150,6 +154,7 @@ def predict(
         "answered": finished,
         "failed": len(failures),
         "failed_file": str(failed_file) if failures else None,
+        "first_failure": _said(min(failures, key=lambda f: f[0])[1]) if failures else None,
         "prompt_tokens": client.usage.prompt_tokens,
         "completion_tokens": client.usage.completion_tokens,
     }

@@ -202,7 +202,7 @@ def test_predict_keeps_every_answer_lists_failures_by_id_and_a_rerun_completes_t
     assert records(out) == records(whole)
 
 
-def test_predict_cli_exit_status_counts_failures_and_never_writes_into_its_input(twelve_questions, tmp_path, cli_env):
+def test_predict_cli_says_how_many_failed_and_never_writes_into_its_input(twelve_questions, tmp_path, cli_env):
     import subprocess
 
     from helpers import perceptforge_cmd
@@ -213,8 +213,9 @@ def test_predict_cli_exit_status_counts_failures_and_never_writes_into_its_input
             [*cmd, "--endpoint", server.base_url, "--out", str(tmp_path / "p.jsonl")],
             env=cli_env, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
-        assert done.returncode == 2, done.stdout + done.stderr
-        assert "2 request(s) failed" in done.stdout and "Traceback" not in done.stderr
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "2 request(s) failed, e.g. {'question_id': 1}: " in done.stderr and "HTTP 400" in done.stderr
+        assert "Traceback" not in done.stderr
         before = twelve_questions.read_bytes()
         same = subprocess.run(
             [*cmd, "--endpoint", server.base_url, "--out", str(twelve_questions)],
