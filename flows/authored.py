@@ -44,7 +44,12 @@ class AuthoredFamily(Family):
         prof, settings = plan.inputs.profile, plan.inputs.profile.authoring
         min_side = settings.min_short_side if self.kind.full_resolution else None
         sources = ingest.ingest_stage(
-            runner, plan.inputs.entries, plan.inputs.source_dir, authoring.ingest, min_short_side=min_side
+            runner,
+            plan.inputs.entries,
+            plan.inputs.source_dir,
+            authoring.ingest,
+            min_short_side=min_side,
+            max_pixels=prof.ingest.max_pixels,
         )
         writer = prof.spec("llm", runtime)
         drafts = authoring.draft_stage(runner, self.kind, sources, writer, plan.inputs.seed, settings)

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +174,8 @@ def prepare_run(
             raise InputError(str(out), f"holds another run ({conflict}): give another --out, or --fresh to start over")
         if fresh and not check_only:
             clear_run(out, RUN_LAYOUT | set(own))
+        elif not check_only:
+            remove_orphans(out, RUN_LAYOUT | set(own))
     existing = next(p for p in (out, *out.parents) if p.exists())
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise InputError(str(out), f"cannot create or write the run directory ({existing} is not a writable folder)")
@@ -183,6 +186,21 @@ def prepare_run(
         except OSError as exc:
             raise InputError(str(out), f"cannot create or write the run directory: {exc.strerror}") from None
     return run
+
+
+def remove_orphans(out: Path, written: set[str] | frozenset[str], older_than_s: float = 60.0) -> list[Path]:
+    """The temporary files a killed run left (``fileio.atomic_file``'s ``.<name>.<random>.tmp``), removed on resume.
+    Only those untouched for ``older_than_s``: a write in flight renames its file within moments."""
+    now = time.time()
+    found = list(out.glob(".*.tmp")) + [
+        p for name in sorted(written) if (out / name).is_dir() for p in (out / name).rglob(".*.tmp")
+    ]
+    removed = sorted(p for p in found if p.is_file() and now - p.stat().st_mtime > older_than_s)
+    for path in removed:
+        path.unlink(missing_ok=True)
+    if removed:
+        log.warning("resume: removed %d temporary file(s) an interrupted run left", len(removed))
+    return removed
 
 
 def clear_run(out: Path, written: set[str] | frozenset[str]) -> None:

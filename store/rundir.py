@@ -68,12 +68,23 @@ class RunDir:
             atomic_write_bytes(target, data)
         return ImageRef(path=rel, sha256=digest, width=image.width, height=image.height)
 
-    def store_original(self, path: Path) -> tuple[str, str, int, int]:
+    def store_original(self, path: Path, max_pixels: int | None = None) -> tuple[str, str, int, int]:
         """Copy a source file byte for byte to ``images/<sha256>.<ext>`` (once); (path, sha256, width,
-        height). Its header is read for the size and format, its pixels never decoded or re-encoded."""
+        height). Its header is read for the size and format, its pixels never decoded or re-encoded; an image
+        above ``max_pixels`` (the profile's ``ingest.max_pixels``) is refused from its header."""
         data = Path(path).read_bytes()
         digest = sha256_bytes(data)
-        with Image.open(io.BytesIO(data)) as im:
+        try:
+            opened = Image.open(io.BytesIO(data))
+        except Image.DecompressionBombError as exc:  # far above Pillow's own cap: refused before any pixel
+            raise InputError(str(path), f"refused: {exc}") from None
+        with opened as im:
+            if max_pixels is not None and im.width * im.height > max_pixels:
+                raise InputError(
+                    str(path),
+                    f"{im.width}x{im.height} is {im.width * im.height / 1e6:.1f} MP, above the profile's "
+                    f"ingest.max_pixels ({max_pixels / 1e6:.1f} MP)",
+                )
             ext = ORIGINAL_FORMATS.get(im.format or "")
             if ext is None:
                 raise InputError(

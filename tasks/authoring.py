@@ -31,10 +31,13 @@ from perceptforge.tasks.ingest import check_size
 from perceptforge.tasks.runner import StageRunner, Unit, transient, unit_record
 
 
-def ingest_original(source_dir: Path, entry: SourceEntry, run: RunDir, min_short_side: int | None) -> OriginalImage:
-    """Keep the source file's bytes; refuse an image whose shorter side is below ``min_short_side``."""
+def ingest_original(
+    source_dir: Path, entry: SourceEntry, run: RunDir, min_short_side: int | None, max_pixels: int | None = None
+) -> OriginalImage:
+    """Keep the source file's bytes; refuse an image whose shorter side is below ``min_short_side``, or that is
+    above ``max_pixels``."""
     path = resolve_inside(source_dir, entry.file_name)
-    rel, digest, width, height = run.store_original(path)
+    rel, digest, width, height = run.store_original(path, max_pixels)
     check_size(entry, width, height)
     if min_short_side and min(width, height) < min_short_side:
         raise ValueError(
@@ -55,14 +58,14 @@ def ingest_original(source_dir: Path, entry: SourceEntry, run: RunDir, min_short
 
 @task(name="ingest-original", cache_policy=NO_CACHE)
 def ingest(
-    entry: SourceEntry, source_dir: Path, min_short_side: int | None, run_path: Path
+    entry: SourceEntry, source_dir: Path, min_short_side: int | None, run_path: Path, max_pixels: int | None = None
 ) -> OriginalImage | Exception:
     rel = f"sources/{safe_name(entry.source_id)}.json"
     try:
         return unit_record(
             RunDir(run_path),
             rel,
-            lambda: ingest_original(source_dir, entry, RunDir(run_path), min_short_side),
+            lambda: ingest_original(source_dir, entry, RunDir(run_path), min_short_side, max_pixels),
             OriginalImage,
         )
     except PerceptforgeError as exc:  # a bad source file (wrong size, a format not kept): quarantined in one line

@@ -3,6 +3,7 @@
 import hashlib
 import json
 
+import pytest
 from authored_sources import big_photo_source
 from PIL import Image
 
@@ -75,3 +76,29 @@ def test_a_run_that_lost_drafts_makes_only_those_again(prefect_api, sample_dir, 
         path.unlink()
     again = run_flow("codis", source=str(sample_dir), out=str(run), limit=4)
     assert tree_bytes(run / "drafts") == before and again["counts"]["drafts"] == 4
+
+
+def png_header(path, width: int, height: int) -> None:
+    """A PNG that declares its size and holds no pixels: enough for a reader that looks at the header first."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b""))
+
+
+def test_originals_above_max_pixels_are_refused_from_their_header(tmp_path):
+    from perceptforge.errors import InputError
+    from perceptforge.store.rundir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    png_header(tmp_path / "wide.png", 9000, 6000)  # 54 MP
+    with pytest.raises(InputError, match=r"9000x6000 is 54.0 MP, above the profile's ingest.max_pixels \(40.0 MP\)"):
+        run.store_original(tmp_path / "wide.png", max_pixels=40_000_000)
+    png_header(tmp_path / "bomb.png", 20000, 20000)  # 400 MP: Pillow's own cap, before ours
+    with pytest.raises(InputError, match="bomb.png: refused: .*decompression bomb"):
+        run.store_original(tmp_path / "bomb.png", max_pixels=10**12)
+    assert not (run.path / "images").exists()  # nothing was kept

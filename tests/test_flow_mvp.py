@@ -212,3 +212,22 @@ def test_a_unit_that_succeeds_on_resume_drops_its_old_quarantine_record(tmp_path
     run.quarantine("1-B1", "mask", "OSError", "disk full")
     run.clear_quarantine("1-B1")
     assert run.quarantined() == []
+
+
+def test_resume_removes_the_temporary_files_a_killed_run_left(tmp_path):
+    import os
+    import time
+
+    from perceptforge.flows.common import prepare_run
+
+    ident = {"flow": "mvp", "profile": "p", "seed": 0, "categories": ["B1"], "sources": "s", "limit": None}
+    run = prepare_run(tmp_path / "run", ident)
+    (run.path / "items").mkdir()
+    old = run.path / "items" / ".abc.json.x1y2.tmp"
+    fresh = run.path / "items" / ".def.json.z3.tmp"
+    for path in (old, fresh):
+        path.write_text("half a record")
+    hour_ago = time.time() - 3600
+    os.utime(old, (hour_ago, hour_ago))
+    prepare_run(tmp_path / "run", ident)  # resume
+    assert not old.exists() and fresh.exists()  # a write in flight (just now) is left alone
