@@ -32,7 +32,8 @@ def data_files(paths: list[Path], benchmark: str) -> list[Path]:
     if benchmark != "perceptforge":
         return paths
     splits = ("test.jsonl", "val.jsonl")  # by name: the folder also holds the blind answers
-    return [f for p in paths for f in ([p / s for s in splits if (p / s).is_file()] if p.is_dir() else [p])]
+    present = lambda p: [p / s for s in splits if (p / s).is_file() and (p / s).stat().st_size]  # noqa: E731
+    return [f for p in paths for f in (present(p) if p.is_dir() else [p])]
 
 
 def blind_baseline(

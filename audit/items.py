@@ -48,7 +48,9 @@ def read_items(paths: list[Path], benchmark: str = "perceptforge") -> list[Audit
                 items += perception(rec, path) if "task" in rec else ours(rec, path, "")
             continue
         # an export's splits by name: the folder also holds the audit's own files (blind answers are JSON Lines too)
-        splits = [p for p in (path / "test.jsonl", path / "val.jsonl") if p.is_file()] if path.is_dir() else [path]
+        # an empty split (a one-sided export: every source on one side) has nothing to read; the audit says so
+        named = [p for p in (path / "test.jsonl", path / "val.jsonl") if p.is_file() and p.stat().st_size]
+        splits = named if path.is_dir() else [path]
         if not splits:
             raise InputError(str(path), "no val.jsonl / test.jsonl (an export) and no items/ (a run directory)")
         for split in splits:

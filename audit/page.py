@@ -95,6 +95,7 @@ def audit_page(doc: dict, items: dict[str, AuditItem]) -> str:
     body = (
         f"<h1>perceptforge audit: {verdict}</h1><p>{doc['items']} questions of {html.escape(doc['benchmark'])} "
         f"from {html.escape(', '.join('this folder' if i == '.' else i for i in doc['inputs']))}</p>"
+        + "".join(f"<p><strong>note:</strong> {html.escape(n)}</p>" for n in doc.get("notes", []))
         + "".join(section(c) for c in doc["checks"])
         + "<section><h2>flagged items</h2><table><tr><th>check</th><th>item</th><th>pictures</th><th>figures</th></tr>"
         + "".join(rows)

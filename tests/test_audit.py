@@ -308,3 +308,22 @@ def test_thresholds_are_numbers_in_range_given_once(tmp_path, text, said):
         thresholds(path)
     path.write_text("balance:\n  min_p_value: 0.05\nduplicates:\n  image_hamming: 6\n")
     assert thresholds(path)["balance"]["min_p_value"] == 0.05 and thresholds(path)["duplicates"]["image_hamming"] == 6
+
+
+def test_a_one_sided_export_is_audited_and_says_it_has_no_test_split(tmp_path, cli_env):
+    """--val-fraction 1 puts every source in val: the export succeeds, and its audit says there is no test split."""
+    import subprocess
+
+    from helpers import perceptforge_cmd
+    from test_export import make_run
+
+    run = make_run(tmp_path)
+    out = tmp_path / "split"
+    done = subprocess.run(
+        [*perceptforge_cmd(), "export", str(run), "--out", str(out), "--val-fraction", "1", "--formats", "jsonl"],
+        env=cli_env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads((out / "audit.json").read_text())
+    assert doc["notes"] == ["no test split: every item is on the other side"]
+    assert "no test split" in (out / "audit.html").read_text()
