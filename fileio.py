@@ -116,7 +116,23 @@ def read_yaml(path: str | os.PathLike) -> Any:
         raise InputError(where, f"invalid YAML: {getattr(exc, 'problem', exc)}") from None
 
 
+class _KeyTwice(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json``'s object hook: a key given twice in one object is an error (``json`` keeps the last silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _KeyTwice(key)
+        out[key] = value
+    return out
+
+
 def read_json(path: str | os.PathLike) -> Any:
+    """A JSON file; an error naming the file (and line) when it is missing, empty, not JSON, or gives a key twice
+    in one object."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -127,7 +143,9 @@ def read_json(path: str | os.PathLike) -> Any:
     if not text.strip():
         raise InputError(str(path), "file is empty")
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _KeyTwice as exc:
+        raise InputError(str(path), f"key {exc.args[0]!r} is given twice in one object") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}", f"invalid JSON: {exc.msg} (column {exc.colno})") from None
     except RecursionError:
@@ -146,7 +164,9 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
                 continue
             empty = False
             try:
-                obj = json.loads(raw)
+                obj = json.loads(raw, object_pairs_hook=_unique_keys)
+            except _KeyTwice as exc:
+                raise InputError(f"{path}:{lineno}", f"key {exc.args[0]!r} is given twice") from None
             except RecursionError:
                 raise InputError(f"{path}:{lineno}", "JSON nested too deeply to read") from None
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -65,9 +65,17 @@ def done_keys(out: Path) -> set[str]:
         raw = raw[: raw.rfind(b"\n") + 1]
         out.write_bytes(raw)
     keys = set()
-    for line in raw.decode("utf-8").splitlines():
+    for lineno, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
         if line.strip():
-            rec = json.loads(line)
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                rec = None
+            if not isinstance(rec, dict):
+                raise PerceptforgeError(
+                    f"{out}:{lineno}: not a prediction line (a JSON object); this file holds other content: choose "
+                    "another --out, or remove the line"
+                )
             rec.pop("output", None)
             keys.add(json.dumps(rec, sort_keys=True))
     return keys

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,7 +112,7 @@ def iter_table_rows(path: Path) -> Iterator[tuple[str, dict]]:
         else:
             sep = "\t" if path.suffix.lower() == ".tsv" else ","
             frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, encoding="utf-8")
-    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError, zipfile.BadZipFile, OSError, KeyError) as exc:
         raise InputError(str(path), f"not a readable {path.suffix} table: {str(exc).splitlines()[0][:200]}") from None
     for n, row in enumerate(frame.to_dict("records"), start=2):
         rec = {str(k): v for k, v in row.items() if v != ""}
@@ -139,7 +140,7 @@ def lmms_eval_record(row: dict) -> dict:
 
 def _is_json_lines(path: Path) -> bool:
     """JSON Lines unless the file is one JSON document: it opens with "[", or its first line alone is not
-    a complete JSON value (pretty-printed), or nothing follows that first line."""
+    a complete JSON value (pretty-printed), or nothing follows that first line in a file not named ``.jsonl``."""
     if not path.exists():
         return True  # iter_jsonl reports the missing file
     with open(path, "rb") as f:
@@ -155,7 +156,8 @@ def _is_json_lines(path: Path) -> bool:
         return True  # iter_jsonl reports it, naming the line
     except (json.JSONDecodeError, UnicodeDecodeError):
         return not first.lstrip().startswith(b"{")  # "{" alone: a pretty-printed document
-    return rest
+    # one complete line: JSON Lines when the name says so (a one-line lmms-eval sample log), else one document
+    return rest or path.suffix.lower() == ".jsonl"
 
 
 def read_predictions(
@@ -173,6 +175,9 @@ def read_predictions(
             except KeyError as exc:
                 raise InputError(where, f"prediction record lacks {exc}") from None
             for key, output in pairs:
+                if isinstance(key, bool) or not isinstance(key, str | int):
+                    raise InputError(where, f"a prediction's id must be a text or a number, got {key!r}")
+                key = str(key)
                 if output is None:  # a null or absent output is no prediction: counted as missing, said so
                     result.warnings.append(f"{where}: id {key} has no output; counted as missing")
                     continue

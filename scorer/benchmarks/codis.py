@@ -37,6 +37,10 @@ def read_data(paths: list[Path]) -> dict[str, dict]:
         if not isinstance(doc, list):
             raise InputError(str(path), "expected the CODIS data.json list of pairs")
         for k, rec in enumerate(doc):
+            if not isinstance(rec, dict):
+                raise InputError(f"{path}[{k}]", f"expected a CODIS pair (an object), got {type(rec).__name__}")
+            if str(rec.get("id")) in pairs:
+                raise InputError(f"{path}[{k}]", f"id {rec.get('id')} again: each pair is scored once")
             try:
                 pairs[str(rec["id"])] = {
                     "question": rec["question"],

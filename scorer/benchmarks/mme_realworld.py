@@ -66,20 +66,43 @@ def official_category(category: str) -> str:
     return c.split("/")[0] + "/attribute" if "attribute" in c else c
 
 
+def check_record(where: str, rec: dict) -> None:
+    """The fields the scorer decides by: text where text is meant, a ground truth among the record's options."""
+    for key in ("Task", "Subtask", "Category"):
+        if not isinstance(rec[key], str) or not rec[key]:
+            raise InputError(where, f"{key} must be a non-empty text, got {rec[key]!r}")
+    choices = rec["Answer choices"]
+    if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices) or not choices:
+        raise InputError(where, f"Answer choices must be a list of texts, got {choices!r}")
+    letters = [c.strip()[1] for c in choices if c.strip().startswith("(") and len(c.strip()) > 2]
+    letters = letters or list("ABCDE"[: len(choices)])
+    truth = str(rec["Ground truth"]).strip()
+    if truth not in letters:
+        raise InputError(where, f"Ground truth {rec['Ground truth']!r} is not one of the options {', '.join(letters)}")
+
+
 def read_data(paths: list[Path]) -> list[dict]:
     records = []
     for path in map(Path, paths):
         doc = read_json(path)
         if not isinstance(doc, list):
             raise InputError(str(path), "expected a list of MME-RealWorld records")
+        seen: set[str] = set()
         for k, rec in enumerate(doc):
+            where = f"{path}[{k}]"
+            if not isinstance(rec, dict):
+                raise InputError(where, f"expected an MME-RealWorld record (an object), got {type(rec).__name__}")
             missing = [
                 key
                 for key in ("Question_id", "Answer choices", "Ground truth", "Task", "Subtask", "Category")
                 if key not in rec
             ]
             if missing:
-                raise InputError(f"{path}[{k}]", f"not an MME-RealWorld record: missing {missing}")
+                raise InputError(where, f"not an MME-RealWorld record: missing {missing}")
+            check_record(where, rec)
+            if str(rec["Question_id"]) in seen:
+                raise InputError(where, f"Question_id {rec['Question_id']} again: each question is scored once")
+            seen.add(str(rec["Question_id"]))
             records.append(rec)
     return records
 

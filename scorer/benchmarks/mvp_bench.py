@@ -32,15 +32,42 @@ from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 _OPTION_LINE = re.compile(r"^([A-H])\. (.*)$", re.M)
 from perceptforge.scorer.requests import Request, image_under
 
+TYPES = ("y/n-s", "y/n-e", "mcq-e", "mcq-cross")
+LEVELS = ("high", "low")
+
+
+def check_record(where: str, rec: dict) -> None:
+    """One MVP-Bench question record as the official script needs it; else one line naming the field."""
+    for key in ("question_id", "question", "answer", "type", "level"):
+        if key not in rec:
+            raise InputError(where, f"not an MVP-Bench question record: no '{key}'")
+    qid = rec["question_id"]
+    if isinstance(qid, bool) or not isinstance(qid, int | str):
+        raise InputError(where, f"question_id must be a number or a string, got {qid!r}")
+    if rec["type"] not in TYPES:
+        raise InputError(where, f"type must be one of {', '.join(TYPES)}, got {rec['type']!r}")
+    if rec["level"] not in LEVELS:
+        raise InputError(where, f"level must be high or low, got {rec['level']!r}")
+    if not isinstance(rec["question"], str) or not isinstance(rec["answer"], str):
+        raise InputError(where, "question and answer must be text")
+    pair = rec.get("id")
+    if rec["type"].startswith("y/n") and (isinstance(pair, bool) or not isinstance(pair, int | str)):
+        # the pair id joins a question's natural and manipulated halves (qAcc, iAcc, mAcc)
+        raise InputError(where, f"a Yes/No record needs its pair's id (a number or a string), got {pair!r}")
+
 
 def iter_data(paths: list[Path]):
-    """Question records one at a time (records are not held: scoring streams over the data files)."""
+    """Question records one at a time, each checked (records are not held: scoring streams over the data files);
+    a question_id given twice is an error naming both places."""
     found = False
+    first: dict[str, str] = {}
     for path in paths:
         for where, rec in iter_records(Path(path)):
-            for key in ("question_id", "question", "answer", "type"):
-                if key not in rec:
-                    raise InputError(where, f"not an MVP-Bench question record: no '{key}'")
+            check_record(where, rec)
+            qid = str(rec["question_id"])
+            if qid in first:
+                raise InputError(where, f"question_id {qid} again (first at {first[qid]}): it would be scored twice")
+            first[qid] = where
             found = True
             yield rec
     if not found:
