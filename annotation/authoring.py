@@ -45,7 +45,7 @@ from perceptforge.annotation.labeling import (
     text,
 )
 from perceptforge.annotation.labelstudio import LabelStudio, ServerGone
-from perceptforge.annotation.sync import ensure_project, ensure_storage, project_title, push_lock
+from perceptforge.annotation.sync import ensure_project, ensure_storage, project_title, push_lock, pushed_projects
 from perceptforge.annotation.task_data import local_files_url
 from perceptforge.configs.profile import Authoring, load_profile
 from perceptforge.data.authored_kind import AuthoredKind
@@ -416,11 +416,7 @@ def _push_locked(
 def pull(run_dir: Path, ls: LabelStudio, kind: AuthoredKind, extra_checks: ExtraChecks | None = None) -> dict:
     """Rebuild every item's versions and status from the server; write versions, items, decisions, summary."""
     run = RunDir(Path(run_dir).resolve())
-    known = _projects(run)
-    if not known:
-        raise PerceptforgeError(
-            f"{run.path}: nothing pushed yet (no annotation/projects.json); run `perceptforge annotate push` first"
-        )
+    known = pushed_projects(run, ls)
     found = chains(run, ls, known, project_tasks(ls, known, kind), kind, extra_checks)
     out = run.sub("authoring")
     run.replace_records(

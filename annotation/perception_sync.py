@@ -84,7 +84,7 @@ def pull(run_dir: Path, ls: LabelStudio) -> dict:
     """Decide every pushed item from its annotations; write decisions, kept items and agreement per task.
     Everything is rebuilt from the server's export and the run's items, so pulling twice writes the same bytes."""
     run = RunDir(Path(run_dir).resolve())
-    known = pushed_projects(run)
+    known = pushed_projects(run, ls)
     config = controls(config_text(KIND))
     decided = decide_projects(
         run,

@@ -61,16 +61,32 @@ def project_settings(run: RunDir, kind: str) -> dict:
     }
 
 
+def server_key(url: str) -> str:
+    return url.rstrip("/")
+
+
+def recorded_id(record: dict, url: str) -> int | None:
+    """The project id ``record`` (a projects.json entry) holds for the server at ``url``. A record written before
+    ids were kept per server gives its one id; callers check its title before trusting it."""
+    if "servers" in record:
+        return record["servers"].get(server_key(url))
+    return record.get("id")
+
+
 def ensure_project(ls: LabelStudio, settings: dict, recorded: dict) -> dict:
-    """The project for ``settings``: the ``recorded`` one (from projects.json), else one with its title,
-    else a new one. Returns the record to keep. When the settings changed since the recorded push, the
-    project is updated; the labeling config is re-sent only when it changed (the server re-checks it
-    against every stored annotation, and it stores it reformatted, so our hashes, not its text, tell)."""
+    """The project for ``settings`` on ``ls``: the one ``recorded`` (from projects.json) for this server when its
+    title is this run's, else one with its title, else a new one. Returns the record to keep (ids per server).
+    When the settings changed since the recorded push, the project is updated; the labeling config is re-sent
+    only when it changed (the server re-checks it against every stored annotation, and it stores it reformatted,
+    so our hashes, not its text, tell)."""
     hashes = {
         "settings_sha256": sha256_bytes(dumps_canonical(settings).encode()),
         "config_sha256": sha256_bytes(settings["label_config"].encode()),
     }
-    project = ls.project(recorded["id"]) if recorded else None
+    known_id = recorded_id(recorded, ls.url) if recorded else None
+    project = ls.project(known_id) if known_id is not None else None
+    if project is not None and project.get("title") != settings["title"]:
+        project = None  # that id names another project on this server: never written to
     if project is None:
         project = next((p for p in ls.projects() if p["title"] == settings["title"]), None)
     if project is None:
@@ -80,7 +96,8 @@ def ensure_project(ls: LabelStudio, settings: dict, recorded: dict) -> dict:
         ls.update_project(
             project["id"], {k: v for k, v in settings.items() if not (same_config and k == "label_config")}
         )
-    return {"id": project["id"], "title": settings["title"], **hashes}
+    servers = {**recorded.get("servers", {}), server_key(ls.url): project["id"]}
+    return {"id": project["id"], "title": settings["title"], "servers": servers, **hashes}
 
 
 def ensure_storage(ls: LabelStudio, project_id: int, images: Path) -> None:
@@ -186,7 +203,7 @@ def push_groups(
 def pull(run_dir: Path, ls: LabelStudio) -> dict:
     """Decide every pushed item from its annotations; write decisions, kept items, and agreement."""
     run = RunDir(Path(run_dir).resolve())
-    known = pushed_projects(run)
+    known = pushed_projects(run, ls)
     configs = {kind: controls(config_text(kind)) for kind in known}
     decisions = decide_projects(
         run,
@@ -200,14 +217,26 @@ def pull(run_dir: Path, ls: LabelStudio) -> dict:
     return summary
 
 
-def pushed_projects(run: RunDir) -> dict:
-    """annotation/projects.json: the project record per group, as push wrote it."""
+def pushed_projects(run: RunDir, ls: LabelStudio) -> dict:
+    """annotation/projects.json's record per group, each with the id of its project on ``ls``, checked against the
+    project's own title before anything is read: another server's ids are never taken for this one's."""
     state_path = run.sub("annotation", "projects.json")
     if not state_path.exists():
         raise PerceptforgeError(
             f"{run.path}: nothing pushed yet (no annotation/projects.json); run `perceptforge annotate push` first"
         )
-    return read_json(state_path)
+    out = {}
+    for group, record in read_json(state_path).items():
+        pid = recorded_id(record, ls.url)
+        project = ls.project(pid) if pid is not None else None
+        if project is None or project.get("title") != record["title"]:
+            raise PerceptforgeError(
+                f"{run.path}: nothing of this run was pushed to {ls.url} (project {record['title']!r}"
+                f"{'' if pid is None else f', recorded as id {pid}, is not there'}); run `perceptforge annotate "
+                "push` to this server first"
+            )
+        out[group] = {**record, "id": pid}
+    return out
 
 
 # a decision, the line of decisions.jsonl it gives, and the project it came from

@@ -364,3 +364,33 @@ def test_two_pushes_at_once_make_one_set_of_projects_and_tasks(label_studio, pre
     projects = label_studio.client().projects()
     ours = {p["title"] for p in projects if p["id"] in reports[0]["projects"].values()}
     assert sum(p["title"] in ours for p in projects) == len(ours) == 3  # no project made twice
+
+
+def test_project_ids_are_kept_per_server_and_checked_against_the_projects_title(
+    label_studio, prefect_api, sample_dir, tmp_path
+):
+    """Another server (here: the same one under another URL) never gets the first one's project ids; an id that
+    names another project is never written to, and pull refuses it."""
+    from perceptforge.annotation.labelstudio import LabelStudio
+
+    run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["S1"])
+    ls, root = label_studio.client(), label_studio.document_root
+    first = push(run, ls, root)
+    other_url = ls.url.replace("127.0.0.1", "localhost")
+    other = LabelStudio(other_url, label_studio.admin.token)
+    with pytest.raises(PerceptforgeError, match=f"nothing of this run was pushed to {other_url}"):
+        pull(run, other)
+    # someone else's project, and projects.json pointing this server's ids at it
+    theirs = ls.create_project({"title": "someone else's project", "label_config": config_text("single_mcq")})["id"]
+    state = run / "annotation" / "projects.json"
+    doc = json.loads(state.read_text())
+    for record in doc.values():
+        record["servers"] = {ls.url.rstrip("/"): theirs}
+    state.write_text(json.dumps(doc))
+    with pytest.raises(PerceptforgeError, match=f"recorded as id {theirs}, is not there"):
+        pull(run, ls)
+    again = push(run, ls, root)  # finds this run's projects by their titles; theirs stays untouched
+    assert again["projects"] == first["projects"] and again["imported"] == 0
+    assert ls.export(theirs) == [] and ls.local_storages(theirs) == []
+    recorded = json.loads(state.read_text())
+    assert all(r["servers"][ls.url.rstrip("/")] == first["projects"][k] for k, r in recorded.items())
