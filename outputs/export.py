@@ -13,7 +13,7 @@ import random
 import re
 import subprocess
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import yaml
@@ -223,9 +223,9 @@ def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path) -> list[Path]:
       per image, with ids ``<item id>#natural`` and ``<item id>#manipulated`` as our scorer keys them.
 
     ``kind`` and ``level`` keep what our scorer groups by, so a TSV scores exactly like the JSONL split.
-    A single image is inlined once per file; a later row showing it names the first row's ``index`` instead
-    (VLMEvalKit resolves an ``image`` of 64 characters or fewer as another row's index). Rows are written as they
-    are made, so memory stays flat however large the split.
+    An image (or a cross row's pair of images) is inlined once per file; a later row showing it names the first
+    row's ``index`` instead (VLMEvalKit resolves an ``image`` of 64 characters or fewer as another row's index).
+    Rows are written as they are made, so memory stays flat however large the split.
     """
     import csv
 
@@ -234,19 +234,29 @@ def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path) -> list[Path]:
         yorn_rows = csv.writer(yorn, delimiter="\t", lineterminator="\n")
         mcq_rows.writerow([*TSV_COLUMNS[:4], *LETTERS, *TSV_COLUMNS[4:]])
         yorn_rows.writerow(TSV_COLUMNS)
-        inlined: dict[str, dict[str, int]] = {"mcq": {}, "yorn": {}}  # file → image sha256 → row index holding it
+        # file → image sha256 (or a cross row's two) → the row index holding it
+        inlined: dict[str, dict[str, int]] = {"mcq": {}, "yorn": {}}
+
+        def once(file: str, index: int, key: str, cell: Callable[[], str]) -> str:
+            first = inlined[file].setdefault(key, index)
+            return str(first) if first != index else cell()
 
         def single(file: str, index: int, item: BenchmarkItem, ref: ImageRef) -> str:
-            first = inlined[file].setdefault(ref.sha256, index)
-            return str(first) if first != index else _b64(run_dir, item, ref)
+            return once(file, index, ref.sha256, lambda: _b64(run_dir, item, ref))
 
         index = 0
         for item in items:
             q = item.question
             tail = [item.category.name, item.category.high, splits[item.id], q.kind, getattr(q, "level", "")]
             if q.kind in MCQ_KINDS:
-                if q.kind == "cross_mcq":  # a list of images is inlined whole: VLMEvalKit resolves no index in it
-                    image = repr([_b64(run_dir, item, item.pair.natural), _b64(run_dir, item, item.pair.manipulated)])
+                if q.kind == "cross_mcq":  # the pair's list of two, inlined once; a later row names that row
+                    pair = item.pair
+                    image = once(
+                        "mcq",
+                        index,
+                        f"{pair.natural.sha256},{pair.manipulated.sha256}",
+                        lambda i=item, p=pair: repr([_b64(run_dir, i, p.natural), _b64(run_dir, i, p.manipulated)]),
+                    )
                 else:
                     image = single("mcq", index, item, item.pair.manipulated)
                 options = list(q.options) + [""] * (len(LETTERS) - len(q.options))

@@ -173,7 +173,7 @@ def local_cluster(n_workers: int, gpus: int = 0, asynchronous: bool = False) -> 
     workers = {}
     for i in range(n_workers):
         env = {"PREFECT_SERVER_EPHEMERAL_ENABLED": "false"}
-        options: dict[str, Any] = {"nthreads": 1, "host": "127.0.0.1", "env": env}
+        options: dict[str, Any] = {"nthreads": 1, "host": "127.0.0.1", "env": env, "dashboard": False}
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = str(i % gpus)
             options["resources"] = {GPU: 1}
