@@ -62,12 +62,12 @@ def checked_threshold(where: str, value: object, kind_range: tuple[type, float, 
     """``value`` when it is a finite number of the threshold's kind within its range; else one line saying why
     (a NaN threshold would never fail a check)."""
     kind, low, high = kind_range
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if not number or not math.isfinite(value) or (kind is int and value != int(value)):  # type: ignore[arg-type]
+    number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    if not math.isfinite(number) or (kind is int and not number.is_integer()):
         raise InputError(where, f"must be a finite {'whole ' if kind is int else ''}number, got {value!r}")
-    if not low <= value <= high:  # type: ignore[operator]
+    if not low <= number <= high:
         raise InputError(where, f"must be between {low:g} and {high:g}, got {value!r}")
-    return int(value) if kind is int else float(value)  # type: ignore[arg-type]
+    return int(number) if kind is int else number
 
 
 def run_checks(items: list[AuditItem], limits: dict, verification: dict | None = None) -> list[checks.Check]:

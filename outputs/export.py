@@ -14,6 +14,7 @@ import re
 import subprocess
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 
 import yaml
@@ -98,6 +99,11 @@ def image_bytes(run_dir: Path, item: BenchmarkItem, ref: ImageRef) -> bytes:
 
 def _b64(run_dir: Path, item: BenchmarkItem, ref: ImageRef) -> str:
     return base64.b64encode(image_bytes(run_dir, item, ref)).decode()
+
+
+def _b64_pair(run_dir: Path, item: BenchmarkItem) -> str:
+    """A cross-image row's cell: VLMEvalKit's list of two images, natural first."""
+    return repr([_b64(run_dir, item, item.pair.natural), _b64(run_dir, item, item.pair.manipulated)])
 
 
 def write_jsonl_split(items, splits, run_dir: Path, out: Path) -> list[Path]:
@@ -251,12 +257,8 @@ def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path) -> list[Path]:
             if q.kind in MCQ_KINDS:
                 if q.kind == "cross_mcq":  # the pair's list of two, inlined once; a later row names that row
                     pair = item.pair
-                    image = once(
-                        "mcq",
-                        index,
-                        f"{pair.natural.sha256},{pair.manipulated.sha256}",
-                        lambda i=item, p=pair: repr([_b64(run_dir, i, p.natural), _b64(run_dir, i, p.manipulated)]),
-                    )
+                    both = partial(_b64_pair, run_dir, item)
+                    image = once("mcq", index, f"{pair.natural.sha256},{pair.manipulated.sha256}", both)
                 else:
                     image = single("mcq", index, item, item.pair.manipulated)
                 options = list(q.options) + [""] * (len(LETTERS) - len(q.options))
