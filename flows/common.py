@@ -130,7 +130,7 @@ RUN_LAYOUT = frozenset(
         "run.json", "profile.yaml", "templates.json", "summary.json", "report.html", "sources.jsonl",
         "quarantine.jsonl", "decisions.jsonl", "quarantine", "images", "cache", "items", "groundings", "ideas",
         "candidates", "masks", "edits", "gates", "perception", "drafts", "display", "checks", "verification",
-        "authoring", "annotation",
+        "authoring", "annotation", "sources",
     }
 )  # fmt: skip
 IDENTITY_KEYS = ("flow", "profile", "seed", "sources", "categories")

@@ -67,6 +67,7 @@ class RotationFamily(Family):
     title = "Rotation"
     summary = "Which way was the photo turned? One item per source image."
     audit_benchmark = scorer_benchmark = "blink"
+    run_folders = ("rotation",)  # what --fresh removes besides the shared layout
     # BLINK-shaped items: BLINK's Label Studio verification, export and report serve them as they are
     export, push, pull, write_report = BlinkFamily.export, BlinkFamily.push, BlinkFamily.pull, BlinkFamily.write_report
 

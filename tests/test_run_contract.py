@@ -81,12 +81,19 @@ def test_every_family_runs_the_same_way(name, tmp_path, sample_dir, shared_api_e
     assert summary["flow"] == name and summary["counts"]["sources"] >= 1
     assert yaml.safe_load((out / "profile.yaml").read_text())["runner"]["max_workers"] == 3
     assert json.loads((out / "run.json").read_text())["flow"] == name
+    # --fresh removes what a run writes, by name: every entry this run wrote must be one of those names
+    from perceptforge.flows.common import RUN_LAYOUT
+    from perceptforge.flows.registry import family
+
+    written = {p.name for p in out.iterdir()}
+    assert written <= RUN_LAYOUT | set(family(name).run_folders), written - RUN_LAYOUT
 
     # another seed into the same directory: one line, unless --fresh
     one_line_error(cli(cli_env, *args, "--seed", "1"), "holds another run (seed 0 → 1)")
     again = cli(cli_env, *args, "--seed", "1", "--fresh")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert json.loads((out / "summary.json").read_text())["seed"] == 1
+    assert {p.name for p in out.iterdir()} <= RUN_LAYOUT | set(family(name).run_folders)  # nothing stale kept
 
     # bad inputs: each one line, no traceback, before any flow starts
     one_line_error(cli(cli_env, *args[:3], str(tmp_path / "nowhere"), *args[4:]), "nowhere")
