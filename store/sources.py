@@ -59,7 +59,10 @@ _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u
 
 
 def clean_text(value: object, where: str) -> str:
-    """``value`` as text; control or bidirectional-override characters are refused, naming the place."""
+    """``value`` as text (a number is written as one); a list, a mapping, true/false, or control or
+    bidirectional-override characters are refused, naming the place."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise InputError(where, f"must be text, got {type(value).__name__} {value!r}")
     text = str(value)
     bad = _CONTROLS.search(text)
     if bad:

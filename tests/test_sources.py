@@ -106,3 +106,14 @@ def test_grayscale_cmyk_exif_and_corrupt(tmp_path):
     (tmp_path / "bad.jpg").write_bytes(b"\xff\xd8\xff not a jpeg")
     with pytest.raises(InputError, match="bad.jpg: cannot decode image"):
         load_rgb(tmp_path / "bad.jpg")
+
+
+@pytest.mark.parametrize(("field", "value"), [("subject", ["woman"]), ("caption", {"en": "x"}), ("subject", True)])
+def test_text_fields_given_as_lists_or_mappings_are_refused(sample_dir, tmp_path, field, value):
+    """A subject written as a list would render as "the ['woman']" in every question; it is one line instead."""
+    doc = json.loads((sample_dir / "annotations.json").read_text())
+    doc["images"][0][field] = value
+    shutil.copytree(sample_dir, tmp_path, dirs_exist_ok=True)
+    (tmp_path / "annotations.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=rf"{field}: must be text, got {type(value).__name__} "):
+        read_source_dir(tmp_path)
