@@ -489,6 +489,13 @@ def profile_key_twice(tmp, env):
     return verdict(proc, "p.yaml:2: key 'name' is given twice")
 
 
+@case("a subject given as a list")
+def subject_as_list(tmp, env):
+    src = source_copy(tmp, lambda doc: doc["images"][0].update(subject=["woman"]))
+    proc = cli(env, "run", "mvp", "--source", str(src), "--out", str(tmp / "run"), "--limit", "1")
+    return verdict(proc, "subject: must be text, got list ['woman']")
+
+
 def run_all(root: Path, env: dict, only: list[str] | None = None) -> dict[str, tuple[str, str]]:
     results = {}
     for name, fn in CASES.items():
