@@ -75,9 +75,10 @@ class UnitFault(Exception):
         return (UnitFault, (self.kind, str(self), self.detail))
 
 
-class TransientUnits(Exception):
+class TransientUnits(PerceptforgeError):
     """Some units of a chunk met an endpoint that may recover: Prefect retries the chunk (finished units are read
-    back from their files); ``results`` are every unit's, for when the retries run out."""
+    back from their files); ``results`` are every unit's, for when the retries run out. An input-kind error, so
+    Prefect's log of the failed attempt is one line, not a traceback."""
 
     def __init__(self, results: list):
         super().__init__(
