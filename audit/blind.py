@@ -9,7 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from perceptforge.audit.checks import Check, pct
-from perceptforge.audit.items import AuditItem
+from perceptforge.audit.items import AuditItem, split_files
 from perceptforge.backends.chat import ChatClient
 from perceptforge.data.schema import AuthoredItem, CheckResult
 from perceptforge.fileio import write_json
@@ -31,9 +31,7 @@ def chance(item: AuditItem) -> float:
 def data_files(paths: list[Path], benchmark: str) -> list[Path]:
     if benchmark != "perceptforge":
         return paths
-    splits = ("test.jsonl", "val.jsonl")  # by name: the folder also holds the blind answers
-    present = lambda p: [p / s for s in splits if (p / s).is_file() and (p / s).stat().st_size]  # noqa: E731
-    return [f for p in paths for f in (present(p) if p.is_dir() else [p])]
+    return [f for p in paths for f in (split_files(p) if p.is_dir() else [p])]
 
 
 def blind_baseline(

@@ -36,6 +36,12 @@ class AuditItem:
         return len(self.options) or self.n_options
 
 
+def split_files(folder: Path) -> list[Path]:
+    """An export's split files by name (the folder also holds the audit's own JSON Lines: blind answers); an empty
+    one (a one-sided export: every source on one side) has nothing to read, and the audit says so."""
+    return [p for p in (folder / "test.jsonl", folder / "val.jsonl") if p.is_file() and p.stat().st_size]
+
+
 def read_items(paths: list[Path], benchmark: str = "perceptforge") -> list[AuditItem]:
     """Our export folder (val.jsonl / test.jsonl), a run directory (items/), or official release files."""
     if benchmark != "perceptforge":
@@ -47,10 +53,7 @@ def read_items(paths: list[Path], benchmark: str = "perceptforge") -> list[Audit
                 rec = json.loads(record.read_text())
                 items += perception(rec, path) if "task" in rec else ours(rec, path, "")
             continue
-        # an export's splits by name: the folder also holds the audit's own files (blind answers are JSON Lines too)
-        # an empty split (a one-sided export: every source on one side) has nothing to read; the audit says so
-        named = [p for p in (path / "test.jsonl", path / "val.jsonl") if p.is_file() and p.stat().st_size]
-        splits = named if path.is_dir() else [path]
+        splits = split_files(path) if path.is_dir() else [path]
         if not splits:
             raise InputError(str(path), "no val.jsonl / test.jsonl (an export) and no items/ (a run directory)")
         for split in splits:

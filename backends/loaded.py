@@ -92,9 +92,7 @@ def obtain(spec: ModelSpec | Any) -> Any:
         model = _MODELS.get(spec.key)
         if model is None:
             started = time.perf_counter()
-            built = spec.build()
-            model = built.load() if hasattr(built, "load") else built
-            model = built if model is None else model
+            model = spec.build().load()  # every backend's load() returns the loaded backend (backends/protocols)
             _pin_threads(spec.runtime)
             _MODELS[spec.key], _SPECS[spec.key] = model, spec
             _record_load(spec, time.perf_counter() - started)

@@ -302,23 +302,23 @@ def missing_image(tmp, env):
     return verdict(cli(env, "export", str(run), "--out", str(tmp / "split")), "is missing from the run directory")
 
 
-class _Html(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802
-        self._page()
-
-    def do_POST(self):  # noqa: N802
-        self._page()
-
-    def _page(self):
-        body = b"<html><body>Please log in</body></html>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
+class _Quiet(BaseHTTPRequestHandler):
+    def reply(self, status: int, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
     def log_message(self, *args):
         pass
+
+
+class _Html(_Quiet):
+    def do_GET(self):  # noqa: N802
+        self.reply(200, b"<html><body>Please log in</body></html>", "text/html")
+
+    do_POST = do_GET  # noqa: N815
 
 
 def html_server() -> tuple[HTTPServer, str]:
@@ -392,7 +392,7 @@ def predict_cli(env: dict, data: Path, url: str, out: Path, *extra: str) -> subp
     return cli(env, *args, *extra)
 
 
-class _OneFails(BaseHTTPRequestHandler):
+class _OneFails(_Quiet):
     """A chat server that refuses question Q1 with HTTP 400 and answers the others."""
 
     def do_POST(self):  # noqa: N802
@@ -404,15 +404,7 @@ class _OneFails(BaseHTTPRequestHandler):
             else {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
                   "choices": [{"index": 0, "message": {"role": "assistant", "content": "A"}, "finish_reason": "stop"}]}
         )  # fmt: skip
-        data = json.dumps(payload).encode()
-        self.send_response(400 if refused else 200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.reply(400 if refused else 200, json.dumps(payload).encode(), "application/json")
 
 
 @case("predict: the endpoint refuses one request of three")

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image
 
-from perceptforge.logic.hash_index import HashIndex
+from perceptforge.logic.hash_index import HashIndex, hamming  # noqa: F401  (the gates' distance)
 
 
 def region_change(natural: np.ndarray, manipulated: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
@@ -68,10 +68,6 @@ def phash(image: Image.Image, size: int = 8) -> int:
     low = np.asarray(cv2.dct(small), np.float32)[:size, :size].flatten()
     bits = low > np.median(low[1:])
     return int("".join("1" if b else "0" for b in bits), 2)
-
-
-def hamming(a: int, b: int) -> int:
-    return bin(a ^ b).count("1")
 
 
 def pair_measurements(natural: Image.Image, manipulated: Image.Image, mask: np.ndarray | None) -> dict[str, float]:
