@@ -1,83 +1,23 @@
-"""Bad inputs and faults a careful new user tries, each run for real, with counts by outcome.
-
-    python benchmarks/bad_inputs.py            # every case; prints one line per case, then the counts
-
-Outcomes: ``clear error`` (exit status 1 or 2, one ``error:`` line, no traceback), ``handled`` (the
-right result), and the failures ``traceback``, ``silently wrong``, ``data lost``. ``tests/test_bad_inputs.py``
-runs the same cases and fails on any failure outcome. The concurrent ``annotate push`` case needs a Label
-Studio server and lives in ``tests/test_label_studio.py``.
-"""
+"""Bad source folders, run directories and a disk that fills up: ``perceptforge run``, ``export``, ``audit``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import struct
 import subprocess
-import sys
-import tempfile
-import threading
-from collections import Counter
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, HTTPServer
+import time
+import zlib
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-FAILURES = ("traceback", "silently wrong", "data lost")
-SAMPLE = Path(str(resources.files("perceptforge.data").joinpath("sample")))
-CASES: dict[str, Callable[[Path, dict], tuple[str, str]]] = {}
-
-
-def case(name: str):
-    def register(fn):
-        CASES[name] = fn
-        return fn
-
-    return register
-
-
-def cli(env: dict, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "perceptforge.cli", *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def verdict(proc: subprocess.CompletedProcess, must_say: str) -> tuple[str, str]:
-    """A clear error: a non-zero exit, an ``error:`` (or usage) line naming the problem, no traceback."""
-    text = proc.stderr + proc.stdout
-    last = next((line.strip("│╰─╯ ") for line in reversed(proc.stderr.strip().splitlines()) if line.strip("│╰─╯ ")), "")
-    if "Traceback" in text:
-        return "traceback", last
-    if proc.returncode not in (1, 2):
-        return "silently wrong", f"exit {proc.returncode}"
-    return ("clear error" if must_say in text else "silently wrong"), last
-
-
-def source_copy(tmp: Path, edit: Callable[[dict], None] | None = None) -> Path:
-    src = tmp / "src"
-    shutil.copytree(SAMPLE, src)
-    if edit:
-        doc = json.loads((src / "annotations.json").read_text())
-        edit(doc)
-        (src / "annotations.json").write_text(json.dumps(doc))
-    return src
-
-
-_RUN: dict[str, Path] = {}
-
-
-def small_run(tmp: Path, env: dict) -> Path:
-    """One real run (I1 on the astronaut), shared by the cases that need a run directory."""
-    if "run" not in _RUN:
-        out = tmp.parent / "shared-run"
-        proc = cli(env, "run", "mvp", "--source", str(SAMPLE), "--out", str(out), "--categories", "I1", "--limit", "1")
-        if proc.returncode != 0:
-            raise RuntimeError(proc.stderr[-2000:])
-        _RUN["run"] = out
-    return _RUN["run"]
+from . import SAMPLE, Outcome, case, cli, small_run, source_copy, verdict
 
 
 # --- 1. a run directory holding another run --------------------------------------------------------------
@@ -105,8 +45,8 @@ ANNOTATION_CASES = [
 ]
 
 
-def annotation_case(edit: Callable[[dict], None], must_say: str) -> Callable[[Path, dict], tuple[str, str]]:
-    def run(tmp: Path, env: dict) -> tuple[str, str]:
+def annotation_case(edit: Callable[[dict], None], must_say: str) -> Callable[[Path, dict], Outcome]:
+    def run(tmp: Path, env: dict) -> Outcome:
         src = source_copy(tmp, edit)
         return verdict(cli(env, "run", "mvp", "--source", str(src), "--out", str(tmp / "run")), must_say)
 
@@ -118,7 +58,7 @@ for _name, _edit, _says in ANNOTATION_CASES:
 
 
 # --- 2. re-export ------------------------------------------------------------------------------------------
-@case("export twice, then after an interrupted export")
+@case("export twice, then after an interrupted export", expect="handled")
 def re_export(tmp, env):
     run, split = small_run(tmp, env), tmp / "split"
     manifests = []
@@ -135,7 +75,7 @@ def re_export(tmp, env):
 
 
 # --- 4. stale quarantine records ----------------------------------------------------------------------------
-@case("a unit that fails, then succeeds on resume")
+@case("a unit that fails, then succeeds on resume", expect="handled")
 def stale_quarantine(tmp, env):
     src = source_copy(tmp)
     coffee = src / "images" / "coffee.jpg"
@@ -201,7 +141,7 @@ def traversal_path(tmp, env):
     return ("data lost" if leaked else outcome), line
 
 
-@case("an item path with an HTML attribute in it")
+@case("an item path with an HTML attribute in it", expect="handled")
 def html_path(tmp, env):
     from perceptforge.outputs.report import write_report
     from perceptforge.store.rundir import RunDir
@@ -246,17 +186,68 @@ def out_read_only(tmp, env):
     return verdict(proc, "cannot create or write the run directory")
 
 
-@case("the disk fills up")
-def disk_full(tmp, env):
+@contextlib.contextmanager
+def small_disk(tmp: Path, size: str) -> Iterator[Path | None]:
+    """A file system of ``size`` mounted at ``tmp/small`` (None where this machine cannot mount one)."""
     mnt = tmp / "small"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(mnt)], capture_output=True).returncode:
-        return "handled", "skipped: cannot mount a small tmpfs here"
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True
+    ).returncode:
+        yield None
+        return
     try:
-        proc = cli(env, "run", "mvp", "--source", str(SAMPLE), "--out", str(mnt / "run"), "--categories", "I1")
-        return verdict(proc, "No space left on device")
+        yield mnt
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+NO_MOUNT = ("skipped", "cannot mount a small tmpfs here (mount needs root)")
+
+
+def run_fills_disk(tmp: Path, env: dict, size: str, *args: str) -> Outcome:
+    with small_disk(tmp, size) as mnt:
+        if mnt is None:
+            return NO_MOUNT
+        return verdict(cli(env, "run", *args, "--out", str(mnt / "run")), "No space left on device")
+
+
+@case("the disk fills up (run mvp)")
+def disk_full(tmp, env):
+    return run_fills_disk(tmp, env, "400k", "mvp", "--source", str(SAMPLE), "--categories", "I1")
+
+
+@case("the disk fills up (run codis)")
+def disk_full_codis(tmp, env):
+    return run_fills_disk(tmp, env, "400k", "codis", "--source", str(SAMPLE))
+
+
+@case("the disk fills up (run blink, at its build stage)")
+def disk_full_blink(tmp, env):
+    return run_fills_disk(tmp, env, "3m", "blink", "--source", str(SAMPLE), "--tasks", "counting,jigsaw")
+
+
+@case("the disk fills up while the summary and report are written")
+def disk_full_report(tmp, env):
+    args = ["run", "codis", "--source", str(SAMPLE)]
+    with small_disk(tmp, "4m") as mnt:
+        if mnt is None:
+            return NO_MOUNT
+        run = mnt / "run"
+        cli(env, *args, "--out", str(run))
+        for name in ("report.html", "summary.json"):
+            (run / name).unlink()
+        with open(mnt / "filler", "wb", buffering=0) as f:  # what the stages wrote stays, and room for two pages:
+            with contextlib.suppress(OSError):  # run.json and profile.yaml are rewritten, the summary fits, the
+                while f.write(b"\0" * 4096):  # report (8 kB) does not
+                    pass
+            f.truncate(f.tell() - 8192)
+        outcome, detail = verdict(cli(env, *args, "--out", str(run)), "writing the summary and report")
+        # the run itself is whole: freeing the room and running again finishes it
+        (mnt / "filler").unlink()
+        if outcome == "clear error" and cli(env, *args, "--out", str(run)).returncode:
+            return "data lost", "the run did not finish after the disk was freed"
+        return outcome, detail
 
 
 @case("JSON nested 200k deep in annotations.json")
@@ -302,158 +293,6 @@ def missing_image(tmp, env):
     return verdict(cli(env, "export", str(run), "--out", str(tmp / "split")), "is missing from the run directory")
 
 
-class _Quiet(BaseHTTPRequestHandler):
-    def reply(self, status: int, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-class _Html(_Quiet):
-    def do_GET(self):  # noqa: N802
-        self.reply(200, b"<html><body>Please log in</body></html>", "text/html")
-
-    do_POST = do_GET  # noqa: N815
-
-
-def html_server() -> tuple[HTTPServer, str]:
-    server = HTTPServer(("127.0.0.1", 0), _Html)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_port}"
-
-
-@case("Label Studio URL answering 200 with an HTML page")
-def html_label_studio(tmp, env):
-    server, url = html_server()
-    try:
-        run = small_run(tmp, env)
-        proc = cli(
-            {**env, "LABEL_STUDIO_API_KEY": "t"},
-            "annotate",
-            "push",
-            str(run),
-            "--url",
-            url,
-            "--document-root",
-            str(run.parent),
-        )
-        return verdict(proc, "not JSON")
-    finally:
-        server.shutdown()
-
-
-@case("chat endpoint answering 200 with an HTML page")
-def html_chat(tmp, env):
-    server, url = html_server()
-    try:
-        data = tmp / "mcq.jsonl"
-        data.write_text(
-            json.dumps({"question_id": "1", "image": "x.png", "question": "Q?\nA. a\nB. b", "answer": "A"}) + "\n"
-        )
-        Image.new("RGB", (4, 4)).save(tmp / "x.png")
-        proc = cli(
-            env,
-            "predict",
-            "mvp-bench",
-            "--data",
-            str(data),
-            "--images",
-            str(tmp),
-            "--endpoint",
-            f"{url}/v1",
-            "--model",
-            "m",
-            "--out",
-            str(tmp / "pred.jsonl"),
-        )
-        return verdict(proc, "not a chat completion")
-    finally:
-        server.shutdown()
-
-
-def tiny_release(tmp: Path, n: int = 3) -> Path:
-    """An MVP-Bench question file of ``n`` single-image questions, its image beside it."""
-    Image.new("RGB", (4, 4)).save(tmp / "x.png")
-    data = tmp / "mcq.jsonl"
-    rows = [
-        {"question_id": str(k), "image": "x.png", "question": f"Q{k}?\nA. a\nB. b", "answer": "A"} for k in range(n)
-    ]
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return data
-
-
-def predict_cli(env: dict, data: Path, url: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    args = ["predict", "mvp-bench", "--data", str(data), "--endpoint", url, "--model", "m", "--out", str(out)]
-    return cli(env, *args, *extra)
-
-
-class _OneFails(_Quiet):
-    """A chat server that refuses question Q1 with HTTP 400 and answers the others."""
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        refused = "Q1?" in json.dumps(body)
-        payload = (
-            {"error": {"message": "image too large"}}
-            if refused
-            else {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
-                  "choices": [{"index": 0, "message": {"role": "assistant", "content": "A"}, "finish_reason": "stop"}]}
-        )  # fmt: skip
-        self.reply(400 if refused else 200, json.dumps(payload).encode(), "application/json")
-
-
-@case("predict: the endpoint refuses one request of three")
-def predict_one_refused(tmp, env):
-    server = HTTPServer(("127.0.0.1", 0), _OneFails)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        out = tmp / "pred.jsonl"
-        proc = predict_cli(env, tiny_release(tmp), f"http://127.0.0.1:{server.server_port}/v1", out)
-    finally:
-        server.shutdown()
-    kept = sorted(json.loads(line)["question_id"] for line in out.read_text().splitlines()) if out.exists() else []
-    failed = (tmp / "pred.jsonl.failed.jsonl").read_text() if (tmp / "pred.jsonl.failed.jsonl").exists() else ""
-    if kept != ["0", "2"] or '"question_id": "1"' not in failed.replace('":"', '": "'):
-        return "data lost", f"kept {kept}, failed file {failed[:80]!r}"
-    return verdict(proc, "1 request(s) failed, e.g. {'question_id': '1'}")
-
-
-@case("predict --out is the --data file")
-def predict_into_data(tmp, env):
-    data = tmp_release = tiny_release(tmp)
-    before = data.read_bytes()
-    proc = predict_cli(env, tmp_release, "http://127.0.0.1:9/v1", data)
-    if data.read_bytes() != before:
-        return "data lost", "the question file changed"
-    return verdict(proc, "is also read as --data")
-
-
-@case("predict: an image path outside --images")
-def predict_image_outside(tmp, env):
-    (tmp / "imgs").mkdir()
-    data = tmp / "mcq.jsonl"
-    data.write_text(json.dumps({"question_id": "1", "image": "/etc/hostname", "question": "Q?", "answer": "A"}) + "\n")
-    proc = predict_cli(env, data, "http://127.0.0.1:9/v1", tmp / "p.jsonl", "--images", str(tmp / "imgs"))
-    return verdict(proc, "is outside")
-
-
-@case("score --items is the --predictions file")
-def score_into_predictions(tmp, env):
-    data = tiny_release(tmp)
-    preds = tmp / "preds.jsonl"
-    preds.write_text(json.dumps({"question_id": "0", "output": "A"}) + "\n")
-    before = preds.read_bytes()
-    proc = cli(env, "score", "mvp-bench", "--data", str(data), "--predictions", str(preds), "--items", str(preds))
-    if preds.read_bytes() != before:
-        return "data lost", "the predictions file changed"
-    return verdict(proc, "is also read as --predictions")
-
-
 @case("--fresh on a folder with a hand-made run.json")
 def fresh_on_own_folder(tmp, env):
     folder = tmp / "thesis"
@@ -464,14 +303,6 @@ def fresh_on_own_folder(tmp, env):
     if not (folder / "thesis.tex").exists():
         return "data lost", "thesis.tex was removed"
     return verdict(proc, "not a perceptforge run's")
-
-
-@case("audit thresholds with min_p_value: .nan")
-def nan_threshold(tmp, env):
-    (tmp / "t.yaml").write_text("balance:\n  min_p_value: .nan\n")
-    run = small_run(tmp, env)
-    proc = cli(env, "audit", str(run), "--thresholds", str(tmp / "t.yaml"))
-    return verdict(proc, "must be a finite number")
 
 
 @case("a profile YAML with a key given twice")
@@ -488,31 +319,49 @@ def subject_as_list(tmp, env):
     return verdict(proc, "subject: must be text, got list ['woman']")
 
 
-def run_all(root: Path, env: dict, only: list[str] | None = None) -> dict[str, tuple[str, str]]:
-    results = {}
-    for name, fn in CASES.items():
-        if only and name not in only:
-            continue
-        tmp = root / f"case-{len(results):02d}"
-        tmp.mkdir(parents=True)
-        try:
-            results[name] = fn(tmp, env)
-        except Exception as exc:  # a case that could not even be set up is a failure to look at
-            results[name] = ("traceback", f"{type(exc).__name__}: {exc}"[:300])
-    return results
+def png_header(path: Path, width: int, height: int) -> None:
+    """A PNG that declares its size and holds no pixels: what a reader that looks at the header first sees."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b""))
 
 
-def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, PERCEPTFORGE_STATE_DIR=str(Path(tmp) / "state"))
-        env.pop("PREFECT_API_URL", None)
-        results = run_all(Path(tmp), env)
-    for name, (outcome, detail) in results.items():
-        print(f"{outcome:15s} {name}: {detail}")
-    counts = Counter(outcome for outcome, _ in results.values())
-    print("\n" + ", ".join(f"{k}: {counts.get(k, 0)}" for k in ("clear error", "handled", *FAILURES)))
-    sys.exit(1 if any(counts.get(k) for k in FAILURES) else 0)
+def authored_run_of_one_png(tmp: Path, env: dict, width: int, height: int) -> subprocess.CompletedProcess:
+    """``run mme-realworld`` on the sample with its first photo replaced by a PNG of ``width`` x ``height``."""
+
+    def bigger(doc: dict) -> None:
+        doc["images"][0].update(width=width, height=height)
+
+    src = source_copy(tmp, bigger)
+    png_header(src / "images" / "astronaut.jpg", width, height)
+    return cli(env, "run", "mme-realworld", "--source", str(src), "--out", str(tmp / "run"), "--limit", "1")
 
 
-if __name__ == "__main__":
-    main()
+@case("run mme-realworld: a 20000x20000 PNG (Pillow's decompression-bomb cap)")
+def authored_bomb(tmp, env):
+    return verdict(authored_run_of_one_png(tmp, env, 20000, 20000), "decompression bomb")
+
+
+@case("run mme-realworld: a 54 MP PNG under the default ingest.max_pixels of 40 MP")
+def authored_max_pixels(tmp, env):
+    return verdict(authored_run_of_one_png(tmp, env, 9000, 6000), "above the profile's ingest.max_pixels (40.0 MP)")
+
+
+@case("temporary files a killed run left are removed on resume", expect="handled")
+def orphan_temporaries(tmp, env):
+    run = tmp / "run"
+    shutil.copytree(small_run(tmp, env), run)
+    orphans = [run / "items" / ".x.json.tmp", run / "quarantine" / ".y.json.tmp"]
+    long_ago = time.time() - 3600  # a killed run's: older than any live writer's
+    for orphan in orphans:
+        orphan.parent.mkdir(exist_ok=True)
+        orphan.write_text("half a fi")
+        os.utime(orphan, (long_ago, long_ago))
+    proc = cli(env, "run", "mvp", "--source", str(SAMPLE), "--out", str(run), "--categories", "I1", "--limit", "1")
+    left = [str(o.relative_to(run)) for o in orphans if o.exists()]
+    if proc.returncode or left:
+        return ("traceback" if "Traceback" in proc.stderr else "silently wrong"), f"left {left}; exit {proc.returncode}"
+    return "handled", "both removed"
