@@ -26,7 +26,7 @@ from perceptforge.flows.common import prepare_run, record_profile, task_runner
 from perceptforge.flows.family import Family, RunPlan, RunRequest, StagesResult
 from perceptforge.flows.registry import family as family_named
 from perceptforge.tasks.engine import engine_of, visible_gpus
-from perceptforge.tasks.runner import StageRunner
+from perceptforge.tasks.runner import StageRunner, out_of_room_stops
 
 
 class _PrintedByTheCli(logging.Filter):
@@ -127,8 +127,9 @@ def construct(
     fam = family_named(family)
     request = RunRequest(source, out, profile, seed, limit, select, fresh, runner, dask_address, options or {})
     plan = fam.plan(request)
-    run = prepare_run(plan.inputs.out, plan.identity, plan.fresh, own=fam.run_folders)
-    record_profile(run, plan.inputs.profile)  # push, pull and export read the run's own settings
+    with out_of_room_stops(plan.inputs.out, "before its first stage"):
+        run = prepare_run(plan.inputs.out, plan.identity, plan.fresh, own=fam.run_folders)
+        record_profile(run, plan.inputs.profile)  # push, pull and export read the run's own settings
     prof = plan.inputs.profile
     runtime = prof.runtime(cache_dir=run.path / "cache")
     ctx = FlowRunContext.get()
@@ -147,9 +148,10 @@ def construct(
         summary = summary_of(fam, plan, stage_runner, result)
     finally:  # the run's models leave every worker with the run (a long-lived cluster serves other runs)
         engine.everywhere(loaded.finish, runtime.cache_dir)
-    run.write_summary(summary)
-    stage_runner.publish(fam.name, summary, result.per_category)
-    summary["report"] = str(fam.write_report(run))
+    with out_of_room_stops(run.path, "after its last stage, writing the summary and report"):
+        run.write_summary(summary)
+        stage_runner.publish(fam.name, summary, result.per_category)
+        summary["report"] = str(fam.write_report(run))
     return summary
 
 

@@ -17,14 +17,16 @@ publishes the run's summary as Prefect artifacts.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import math
+import os
 import pickle
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
@@ -62,6 +64,26 @@ _STOPS_THE_RUN = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 
 class RunStopped(PerceptforgeError):
     """The run cannot go on (the disk is full, or the engine failed); rerunning the same command resumes it."""
+
+
+def stop_if_out_of_room(exc: BaseException, where: str | os.PathLike, when: str) -> None:
+    """A full disk (or a folder turned read-only) stops the run in one line: where, why, and that running the same
+    command again resumes. Every later write would fail too, so no unit is quarantined for it."""
+    if isinstance(exc, OSError) and exc.errno in _STOPS_THE_RUN:
+        raise RunStopped(
+            f"{exc.filename or where}: {exc.strerror} — the run stopped {when}; make room and run the same command "
+            "again to resume"
+        ) from None
+
+
+@contextlib.contextmanager
+def out_of_room_stops(where: str | os.PathLike, when: str) -> Iterator[None]:
+    """``stop_if_out_of_room`` around the writes a flow makes outside its stages (run identity, summary, report)."""
+    try:
+        yield
+    except OSError as exc:
+        stop_if_out_of_room(exc, where, when)
+        raise
 
 
 class UnitFault(Exception):
@@ -229,12 +251,7 @@ class StageRunner:
     console: Console = field(default_factory=lambda: Console(stderr=True))
 
     def quarantine(self, stage: str, unit: Unit, exc: BaseException) -> None:
-        if isinstance(exc, OSError) and exc.errno in _STOPS_THE_RUN:
-            where = exc.filename or self.run.path
-            raise RunStopped(
-                f"{where}: {exc.strerror} — the run stopped at stage {stage}; make room and run the same "
-                "command again to resume"
-            )
+        stop_if_out_of_room(exc, self.run.path, f"at stage {stage}")
         extra = {k: getattr(exc, k) for k in ("raw", "measurements", "traceback") if hasattr(exc, k)}
         extra |= getattr(exc, "evidence", {})  # run-relative paths of what shows the failure (a rejected mask)
         kind = exc.kind if isinstance(exc, UnitFault) else type(exc).__name__
