@@ -84,7 +84,10 @@ class GrabCutSegmenter:
 
     def hinted_candidates(self, image: np.ndarray, box: Sequence[float], hints: Hints) -> list[np.ndarray]:
         """GrabCut seeded with what the grounding knows: inside the box probably the subject, the hints'
-        inside boxes surely, their outside boxes (within the box) probably background."""
+        inside boxes surely, their outside boxes (within the box) probably background. The subject's own box
+        (``hints.extent``) is never sure background, even where a jittered box leaves it: a subject cut by the
+        image's edge, or by the jitter, would otherwise teach GrabCut its own colours as background and be
+        swallowed."""
         if not hints.inside and not hints.outside:
             return self.candidates(image, box)
         h, w = image.shape[:2]
@@ -98,6 +101,8 @@ class GrabCutSegmenter:
             )
 
         seed = np.full((sh, sw), cv2.GC_BGD, np.uint8)
+        if hints.extent is not None:
+            seed[cells(hints.extent)] = cv2.GC_PR_BGD
         seed[cells(box)] = cv2.GC_PR_FGD
         for b in hints.outside:
             region = seed[cells(b)]

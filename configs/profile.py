@@ -51,8 +51,17 @@ class Gates(Section):
         description="edit kind → the share of the image its mask may cover",
     )
     max_subject_in_mask: dict[str, float] = Field(
-        default_factory=lambda: {"background_substitution": 0.45, "partial_substitution": 0.8},
+        # 0.6: a standing person fills about half of their box (the cameraman's right mask covers 49% of it);
+        # what must stay is measured region by region (max_protected_in_mask)
+        default_factory=lambda: {"background_substitution": 0.6, "partial_substitution": 0.8},
         description="edit kind → the largest share of the subject's box the mask may cover (the subject stays)",
+    )
+    max_protected_in_mask: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="background edits: the largest share of a protected region (the middle of a face, the body below "
+        "it, a held object) the mask may cover",
     )
     max_old_kept: float = Field(
         0.2, ge=0, le=1, description="the largest share of the regions the old value names that may stay unedited"

@@ -28,33 +28,69 @@ def _box_pixels(mask: np.ndarray, box: Box) -> np.ndarray:
     return mask[max(0, y0) : min(h, y1), max(0, x0) : min(w, x1)]
 
 
-def mask_measurements(mask: np.ndarray, subject_box: Box, old_boxes: Sequence[Box] = ()) -> dict[str, float]:
-    """``mask_area``: the share of the image the mask covers; ``subject_in_mask``: the share of the
-    subject's box it covers (the subject must stay recognisable); with the boxes of what the old value
-    names (the flag of "a flag and a backdrop"), ``old_kept``: the share of them the edit leaves as it was."""
+def _subject_parts(kept: np.ndarray, protected: Sequence[Box]) -> np.ndarray:
+    """The kept pixels connected to a protected region (the subject's face, body, what it holds), or the largest
+    kept part when none is given: what stays because it is the subject, not a fragment of the old background."""
+    import cv2
+
+    count, labels = cv2.connectedComponents(kept.astype(np.uint8), connectivity=8)
+    if count <= 1:
+        return kept
+    touching: set[int] = set()
+    for box in protected:
+        touching |= set(np.unique(_box_pixels(labels, box)).tolist())
+    touching.discard(0)
+    if not touching:
+        sizes = np.bincount(labels.ravel())[1:]
+        touching = {int(np.argmax(sizes)) + 1}
+    return np.isin(labels, sorted(touching))
+
+
+def mask_measurements(
+    mask: np.ndarray, subject_box: Box, old_boxes: Sequence[Box] = (), protected: dict[str, Box] | None = None
+) -> dict[str, float]:
+    """``mask_area``: the share of the image the mask covers; ``subject_in_mask``: the share of the subject's
+    box it covers (the subject must stay recognisable); with the ``protected`` regions (the middle of a face,
+    the body below it, a held object: what the edit must leave), ``in_mask:<name>`` for each and
+    ``protected_in_mask``, the largest; with the boxes of what the old value names (the flag of "a flag and a
+    backdrop"), ``old_kept``: the share of them left in view as fragments apart from the subject (a flag box
+    reaching behind the subject's shoulder is not left in view where the subject covers it)."""
     inside = _box_pixels(mask, subject_box)
     measured = {
         "mask_area": round(float(mask.mean()), 6),
         "subject_in_mask": round(float(inside.mean()) if inside.size else 0.0, 6),
     }
+    for name, box in (protected or {}).items():
+        covered = _box_pixels(mask, box)
+        measured[f"in_mask:{name}"] = round(float(covered.mean()) if covered.size else 0.0, 6)
+    if protected:
+        measured["protected_in_mask"] = max(measured[f"in_mask:{n}"] for n in protected)
     if old_boxes:
         named = np.zeros_like(mask)
         for box in old_boxes:
             _box_pixels(named, box)[...] = True
-        measured["old_kept"] = round(float((named & ~mask).sum() / max(1, named.sum())), 6)
+        stray = ~mask & ~_subject_parts(~mask, list((protected or {}).values()))
+        measured["old_kept"] = round(float((named & stray).sum() / max(1, named.sum())), 6)
     return measured
 
 
 def mask_verdict(
-    measured: dict[str, float], area: tuple[float, float] | None, max_subject: float | None, max_old_kept: float
+    measured: dict[str, float],
+    area: tuple[float, float] | None,
+    max_subject: float | None,
+    max_old_kept: float,
+    max_protected: float = 1.0,
 ) -> str | None:
     """Why a mask is degenerate for its edit kind (too small to show the change, so large it is a new image,
-    swallowing the subject, or leaving the old value in view), or None."""
+    swallowing the subject or what it holds, or leaving the old value in view), or None."""
     a = measured["mask_area"]
     if area is not None and not area[0] <= a <= area[1]:
         return f"mask area {a:.1%} is outside {area[0]:.1%}–{area[1]:.1%} for this edit kind"
     if max_subject is not None and measured["subject_in_mask"] > max_subject:
         return f"mask covers {measured['subject_in_mask']:.0%} of the subject's box (at most {max_subject:.0%})"
+    worst = max(((v, k[8:]) for k, v in measured.items() if k.startswith("in_mask:")), default=None)
+    if worst is not None and worst[0] > max_protected:
+        return f"mask covers {worst[0]:.0%} of the {worst[1]} (at most {max_protected:.0%}): the edit would change it"
     if measured.get("old_kept", 0.0) > max_old_kept:
         return f"{measured['old_kept']:.0%} of what the old value names stays in view (at most {max_old_kept:.0%})"
     return None

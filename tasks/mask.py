@@ -17,7 +17,7 @@ from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.backends.protocols import Segmenter
 from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import BackendRef, Candidate, Grounding, IngestedSource, MaskRecord
-from perceptforge.logic.edit_region import edit_mask
+from perceptforge.logic.edit_region import edit_mask, protected_regions
 from perceptforge.logic.gates import mask_measurements, mask_verdict
 from perceptforge.logic.ids import unit_rng
 from perceptforge.logic.templates import Template
@@ -39,10 +39,15 @@ def gate_mask(
         if kind == "background_substitution"
         else []
     )
-    measured = mask_measurements(mask, grounding.subject.box.xyxy, old_boxes)
+    protected = protected_regions(grounding) if kind == "background_substitution" else {}
+    measured = mask_measurements(mask, grounding.subject.box.xyxy, old_boxes, protected)
     span = gates.mask_area.get(kind)
     reason = mask_verdict(
-        measured, (span.min, span.max) if span else None, gates.max_subject_in_mask.get(kind), gates.max_old_kept
+        measured,
+        (span.min, span.max) if span else None,
+        gates.max_subject_in_mask.get(kind),
+        gates.max_old_kept,
+        gates.max_protected_in_mask,
     )
     if reason:
         raise QualityGate(reason, measured)
