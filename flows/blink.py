@@ -24,6 +24,7 @@ from perceptforge.flows.family import (
     Inputs,
     RunPlan,
     RunRequest,
+    SourceCheck,
     StagesResult,
     check_selection,
     plan_inputs,
@@ -176,26 +177,30 @@ def plan_units(
     return units, skipped
 
 
-def blink_stages(plan: BlinkPlan, runner: StageRunner, runtime: Runtime) -> StagesResult:
-    """ingest → build; the summary's figures: items and random-choice accuracy per task, skipped tasks."""
-    from perceptforge.tasks import ingest
-    from perceptforge.tasks.perception import build_stage
-
-    sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, max_pixels=plan.profile.ingest.max_pixels)
-    prof = plan.profile
+def profile_models(prof: Profile, runtime: Runtime) -> dict[str, Any]:
+    """The profile's models a task may use, by the names ``logic/perception_needs`` gives them; each worker loads
+    those its units use, once (backends/loaded)."""
     # a perceptual embedding for Visual Similarity: the profile's embedder (DINOv2 …), else its CLIP gate model
     embedder = prof.spec("embedder", runtime) or prof.clip_gate_spec(runtime)
     # the profile's grounder counts for Counting when it is an open-vocabulary detector (a VLM that boxes things)
     grounder = prof.spec("grounder", runtime)
     detector = grounder if hasattr(grounder.build(), "detect") else None
-    # by the names logic/perception_needs gives them; each worker loads those its units use, once (backends/loaded)
     specs = {
         "embedder": embedder,
         "depth": prof.spec("depth", runtime),
         "generator": prof.spec("generator", runtime),
         "detector": detector,
     }
-    models = {name: spec for name, spec in specs.items() if spec is not None}
+    return {name: spec for name, spec in specs.items() if spec is not None}
+
+
+def blink_stages(plan: BlinkPlan, runner: StageRunner, runtime: Runtime) -> StagesResult:
+    """ingest → build; the summary's figures: items and random-choice accuracy per task, skipped tasks."""
+    from perceptforge.tasks import ingest
+    from perceptforge.tasks.perception import build_stage
+
+    sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, max_pixels=plan.profile.ingest.max_pixels)
+    models = profile_models(plan.profile, runtime)
     units, skipped = plan_units(plan, sources, frozenset(models))
     items = build_stage(runner, units, plan.seed, models)
     per_task = dict(sorted(Counter(i.task for i in items).items()))
@@ -246,6 +251,18 @@ class BlinkFamily(Family):
 
     def notes(self, summary: dict) -> list[str]:
         return [f"[dim]skipped {t}: {why}[/]" for t, why in summary["skipped_tasks"].items()]
+
+    def source_check(self, plan: RunPlan) -> SourceCheck:
+        """Per task, why each source cannot serve it with this profile's models."""
+        blink: BlinkPlan = plan.details
+        models = frozenset(profile_models(blink.profile, blink.profile.runtime()))
+        n = len(blink.entries)
+        return SourceCheck(
+            {
+                tid: {e.source_id: serves(t, e, n, models) for e in blink.entries}
+                for tid, t in sorted(blink.templates.items())
+            }
+        )
 
     def export(self, run_dir: Path, out: Path, options: ExportOptions) -> Exported:
         """BLINK's official layout, with tasks.json, items.jsonl (lineage, decisions), verification.json once

@@ -140,6 +140,17 @@ def check_selection(given: list[str] | None, known: dict[str, Any], option: str,
     return sorted(set(given))
 
 
+@dataclass(frozen=True)
+class SourceCheck:
+    """What each source of a folder can serve before a run: ``verdicts`` (category or task → source id → why it
+    cannot, None: it can), the categories the profile builds nothing of (``skipped``, with why), and the sources
+    that serve none by their nature (``bystanders``: a donor scene without a subject)."""
+
+    verdicts: dict[str, dict[str, str | None]]
+    skipped: dict[str, str] = field(default_factory=dict)
+    bystanders: dict[str, str] = field(default_factory=dict)
+
+
 class Family:
     """One benchmark family. Subclasses set the class attributes and implement ``plan`` and ``stages``;
     the rest has defaults a family overrides when it has the thing (an export, a Label Studio path)."""
@@ -193,6 +204,14 @@ class Family:
 
     def export(self, run_dir: Path, out: Path, options: ExportOptions) -> Exported:
         raise PerceptforgeError(f"{run_dir}: a {self.title} run has no export")
+
+    def source_check(self, plan: RunPlan) -> SourceCheck:
+        """``perceptforge sources check``: for each category or task, why each source cannot serve it, from the
+        source folder and the profile alone: the checks the run's plan makes."""
+        raise PerceptforgeError(
+            f"{self.title} sources are checked one by one as the run ingests them; `sources check` covers the families "
+            "whose items depend on what each source is annotated with (mvp, blink)"
+        )
 
     def push(self, run_dir: Path, ls: LabelStudio, document_root: Path, checks: Any = None) -> dict:
         raise PerceptforgeError(f"{run_dir}: {self.title} items have no Label Studio projects")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perceptforge.backends.registry import Runtime
+from perceptforge.data.schema import Grounding, Rendering
 from perceptforge.flows.common import record_run_settings, renderable_values, select_templates
 from perceptforge.flows.family import (
     Exported,
@@ -22,14 +23,37 @@ from perceptforge.flows.family import (
     Family,
     RunPlan,
     RunRequest,
+    SourceCheck,
     StagesResult,
     plan_inputs,
 )
+from perceptforge.logic import category_needs
+from perceptforge.logic.ids import unit_id
 from perceptforge.logic.templates import Template
 from perceptforge.store.rundir import RunDir
 
 if TYPE_CHECKING:
     from perceptforge.tasks.runner import StageRunner
+
+
+def skipped_units(
+    groundings: dict[str, Grounding], templates: list[Template], offers: dict[str, list[Rendering]]
+) -> dict[str, str]:
+    """unit → why its source cannot serve its category (``logic/category_needs``): skipped before any stage."""
+    out = {}
+    for sid, grounding in groundings.items():
+        for t in templates:
+            why = category_needs.unmet(t, grounding, offers[t.id])
+            if why:
+                out[unit_id(sid, t)] = why
+    return out
+
+
+def group_by_reason(reasons: dict[str, str]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for key, why in sorted(reasons.items()):
+        grouped.setdefault(why, []).append(key)
+    return grouped
 
 
 @dataclass(frozen=True)
@@ -77,7 +101,10 @@ class MvpFamily(Family):
         groundings = ground.ground_stage(runner, sources, grounder, list(used.values()))
         renderable = [t for t in used.values() if t.id in offers]
         entries_by_id = {sid: e for sid, (e, _) in sources.items()}
-        ideas = idea.idea_stage(runner, entries_by_id, groundings, renderable, offers, writer, seed)
+        unserved = skipped_units(groundings, renderable, offers)
+        for reason, units in group_by_reason(unserved).items():
+            runner.console.print(f"[dim]skipping {len(units)} unit(s) up front ({reason}): {', '.join(units)}[/]")
+        ideas = idea.idea_stage(runner, entries_by_id, groundings, renderable, offers, writer, seed, skip=unserved)
         candidates = questions.questions_stage(runner, ideas, ingested, writer, all_templates, seed)
         by_unit = {u.name: c for u, c in candidates}
         segmenter = prof.spec("segmenter", runtime)
@@ -97,6 +124,7 @@ class MvpFamily(Family):
             "items_per_category_level": per_level,
             "candidates_per_category": dict(sorted(Counter(c.category.low for _, c in candidates).items())),
             "skipped_categories": skipped,
+            "skipped_units": dict(sorted(unserved.items())),  # a source without what its category needs
             "token_use": {n: u for n, u in usage.items() if u is not None},
             # what the model backends report of their work (every worker's, merged): encoder runs spared, batch
             # sizes chosen, precision
@@ -123,7 +151,28 @@ class MvpFamily(Family):
         return Path(write_report(run))
 
     def notes(self, summary: dict) -> list[str]:
-        return [f"[dim]skipped {c}: {why}[/]" for c, why in summary.get("skipped_categories", {}).items()]
+        units = group_by_reason(summary.get("skipped_units", {}))
+        return [f"[dim]skipped {c}: {why}[/]" for c, why in summary.get("skipped_categories", {}).items()] + [
+            f"[dim]skipped {len(us)} unit(s), {why}: {', '.join(us)}[/]" for why, us in units.items()
+        ]
+
+    def source_check(self, plan: RunPlan) -> SourceCheck:
+        """Per category, why each source cannot serve it on this profile, from the annotation file alone: the
+        grounding a run starts from when the profile's grounder is the file (a VLM grounder may find more)."""
+        from perceptforge.store.sources import grounding_from_entry
+
+        prof = plan.inputs.profile
+        runtime = prof.runtime()
+        editors = prof.build("inpainter", runtime), prof.build("editor", runtime)
+        offers, skipped = renderable_values(plan.details.used, prof, *editors)
+        groundings = {e.source_id: grounding_from_entry(e) for e in plan.inputs.entries if e.subject}
+        verdicts = {
+            tid: {sid: category_needs.unmet(t, g, offers[tid]) for sid, g in groundings.items()}
+            for tid, t in sorted(plan.details.used.items())
+            if tid in offers
+        }
+        donors = {e.source_id: "no main subject: a donor image" for e in plan.inputs.entries if not e.subject}
+        return SourceCheck(verdicts, skipped, donors)
 
     def export(self, run_dir: Path, out: Path, options: ExportOptions) -> Exported:
         from perceptforge.outputs.export import export_split

@@ -3,6 +3,7 @@ value, new caption, what it means at the high level — from the writer (LLM or 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import NamedTuple
 
@@ -12,7 +13,7 @@ from prefect.cache_policies import NO_CACHE
 from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.backends.protocols import QuestionWriter
 from perceptforge.data.schema import EditKind, Grounding, IdeaRecord, Rendering
-from perceptforge.logic import context, renderings
+from perceptforge.logic import category_needs, context, renderings
 from perceptforge.logic.ids import unit_id, unit_rng
 from perceptforge.logic.templates import Template
 from perceptforge.prompts.library import load_prompt
@@ -28,9 +29,11 @@ def make_idea(
     for direct alteration the editor's instruction (MVP-Bench Appendix D). Raises ValueError with a reason
     when the grounding lacks what the template changes."""
     unit = unit_id(grounding.source_id, template)
-    choices = renderings.choices(offered, context.original_value(template, grounding))
+    choices = category_needs.servable(
+        renderings.choices(offered, context.original_value(template, grounding)), grounding
+    )
     if not choices:
-        raise ValueError(f"{unit}: the only value the edit backends can render is the natural image's own")
+        raise ValueError(f"{unit}: {category_needs.unmet(template, grounding, offered)}")
     idea = writer.idea(template, grounding, choices, unit_rng(seed, unit))
     instruction = None
     if template.edit_kind == EditKind.DIRECT:
@@ -61,10 +64,14 @@ def idea_stage(
     offers: dict[str, list[Rendering]],
     writer: ModelSpec,
     seed: int,
+    skip: Collection[str] = (),
 ) -> list[tuple[Unit, IdeaRecord]]:
+    """One unit per source × template, less those the plan skips (``skip``: unit ids, with their reasons
+    reported by the flow)."""
     units = [
         Unit(unit_id(sid, t), entries[sid].file_name, IdeaUnit(t, g, offers[t.id]))
         for sid, g in groundings.items()
         for t in templates
+        if unit_id(sid, t) not in skip
     ]
     return runner.map("idea", idea, units, writer=writer, seed=seed, models=[writer])

@@ -1,0 +1,78 @@
+"""``perceptforge sources check``: before any run, which sources can serve which category or task, and why not."""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from perceptforge.cli.app import console, new_app
+from perceptforge.errors import shown
+from perceptforge.fileio import write_json
+from perceptforge.flows.family import RunRequest
+from perceptforge.flows.registry import family
+
+app = new_app("Check a source folder before a run: what each image can serve, and why not.")
+
+
+@app.callback()
+def _group() -> None:
+    """Check a source folder before a run."""
+
+
+@app.command("check")
+def check(
+    source: Path = typer.Argument(..., help="source directory with images and their annotation file"),
+    flow: str = typer.Option("mvp", "--flow", help="the family to check for: mvp or blink"),
+    profile: str = typer.Option("local", "--profile", help="bundled profile name (local, gpu) or a YAML path"),
+    select: Optional[str] = typer.Option(None, "--only", help="comma-separated categories or tasks (default: all)"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the table as JSON here"),
+) -> None:
+    """A table of which sources can serve which category (mvp) or task (blink) on this profile, each reason a
+    source cannot, and a summary per category: the checks a run makes in its plan, without running."""
+    fam = family(flow)
+    with tempfile.TemporaryDirectory() as nowhere:  # the plan reads, never writes; it wants a run directory name
+        request = RunRequest(source=str(source), out=str(Path(nowhere) / "run"), profile=profile, select=_ids(select))
+        found = fam.source_check(fam.plan(request))
+    what = "category" if fam.select_option == "--categories" else "task"
+    verdicts = found.verdicts
+    sources = sorted({sid for column in verdicts.values() for sid in column}, key=_natural)
+    table = Table(title=f"{fam.name}: which {what} each source of {source} can serve (✓) on profile {profile}")
+    table.add_column("source")
+    for column in verdicts:
+        table.add_column(column, justify="center")
+    for sid in sources:
+        table.add_row(escape(shown(sid)), *("✓" if verdicts[c].get(sid) is None else "✗" for c in verdicts))
+    console.print(table)
+    for sid in sources:
+        for column, by_source in verdicts.items():
+            if by_source.get(sid) is not None:
+                console.print(
+                    f"  source {escape(shown(sid))} · {column}: {escape(shown(by_source[sid]))}", soft_wrap=True
+                )
+    for sid, why in sorted(found.bystanders.items(), key=lambda kv: _natural(kv[0])):
+        console.print(f"  source {escape(shown(sid))}: {escape(shown(why))}", soft_wrap=True)
+    console.print(f"[bold]per {what}:[/]")
+    for column, by_source in verdicts.items():
+        ok = sum(why is None for why in by_source.values())
+        reasons = Counter(why for why in by_source.values() if why is not None)
+        detail = "; ".join(f"{n} × {escape(shown(why))}" for why, n in reasons.most_common())
+        line = f"  {column}: {ok} of {len(by_source)} sources" + (f" ({detail})" if detail else "")
+        console.print(line, soft_wrap=True)
+    for column, why in found.skipped.items():
+        console.print(f"  {column}: none on this profile ({escape(shown(why))})", soft_wrap=True)
+    if json_out:
+        write_json(json_out, {"verdicts": verdicts, "skipped": found.skipped, "bystanders": found.bystanders})
+
+
+def _ids(text: Optional[str]) -> Optional[list[str]]:
+    return [c.strip() for c in text.split(",") if c.strip()] or None if text else None
+
+
+def _natural(sid: str) -> tuple:
+    return (0, int(sid), "") if sid.isdigit() else (1, 0, sid)
