@@ -52,8 +52,9 @@ def single_mcq(
     if clash:
         raise ValueError(f"options: distractor {clash[0]!r} repeats the correct or the natural answer")
     options, answer = place_answer(correct, [natural_answer, *distractors], rng)
+    # it asks for the low-level value itself (the scene, the hair), never what the value means
     return _validated(
-        SingleImageMCQ, question=question, options=options, answer=answer, level="high", image="manipulated"
+        SingleImageMCQ, question=question, options=options, answer=answer, level="low", image="manipulated"
     )
 
 
@@ -78,3 +79,13 @@ def cross_mcq_high(question: str, high: str, rng: np.random.Generator, exclude: 
         raise ValueError(f"high-level category {high!r} cannot be both the answer and excluded")
     options, answer = place_answer(high, [h for h in HIGH_LEVEL_OPTIONS if h != high and h not in exclude], rng)
     return _validated(CrossImageMCQ, question=question, options=options, answer=answer, level="high")
+
+
+def natural_high_known(natural_high: str, attribute: str, attributes: dict[str, str], new_high: str) -> bool:
+    """Whether the natural image answers the high-level Yes/No question ("Is the woman someone with dyed hair?")
+    with a clear no: always when the template infers it from its own value's meaning, else only when the source
+    annotates that meaning (``<attribute>_high``) and it is not the new one."""
+    if natural_high == "inferred":
+        return True
+    own = attributes.get(f"{attribute}_high", "").strip().lower()
+    return bool(own) and own != new_high.strip().lower()

@@ -106,6 +106,13 @@ class Template(BaseModel):
     donor_kind: Literal["scene", "object", "group"] | None = Field(
         None, description="which donor-library entries a compositing editor may paste for this category"
     )
+    natural_high: Literal["inferred", "annotated"] = Field(
+        "inferred",
+        description="how the natural image answers the high-level Yes/No question: 'inferred' (no: its own value "
+        "means something else, as a studio backdrop is not a launch site) or 'annotated' (the photo cannot show it — "
+        "is this hair dyed? — so the question is asked only of a source whose attributes give `<attribute>_high`, the "
+        "high-level meaning of its own value, other than the new one's)",
+    )
     writer: Writer
 
     def category(self) -> Category:

@@ -38,9 +38,11 @@ def make_candidate(
     rng = unit_rng(seed, idea.unit + ":questions")
     ctx = context.build(template, grounding, idea.idea)
     subject, new, old = ctx["main_subject"], idea.idea.new, idea.idea.old
+    high = idea.idea.high_level_value
+    high_pair = questions.natural_high_known(template.natural_high, template.attribute, grounding.attributes, high)
     built = [
-        questions.yes_no_pair(writer.yes_no(template, ctx, "low", idea.idea.high_level_value), "low"),
-        questions.yes_no_pair(writer.yes_no(template, ctx, "high", idea.idea.high_level_value), "high"),
+        questions.yes_no_pair(writer.yes_no(template, ctx, "low", high), "low"),
+        *([questions.yes_no_pair(writer.yes_no(template, ctx, "high", high), "high")] if high_pair else []),
         questions.single_mcq(writer.mcq_question(template, ctx), new, old, writer.distractors(template, ctx, rng), rng),
         questions.cross_mcq_low(
             load_prompt("questions/cross_low").render(), template.cross_description, cross_descriptions, rng

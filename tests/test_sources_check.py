@@ -118,3 +118,12 @@ def test_values_naming_a_region_are_drawn_only_where_it_is_annotated():
         update={"regions": [*GROUNDING.regions, Region(label="Hair", box=Box(x0=0, y0=0, x1=9, y1=9))]}
     )
     assert servable([pink, paint], with_hair) == [pink, paint]
+
+
+def test_schema_md_lists_what_every_category_reads():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "data" / "SCHEMA.md").read_text()
+    rows = {line.split("|")[1].split()[0]: line for line in text.splitlines() if line.startswith("| ") and "`" in line}
+    for tid, template in templates().items():
+        assert tid in rows and f"`{template.attribute}`" in rows[tid], tid

@@ -74,18 +74,21 @@ def test_template_writer_gives_every_kind_for_every_category(template_id, sample
     entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("astronaut.jpg"))
     record = candidate_for(found[template_id], grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed=3)
     kinds = [(q["question"]["kind"], q["question"].get("level")) for q in record["questions"]]
+    # the single-image MCQ asks for the low-level value; I1's high-level Yes/No (is this hair dyed?) is asked
+    # only of a source that annotates it (the astronaut's file does not)
+    high_pair = [("yes_no_pair", "high")] if template_id != "I1" else []
     assert kinds == [
         ("yes_no_pair", "low"),
-        ("yes_no_pair", "high"),
-        ("single_mcq", "high"),
+        *high_pair,
+        ("single_mcq", "low"),
         ("cross_mcq", "low"),
         ("cross_mcq", "high"),
     ]
     idea = record["idea"]
     assert idea["old"] != idea["new"] and idea["new"] in record["questions"][0]["question"]["question"]
-    mcq = record["questions"][2]["question"]
+    mcq = next(q["question"] for q in record["questions"] if q["question"]["kind"] == "single_mcq")
     assert mcq["options"]["ABCDE".index(mcq["answer"])] == idea["new"] and idea["old"] in mcq["options"]
-    assert len({q["id"] for q in record["questions"]}) == 5
+    assert len({q["id"] for q in record["questions"]}) == len(kinds)
     assert (
         record["lineage"]["template_id"] == template_id and record["lineage"]["backends"]["llm"]["name"] == "template"
     )
@@ -179,4 +182,17 @@ def test_every_question_of_every_template_with_every_value_is_sound(subject, sam
                     wanted = rendering.value if q.level == "low" else rendering.high
                     assert wanted in text, where
                 checked += 1
-    assert checked == 5 * sum(len(t.writer.alternatives) for t in found.values())
+    asked = {t.id: 5 if t.natural_high == "inferred" else 4 for t in found.values()}  # I1: no "is it dyed?"
+    assert checked == sum(asked[t.id] * len(t.writer.alternatives) for t in found.values())
+
+
+def test_a_high_level_yes_no_the_photo_cannot_show_is_asked_only_where_annotated(sample_dir):
+    found = templates()
+    entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("astronaut.jpg"))
+    grounding = grounding_from_entry(entry)
+    told = grounding.model_copy(
+        update={"attributes": {**grounding.attributes, "physical_feature_high": "natural hair"}}
+    )
+    record = candidate_for(found["I1"], told, "a" * 64, TemplateWriter(), found, seed=3)
+    levels = [(q["question"]["kind"], q["question"].get("level")) for q in record["questions"]]
+    assert ("yes_no_pair", "high") in levels and len(levels) == 5
