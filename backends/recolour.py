@@ -1,8 +1,9 @@
 """Recolouring (CPU, no weights): a region takes a new colour and keeps its shading.
 
-Inside the mask, only the pixels close in CIELAB to the region's median colour change (the hair, not the
-forehead the box also caught); each keeps its lightness offset from that median, so folds and highlights
-survive, and takes the target's hue and chroma. Edges are feathered inwards: pixels outside the mask
+A named region's mask (hair) is its own pixels, found by colour (``logic/edit_region.colour_region``), and all of
+them change; inside a box's mask only the pixels close in CIELAB to its median colour do. Each keeps its
+lightness offset from that median, so folds and highlights survive, and takes the target's hue and chroma.
+Edges are feathered inwards: pixels outside the mask
 never change.
 """
 
@@ -37,11 +38,12 @@ def hex_to_lab(colour: str) -> np.ndarray:
     return np.asarray(cv2.cvtColor(rgb, cv2.COLOR_RGB2LAB)[0, 0])
 
 
-def recolour(image: np.ndarray, mask: np.ndarray, colour: str, tolerance: float, feather_px: int) -> np.ndarray:
-    """``image`` (H, W, 3) uint8 with the masked region's dominant colour turned into ``colour``."""
+def recolour(image: np.ndarray, mask: np.ndarray, colour: str, tolerance: float | None, feather_px: int) -> np.ndarray:
+    """``image`` (H, W, 3) uint8 with the masked region's dominant colour turned into ``colour``; with no
+    ``tolerance`` the mask is the region itself (its highlights and shadows change too)."""
     lab = cv2.cvtColor(image.astype(np.float32) / 255, cv2.COLOR_RGB2LAB)
     median = np.median(lab[mask], axis=0)
-    region = mask & (np.linalg.norm(lab - median, axis=2) < tolerance)
+    region = mask if tolerance is None else mask & (np.linalg.norm(lab - median, axis=2) < tolerance)
     target = hex_to_lab(colour)
     out = lab.copy()
     out[..., 0] = np.clip(target[0] + (lab[..., 0] - median[0]), 0, 100)
@@ -75,7 +77,9 @@ class RecolourEditor:
         if req.mask is None or req.rendering is None or req.rendering.colour is None:
             raise ValueError("recolouring needs a mask and a rendering with a target colour")
         base = np.asarray(req.image, dtype=np.uint8)
-        return Image.fromarray(recolour(base, req.mask, req.rendering.colour, self.tolerance, self.feather_px))
+        # a named region's mask is already its own pixels (logic/edit_region.colour_region); a box's mask is not
+        tolerance = None if req.rendering.region else self.tolerance
+        return Image.fromarray(recolour(base, req.mask, req.rendering.colour, tolerance, self.feather_px))
 
     def edit(self, requests: list[EditRequest]) -> list[Image.Image]:
         return [self.edit_one(r) for r in requests]

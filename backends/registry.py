@@ -43,6 +43,7 @@ BUILTIN_MODULES = (
     "perceptforge.backends.inpainters",
     "perceptforge.backends.recolour",
     "perceptforge.backends.editors",
+    "perceptforge.backends.filters",
     "perceptforge.backends.writers",
     "perceptforge.backends.depth",
     "perceptforge.backends.text_to_image",

@@ -64,7 +64,12 @@ class Gates(Section):
         "it, a held object) the mask may cover",
     )
     max_old_kept: float = Field(
-        0.2, ge=0, le=1, description="the largest share of the regions the old value names that may stay unedited"
+        # 0.02: measured on fragments apart from the subject, a few stars of a flag left beside her (6%) show
+        0.02,
+        ge=0,
+        le=1,
+        description="background edits: the largest share of the regions the old value names that may stay in view "
+        "as fragments apart from the subject",
     )
     clip: ClipGate | None = None
 
@@ -72,6 +77,9 @@ class Gates(Section):
         12.0, ge=0, description="mean absolute pixel change (0-255) inside the edit region"
     )
     max_outside_change: float = Field(6.0, ge=0, description="mean absolute pixel change outside the edit region")
+    min_region_changed: float = Field(
+        0.9, ge=0, le=1, description="recolour edits: the least share of the region's pixels that must change"
+    )
     min_phash_distance: int = Field(4, ge=0, le=64, description="pairs closer than this (Hamming) are near-duplicates")
 
 

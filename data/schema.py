@@ -130,15 +130,16 @@ class Rendering(Record):
     value: str = Field(min_length=1, description="the attribute's new value as questions name it")
     high: str = Field(min_length=1, description="what it means at the template's high level")
     backend: str = Field(min_length=1, description="the backend that renders it, e.g. 'composite'")
-    how: Literal["prompt", "donor", "colour"] = Field(
+    how: Literal["prompt", "donor", "colour", "filter"] = Field(
         description="prompt: a text-driven model draws the value; donor: a labelled library photo is pasted; "
-        "colour: the region is recoloured"
+        "colour: the region is recoloured; filter: a photo filter turns the whole image into it"
     )
     donor: str | None = Field(None, description="donor library entry id (how = donor)")
     colour: str | None = Field(None, pattern=r"^#[0-9a-f]{6}$", description="sRGB target colour (how = colour)")
     region: str | None = Field(
         None, description="label of the annotated region the edit changes, when not the template's target"
     )
+    photo_filter: str | None = Field(None, description="the photo filter's name (how = filter)")
 
 
 class Idea(Record):

@@ -85,6 +85,73 @@ def subject_hints(grounding: Grounding, old_background: str) -> Hints:
     return Hints(inside, outside, grounding.subject.box.xyxy)
 
 
+def two_colours(lab: np.ndarray, iterations: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """Two-means of ``(N, 3)`` CIELAB pixels, started from the darkest and the lightest tenth: (centres (2, 3),
+    each pixel's cluster). Deterministic: no random start."""
+    order = np.argsort(lab[:, 0])
+    tenth = max(1, len(order) // 10)
+    centres = np.stack([lab[order[:tenth]].mean(axis=0), lab[order[-tenth:]].mean(axis=0)])
+    for _ in range(iterations):
+        nearest = np.argmin(np.linalg.norm(lab[:, None, :] - centres[None], axis=2), axis=1)
+        centres = np.stack([lab[nearest == k].mean(axis=0) if (nearest == k).any() else centres[k] for k in (0, 1)])
+    return centres, nearest
+
+
+def colour_region(image: np.ndarray, box: Box, faces: Sequence[Box] = (), tolerance: float = 30.0) -> np.ndarray:
+    """The pixels of a region annotated by its box (hair) as they are in the photo. The box's pixels, less the
+    face below its hairline (the face box's top quarter stays: hair may cover the forehead), fall in two colours:
+    the region's and what the box also caught (sky, a wall); the region's is the one just above the face, or the
+    more common one without a face. The region is every pixel nearer that colour than the other (and than the
+    skin), within ``tolerance``, connected to such pixels in the box; beside the face it reaches below the box,
+    down to three quarters of the face's height (hair falling beside it), never into the face."""
+    import cv2
+
+    h, w = image.shape[:2]
+    lab = np.asarray(cv2.cvtColor(image.astype(np.float32) / 255, cv2.COLOR_RGB2LAB), np.float32)
+
+    def cells(b: Box) -> tuple[slice, slice]:
+        x0, y0, x1, y1 = b
+        return slice(max(0, int(y0)), min(h, int(np.ceil(y1)))), slice(max(0, int(x0)), min(w, int(np.ceil(x1))))
+
+    in_box, skin, hairline = np.zeros((h, w), bool), np.zeros((h, w), bool), np.zeros((h, w), bool)
+    in_box[cells(box)] = True
+    for fx0, fy0, fx1, fy1 in faces:  # surely skin: the face's middle below its hairline (hair frames its sides)
+        skin[cells((fx0 + (fx1 - fx0) / 6, fy0 + (fy1 - fy0) / 4, fx1 - (fx1 - fx0) / 6, fy1))] = True
+        hairline[
+            cells((fx0 + (fx1 - fx0) / 4, fy0 - (fy1 - fy0) / 8, fx1 - (fx1 - fx0) / 4, fy0 + (fy1 - fy0) / 8))
+        ] = True
+    core = in_box & ~skin
+    if core.sum() < 2:
+        return in_box
+    centres, nearest = two_colours(lab[core])
+    probe = (hairline & core)[core]
+    votes = np.bincount(nearest[probe] if probe.any() else nearest, minlength=2)
+    region_colour, other = centres[int(np.argmax(votes))], centres[1 - int(np.argmax(votes))]
+    near = np.linalg.norm(lab - region_colour, axis=2)
+    similar = (near < tolerance) & (near < np.linalg.norm(lab - other, axis=2))
+    if skin.any():
+        similar &= near < np.linalg.norm(lab - np.median(lab[skin], axis=0), axis=2)
+    if faces and float(np.median(np.abs(lab[core][:, 1:]).sum(axis=1))) < 4.0:
+        # in a black-and-white photo the shadowed side of a face is as near the hair as the hair is
+        raise ValueError("a black-and-white photo: its hair cannot be told from the skin beside it by colour")
+    reach = in_box.copy()
+    for fx0, fy0, fx1, fy1 in faces:  # beside the face, below the box: no wider than the face and a little
+        margin = (fx1 - fx0) / 8
+        reach[cells((max(box[0], fx0 - margin), box[1], min(box[2], fx1 + margin), fy0 + (fy1 - fy0) * 3 / 4))] = True
+    _, labels = cv2.connectedComponents((similar & reach & ~skin).astype(np.uint8), connectivity=8)
+    seeds = set(np.unique(labels[similar & core]).tolist()) - {0}
+    region = np.isin(labels, sorted(seeds)) & (labels > 0)
+    if not region.any():
+        return similar & core
+    # its highlights and strands of the other colour are the region too: close small gaps, fill the holes it
+    # encloses (what the image's border cannot reach without crossing it)
+    closed = cv2.morphologyEx(region.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((7, 7), np.uint8))
+    outside = np.pad(1 - closed, 1, constant_values=1)
+    cv2.floodFill(outside, None, (0, 0), 2)
+    holes = outside[1:-1, 1:-1] == 1
+    return (closed.astype(bool) | holes) & reach & ~skin
+
+
 def target_box(
     template: Template, grounding: Grounding, old_value: str, region: str | None = None
 ) -> tuple[float, float, float, float]:
@@ -139,6 +206,8 @@ def edit_mask(
         for held in held_regions(grounding):  # the helmet she holds stays with her, whole
             keep = keep | segmenter.box_mask(image, held.box.xyxy)
         mask = ~keep
+    elif region is not None:  # a region named by its label (hair): its own colour, wherever it reaches
+        mask = colour_region(image, box, [r.box.xyxy for r in grounding.regions if r.role == "face"])
     else:
         mask = segmenter.box_mask(image, box)
     if not mask.any():

@@ -108,20 +108,35 @@ def phash(image: Image.Image, size: int = 8) -> int:
 
 def pair_measurements(natural: Image.Image, manipulated: Image.Image, mask: np.ndarray | None) -> dict[str, float]:
     """``inside_change`` and ``outside_change``: mean absolute pixel change in and out of the edit region
-    (a whole-image edit has no outside)."""
+    (a whole-image edit has no outside); ``region_changed``: the share of the region's pixels that changed by
+    more than 8 (of 255), what a recoloured region must nearly all be."""
     a, b = np.asarray(natural), np.asarray(manipulated)
     whole = mask is None
-    inside, outside = region_change(a, b, np.ones(a.shape[:2], bool) if mask is None else mask)
-    return {"inside_change": round(inside, 3), "outside_change": 0.0 if whole else round(outside, 3)}
+    region = np.ones(a.shape[:2], bool) if mask is None else mask
+    inside, outside = region_change(a, b, region)
+    changed = np.abs(a.astype(np.int16) - b.astype(np.int16)).mean(axis=2) > 8
+    return {
+        "inside_change": round(inside, 3),
+        "outside_change": 0.0 if whole else round(outside, 3),
+        "region_changed": round(float(changed[region].mean()) if region.any() else 0.0, 6),
+    }
 
 
 def pair_verdict(
-    measured: dict[str, float], min_inside: float, max_outside: float, clip_margin: float | None
+    measured: dict[str, float],
+    min_inside: float,
+    max_outside: float,
+    clip_margin: float | None,
+    min_region_changed: float | None = None,
 ) -> str | None:
-    """Why a pair fails: too little change where the edit was, too much elsewhere, or (with the CLIP gate)
-    an edited region that does not look more like the new value than the old one; None if it passes."""
+    """Why a pair fails: too little change where the edit was, too much elsewhere, a region only partly changed
+    (``min_region_changed``: a recoloured region, of which what stays as it was keeps the old value true), or
+    (with the CLIP gate) an edited region that does not look more like the new value than the old one; None if
+    it passes."""
     if measured["inside_change"] < min_inside:
         return f"too little change inside the edit region: {measured['inside_change']:.1f} < {min_inside}"
+    if min_region_changed is not None and measured["region_changed"] < min_region_changed:
+        return f"only {measured['region_changed']:.0%} of the region changed (at least {min_region_changed:.0%})"
     if measured["outside_change"] > max_outside:
         return f"too much change outside the edit region: {measured['outside_change']:.1f} > {max_outside}"
     if clip_margin is not None and measured["clip_new"] - measured["clip_old"] < clip_margin:

@@ -23,6 +23,15 @@ def colours(template: Template, backend: str) -> list[Rendering]:
     ]
 
 
+def photo_filters(template: Template, backend: str) -> list[Rendering]:
+    """The template's values a whole-image photo filter renders (a sepia photograph, a pencil sketch)."""
+    return [
+        Rendering(value=a.value, high=a.high, backend=backend, how="filter", photo_filter=a.photo_filter)
+        for a in template.writer.alternatives
+        if a.photo_filter
+    ]
+
+
 def merge(offers: list[list[Rendering]]) -> list[Rendering]:
     """All backends' values, each value once: the first backend that offers it renders it."""
     seen: set[str] = set()

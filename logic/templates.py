@@ -56,6 +56,9 @@ class Alternative(BaseModel):
     region: str | None = Field(
         None, description="label of the annotated region this value changes, when not the template's target"
     )
+    photo_filter: Literal["sepia", "pencil_sketch", "watercolour"] | None = Field(
+        None, description="a whole-image photo filter renders this value (a filter editor: the embedded default's)"
+    )
 
 
 class Writer(BaseModel):

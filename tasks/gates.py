@@ -70,8 +70,13 @@ def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int |
     measured = pair_measurements(natural, manipulated, mask)
     if clip is not None:
         measured |= clip.measure(edited_region(manipulated, mask), candidate.idea.new, candidate.idea.old)
+    recoloured = edit.edit.rendered is not None and edit.edit.rendered.how == "colour"
     reason = pair_verdict(
-        measured, gates.min_inside_change, gates.max_outside_change, gates.clip.margin if gates.clip else None
+        measured,
+        gates.min_inside_change,
+        gates.max_outside_change,
+        gates.clip.margin if gates.clip else None,
+        gates.min_region_changed if recoloured else None,
     )
     record = GateRecord(unit=edit.unit, measurements=measured, passed=reason is None, reason=reason or "")
     run.write_record(f"gates/{safe_name(edit.unit)}.json", record.model_dump(mode="json"))

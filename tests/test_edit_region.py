@@ -49,3 +49,78 @@ def test_a_subject_touching_the_image_edge_is_kept_when_the_jittered_box_stops_s
     assert (kept & ~figure).sum() / (~figure).sum() < 0.05
     unhinted = GrabCutSegmenter(iterations=5).hinted_candidates(image, jittered, Hints(inside=hints.inside))[0]
     assert (unhinted & figure).sum() / figure.sum() < 0.95  # without the extent, the edge strip is lost
+
+
+def head_image(grey: bool = False) -> np.ndarray:
+    """A 100x100 picture: sky, a face (skin), brown hair over its top and falling down both sides below the
+    hair's box, and a light highlight inside the hair."""
+    image = np.zeros((100, 100, 3), np.uint8)
+    image[:] = (150, 190, 230)  # sky
+    image[30:90, 35:65] = (225, 180, 150)  # the face
+    image[15:40, 30:70] = (110, 70, 35)  # hair over the top
+    image[40:65, 30:36] = image[40:65, 64:70] = (110, 70, 35)  # falling beside the face, below the box
+    image[20:24, 45:50] = (180, 150, 110)  # a highlight in the hair
+    return image.mean(axis=2, keepdims=True).repeat(3, axis=2).astype(np.uint8) if grey else image
+
+
+def test_the_colour_region_follows_the_hair_past_its_box_and_never_onto_the_face():
+    from perceptforge.logic.edit_region import colour_region
+
+    hair_box, face = (28.0, 12.0, 72.0, 40.0), (33.0, 30.0, 67.0, 90.0)
+    region = colour_region(head_image(), hair_box, [face])
+    hair = np.zeros((100, 100), bool)
+    hair[15:40, 30:70] = hair[40:65, 30:36] = hair[40:65, 64:70] = True
+    assert (region & hair).sum() / hair.sum() > 0.97  # the sides below the box and the highlight too
+    assert not region[45:90, 40:60].any()  # no skin
+    assert not region[:12].any() and not region[70:].any()  # no sky, nothing below the face's three quarters
+
+
+def test_a_black_and_white_photo_has_no_colour_region_to_recolour():
+    import pytest
+
+    from perceptforge.logic.edit_region import colour_region
+
+    with pytest.raises(ValueError, match="black-and-white photo"):
+        colour_region(head_image(grey=True), (28.0, 12.0, 72.0, 40.0), [(33.0, 30.0, 67.0, 90.0)])
+
+
+def test_a_partly_recoloured_region_fails_its_gate():
+    from PIL import Image
+
+    from perceptforge.logic.gates import pair_measurements, pair_verdict
+
+    natural = np.full((10, 10, 3), 100, np.uint8)
+    manipulated = natural.copy()
+    manipulated[:5, :4] = (255, 0, 128)  # the top of the region changed, its bottom half not
+    region = np.zeros((10, 10), bool)
+    region[:, :4] = True
+    m = pair_measurements(Image.fromarray(natural), Image.fromarray(manipulated), region)
+    assert m["region_changed"] == 0.5
+    assert pair_verdict(m, 1.0, 6.0, None, 0.9) == "only 50% of the region changed (at least 90%)"
+    assert pair_verdict(m, 1.0, 6.0, None, None) is None  # a pasted background is not held to it
+
+
+def test_photo_filters_render_what_they_declare_and_nothing_else():
+    from PIL import Image
+
+    from perceptforge.backends.filters import FilterEditor, pencil_sketch, sepia
+    from perceptforge.backends.protocols import EditRequest
+    from perceptforge.logic.templates import templates
+
+    editor = FilterEditor()
+    declared, _ = editor.renderings(templates()["S2"])
+    assert {r.value: r.photo_filter for r in declared} == {
+        "a pencil sketch": "pencil_sketch",
+        "a sepia photograph": "sepia",
+        "a watercolour": "watercolour",
+    }
+    assert editor.renderings(templates()["E2"]) == ([], "no value of E2 is a photo filter")
+    image = head_image()
+    toned = sepia(image)
+    r, g, b = (toned[..., k].astype(int) for k in range(3))
+    assert (r >= g).all() and (g >= b).all()  # brown-toned: red over green over blue everywhere
+    sketch = pencil_sketch(image)
+    assert (sketch[..., 0] == sketch[..., 1]).all() and sketch.mean() > 200  # grey strokes on white paper
+    request = EditRequest(Image.fromarray(image), None, "", 0, rendering=declared[1])
+    out = editor.edit([request, request])
+    assert np.array_equal(np.asarray(out[0]), np.asarray(out[1]))  # the same image gives the same bytes

@@ -18,26 +18,31 @@ def demo_run(prefect_api, sample_dir, tmp_path_factory):
 
 def test_mvp_flow_ingests_grounds_and_renders_only_what_the_local_backends_can(demo_run, sample_dir):
     out, summary = demo_run
-    # 3 people × the 3 categories the local editors can render: scenes (B1, S1) from the donor library,
-    # hair colours (I1) by recolouring; every other category is skipped with the reason.
+    # 3 people × the 4 categories the local editors can render: scenes (B1, S1) from the donor library, hair
+    # colours (I1) by recolouring, photo filters (S2); every other category is skipped with the reason.
     counts = summary["counts"]
-    # 9 sources: the 6 photos and the 3 rendered views of the BLINK-style depth scene (no subject: ingested only)
+    # 9 sources: the 6 photos and the 3 rendered views of the BLINK-style depth scene (no subject: ingested only);
+    # Grace Hopper's hair is under her cap: her I1 unit is skipped up front
     assert {k: counts[k] for k in ("sources", "ingested", "grounded", "ideas", "candidates")} == {
         "sources": 9,
         "ingested": 9,
         "grounded": 3,
-        "ideas": 9,
-        "candidates": 9,
+        "ideas": 11,
+        "candidates": 11,
     }
-    assert counts["items"] == 5 * counts["pairs"] and counts["pairs"] >= 3
+    assert summary["skipped_units"] == {"3-I1": "no 'hair' region"}
+    # 5 questions a pair; I1 and S2 ask no high-level Yes/No the photo cannot answer (is this hair dyed?)
+    asked = {"B1": 5, "S1": 5, "I1": 4, "S2": 4}
+    made = [json.loads(p.read_text()) for p in (out / "items").iterdir()]
+    pairs = {i["lineage"]["artifacts"]["edit"] for i in made}
+    assert counts["items"] == sum(asked[e.split("/")[1][:-5].split("-")[1]] for e in pairs) and counts["pairs"] >= 8
     assert counts["quarantined"] == counts["candidates"] - counts["pairs"]
     skipped = summary["skipped_categories"]
-    assert set(skipped) == {"B2", "B3", "B4", "E1", "E2", "I2", "R1", "R2", "R3", "S2"}
-    assert "needs an instruction editor" in skipped["E2"]
+    assert set(skipped) == {"B2", "B3", "B4", "E1", "E2", "I2", "R1", "R2", "R3"}
+    assert skipped["E2"] == "no value of E2 is a photo filter"
     assert "the donor library has no group" in skipped["R2"] and "no value of R2 is a colour" in skipped["R2"]
     q = {r["unit"]: r for r in map(json.loads, (out / "quarantine.jsonl").read_text().splitlines())}
-    assert "no 'hair' region is annotated" in q["3-I1"]["detail"]  # Grace Hopper's hair is under her cap
-    assert "mask area 0.0% is outside" in q["2-I1"]["detail"]  # GrabCut found no hair on the cameraman
+    assert "a black-and-white photo" in q["2-I1"]["detail"]  # the cameraman's hair is as dark as his coat
     for r in q.values():
         assert r["stage"] in ("mask", "gates")
         if r["reason"] == "QualityGate":  # a gate's verdict comes with every measurement and the mask it judged
@@ -81,13 +86,16 @@ def test_every_item_answers_with_the_value_its_edit_rendered(demo_run):
             donor = library.donors[rendered["donor"]]
             assert donor.label == rendered["value"] and item["edit"]["backend"] == "composite"
             assert donor.highs[item["category"]["high"]] == idea["high_level_value"]
-        else:  # recoloured to the colour the template gives that very value
+        else:  # recoloured to the colour, or filtered by the filter, the template gives that very value
             alt = next(a for a in found[item["category"]["low"]].writer.alternatives if a.value == rendered["value"])
-            assert (
-                rendered["how"] == "colour"
-                and alt.colour == rendered["colour"]
-                and item["edit"]["backend"] == "recolour"
-            )
+            if rendered["how"] == "filter":
+                assert alt.photo_filter == rendered["photo_filter"] and item["edit"]["backend"] == "filters"
+            else:
+                assert (
+                    rendered["how"] == "colour"
+                    and alt.colour == rendered["colour"]
+                    and item["edit"]["backend"] == "recolour"
+                )
         if q["kind"] == "single_mcq":
             assert q["options"]["ABCDE".index(q["answer"])] == rendered["value"], item["id"]
         elif q["kind"] == "yes_no_pair":

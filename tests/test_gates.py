@@ -53,7 +53,7 @@ def test_pair_verdict_reads_change_and_clip():
     inside = np.zeros((4, 4), bool)
     inside[:2] = True
     m = pair_measurements(a, b, inside)
-    assert m == {"inside_change": 30.0, "outside_change": 30.0}
+    assert m == {"inside_change": 30.0, "outside_change": 30.0, "region_changed": 1.0}
     assert "too much change outside" in pair_verdict(m, 12, 6, None)
     assert pair_measurements(a, b, None)["outside_change"] == 0.0
     clip = {"inside_change": 30.0, "outside_change": 0.0, "clip_new": 0.2, "clip_old": 0.25}
@@ -81,9 +81,9 @@ def astronaut_unit(sample_dir, tmp_path_factory):
     run = RunDir(tmp_path_factory.mktemp("run"))
     entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("astronaut.jpg"))
     source, grounding = ingest_entry(sample_dir, entry, run), grounding_from_entry(entry)
-    i1 = templates()["I1"]  # recolours the hair: a partial edit
-    candidate = Candidate.model_validate(candidate_for(i1, grounding, source.sha256, TemplateWriter(), templates(), 0))
-    return run, i1, candidate, source, grounding
+    b3 = templates()["B3"]  # replaces the helmet she holds: a partial edit, its mask the segmenter's
+    candidate = Candidate.model_validate(candidate_for(b3, grounding, source.sha256, TemplateWriter(), templates(), 0))
+    return run, b3, candidate, source, grounding
 
 
 def hand_built(share: float) -> np.ndarray:

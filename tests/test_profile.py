@@ -13,7 +13,7 @@ def test_bundled_profiles_load():
         "grounder": "annotations",
         "segmenter": "grabcut",
         "inpainter": "composite+recolour",
-        "editor": "none",
+        "editor": "filters",
         "llm": "template",
         "depth": "none",
         "generator": "none",

@@ -42,8 +42,9 @@ def test_recolour_offers_the_colour_values_and_diffusion_every_value():
 def test_profile_offers_and_skips_with_reasons():
     prof = load_profile("local")
     offers, skipped = renderable_values(templates(), prof, prof.build("inpainter"), prof.build("editor"))
-    assert sorted(offers) == ["B1", "I1", "S1"]
-    assert "needs an instruction editor" in skipped["S2"]
+    assert sorted(offers) == ["B1", "I1", "S1", "S2"]
+    assert [r.photo_filter for r in offers["S2"]] == ["pencil_sketch", "sepia", "watercolour"]
+    assert skipped["E2"] == "no value of E2 is a photo filter"
     gpu = load_profile("gpu")
     offers, skipped = renderable_values(templates(), gpu, gpu.build("inpainter"), gpu.build("editor"))
     assert sorted(offers) == sorted(templates()) and skipped == {}

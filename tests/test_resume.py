@@ -47,7 +47,10 @@ def test_sigkill_then_rerun_matches_uninterrupted(sample_dir, tmp_path, cli_env)
     profile = tmp_path / "open.yaml"
     text = (Path(perceptforge.__file__).parent / "configs" / "local.yaml").read_text()
     profile.write_text(
-        text.replace("gates:\n", "gates:\n  mask_area: {}\n  max_subject_in_mask: {}\n  max_old_kept: 1.0\n")
+        text.replace(
+            "gates:\n",
+            "gates:\n  mask_area: {}\n  max_subject_in_mask: {}\n  max_old_kept: 1.0\n  max_protected_in_mask: 1.0\n",
+        )
     )
     whole = tmp_path / "whole"
     proc = run_mvp(sample_dir, whole, cli_env, profile)

@@ -39,6 +39,7 @@ def tiny_profile(tmp_path_factory):
         "mask_area": {},
         "max_subject_in_mask": {},
         "max_old_kept": 1.0,
+        "max_protected_in_mask": 1.0,
         "min_inside_change": 0.0,
         "max_outside_change": 255.0,
     }

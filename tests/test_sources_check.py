@@ -48,7 +48,7 @@ def test_each_mvp_reason_is_printed_per_source_and_counted_per_category(tmp_path
     assert "source 4: no main subject: a donor image" in out
     assert "I1: 0 of 3 sources (1 × no 'physical_feature' attribute; 1 × 'physical_feature' is 'none'; 1 × no" in out
     assert "B1: 3 of 3 sources" in out and "S1: 3 of 3 sources" in out
-    assert "E2: none on this profile (edit kind direct_alteration needs an instruction editor" in out
+    assert "E2: none on this profile (no value of E2 is a photo filter)" in out
     doc = json.loads((tmp_path / "check.json").read_text())
     assert doc["verdicts"]["I1"] == {
         "1": "no 'physical_feature' attribute",
