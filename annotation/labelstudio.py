@@ -98,7 +98,10 @@ class LabelStudio:
         try:
             return fn()
         except httpx.TransportError as exc:
-            raise ServerGone(f"Label Studio at {self.url} did not answer while {doing}: {type(exc).__name__}") from None
+            raise ServerGone(
+                f"Label Studio at {self.url} did not answer while {doing}: {type(exc).__name__}; is it running? "
+                "(`make label-studio` starts the local one)"
+            ) from None
         except ApiError as exc:
             status = exc.status_code or 0
             if status == 401:
