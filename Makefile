@@ -9,11 +9,14 @@ BIN    := $(VENV)/bin
 LLAMA  := .venv-llama
 # Label Studio's server pins an older redis and pytz than Prefect allows: it gets its own venv too.
 LSVENV := .venv-label-studio
+# lmms-eval (its test runs it on our export with its dummy model) pulls torch with CUDA libraries: its own venv,
+# measured here at 139 s and 6.9 GB. filelock 4 dropped the `filelock._api` lmms-eval 0.7.3 imports.
+LMMS   := .venv-lmms-eval
 LS_PORT ?= 8080
 LS_DOCUMENT_ROOT ?= $(CURDIR)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint install install-dev llama-server label-studio label-studio-venv chromium clean-venv
+.PHONY: demo test lint install install-dev llama-server label-studio label-studio-venv lmms-eval-venv chromium clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +39,11 @@ $(LSVENV)/.installed:
 	$(LSVENV)/bin/pip install -q 'label-studio==1.23.2'
 	touch $@
 
+$(LMMS)/.installed:
+	$(PYTHON) -m venv $(LMMS)
+	$(LMMS)/bin/pip install -q 'lmms-eval==0.7.3' 'filelock<4'
+	touch $@
+
 # The labeling-UI test drives Debian's chromium (Playwright, no browser download).
 chromium:
 	@command -v chromium >/dev/null || { \
@@ -46,6 +54,7 @@ install: $(VENV)/.installed-core
 install-dev: $(VENV)/.installed-dev
 llama-server: $(LLAMA)/.installed
 label-studio-venv: $(LSVENV)/.installed
+lmms-eval-venv: $(LMMS)/.installed
 
 # A real Label Studio on 127.0.0.1:$(LS_PORT), serving images from under $(LS_DOCUMENT_ROOT); Ctrl-C stops it.
 label-studio: $(VENV)/.installed-core $(LSVENV)/.installed
@@ -62,8 +71,8 @@ lint: $(VENV)/.installed-dev
 	mkdir -p build/mypy && ln -sfn $(CURDIR) build/mypy/perceptforge
 	MYPYPATH=build/mypy $(BIN)/mypy -p perceptforge
 
-test: lint $(VENV)/.installed-dev $(LLAMA)/.installed $(LSVENV)/.installed chromium
+test: lint $(VENV)/.installed-dev $(LLAMA)/.installed $(LSVENV)/.installed $(LMMS)/.installed chromium
 	$(BIN)/python -m pytest
 
 clean-venv:
-	rm -rf $(VENV) $(LLAMA) $(LSVENV)
+	rm -rf $(VENV) $(LLAMA) $(LSVENV) $(LMMS)

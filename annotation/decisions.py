@@ -37,10 +37,13 @@ class Decision:
     corrected_by: dict[str, list[str]] = field(default_factory=dict)  # field → the annotators who proposed it
     detail: str = ""
     item: BenchmarkItem | PerceptionItem | None = None  # the kept item, verified (a new version when corrected)
+    adjudication: dict[str, str] | None = None  # reviewer, verdict, the disputed status it settled
 
     def record(self, task: dict | None = None) -> dict:
         """One line of decisions.jsonl; ``task`` names the Label Studio project and task it came from."""
+        adjudicated = {"adjudication": self.adjudication} if self.adjudication else {}
         return {
+            **adjudicated,
             "item_id": self.item_id,
             "kind": self.kind,
             "status": self.status,

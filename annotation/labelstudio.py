@@ -72,6 +72,9 @@ class LabelStudio:
     timeout_s: float = 60.0
     httpx_client: httpx.Client | None = field(default=None, repr=False)  # tests put a transport in between
     _sdk: Any = field(default=None, repr=False)
+    # The servers on which annotators label independently, one each, reached with the owner's token
+    # (server.add_annotator says why one server each): push gives each the run's projects, pull reads them all.
+    independent: tuple[LabelStudio, ...] = field(default=(), repr=False)
 
     def sdk(self) -> Any:
         if self._sdk is None:
@@ -95,7 +98,10 @@ class LabelStudio:
         try:
             return fn()
         except httpx.TransportError as exc:
-            raise ServerGone(f"Label Studio at {self.url} did not answer while {doing}: {type(exc).__name__}") from None
+            raise ServerGone(
+                f"Label Studio at {self.url} did not answer while {doing}: {type(exc).__name__}; is it running? "
+                "(`make label-studio` starts the local one)"
+            ) from None
         except ApiError as exc:
             status = exc.status_code or 0
             if status == 401:
@@ -203,4 +209,16 @@ def connect(url: str | None = None, token: str | None = None) -> LabelStudio:
         raise PerceptforgeError(
             f"the Label Studio URL carries credentials: give {shown} and the token in LABEL_STUDIO_API_KEY"
         )
-    return LabelStudio(url, token)
+    return LabelStudio(url, token, independent=independent_annotators(url, token))
+
+
+def independent_annotators(url: str, token: str) -> tuple[LabelStudio, ...]:
+    """The servers of the annotators who label ``url``'s items independently, each reached with the owner's
+    ``token``: those in LABEL_STUDIO_ANNOTATOR_URLS (comma-separated), else those `annotate add-annotator` made."""
+    import os
+
+    from perceptforge.annotation.server import independent_accounts
+
+    given = [u.strip() for u in os.environ.get("LABEL_STUDIO_ANNOTATOR_URLS", "").split(",") if u.strip()]
+    urls = given or [a["url"] for a in independent_accounts(url)]
+    return tuple(LabelStudio(u, token) for u in urls)

@@ -91,11 +91,11 @@ def pull(run_dir: Path, ls: LabelStudio) -> dict:
         ls,
         known,
         {i.id: i for i in load_perception_items(run.path)},
-        lambda task, item, annotations, names: decide(
+        lambda task, item, annotations, names, required=REQUIRED_ANNOTATORS: decide(
             item,
             annotations,
             config,
-            REQUIRED_ANNOTATORS,
+            required,
             names,
             kind=item.task,
             changes_of=perception_corrections,

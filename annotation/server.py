@@ -124,9 +124,17 @@ def add_account(venv: Path, data_dir: Path, document_root: Path, account: Accoun
         raise PerceptforgeError(f"{account.email} already has an account on the Label Studio server in {data_dir}")
 
 
-def add_annotator(venv: Path, email: str) -> Path:
-    """An annotator account on the local server (``annotate serve``); its password and token go to a file
-    readable only by its owner, whose path is returned."""
+def add_annotator(venv: Path, email: str, shared: bool = False) -> Path:
+    """An annotator account for the local server (``annotate serve``); its password and token go to a file readable
+    only by its owner, whose path is returned.
+
+    By default the annotator gets a Label Studio server of their own (a data folder under the state folder and a
+    port; ``annotate serve`` starts it beside the main one), holding the owner's account and theirs: push gives it
+    the run's projects and pull reads them, and nothing another annotator did is on it. Label Studio 1.23's
+    community edition cannot hide one member's annotations from another on one server: the labeling UI offers
+    "Compare All", and ``/api/annotations/<id>/`` answers any signed-in account, whatever its organisation (its
+    ``ProjectMixin.has_permission``: "LSO always runs a single organization"). ``shared`` puts the account on the
+    main server instead (authors and reviewers of CODIS and MME-RealWorld items, who work on each other's text)."""
     local = read_local_credentials()
     data_dir = state_folder() / "data"
     if not local or not (data_dir / "label_studio.sqlite3").exists():
@@ -140,13 +148,29 @@ def add_annotator(venv: Path, email: str) -> Path:
     if path.exists():
         raise PerceptforgeError(f"{email} already has an account; its password is in {path}")
     account = Account.generate(email)
-    add_account(venv, data_dir, Path(local["document_root"]), account)
+    root = Path(local["document_root"])
+    record = {"url": local["url"], "email": email, "password": account.password, "token": account.token}
+    if shared:
+        add_account(venv, data_dir, root, account)
+    else:
+        own = path.parent / email / "data"
+        owner = Account(local["email"], local["password"], local["token"])
+        add_account(venv, own, root, owner)  # the first account owns the new server's organisation
+        add_account(venv, own, root, account)
+        port = free_port()
+        record.update(url=f"http://127.0.0.1:{port}", main_url=local["url"], data_dir=str(own), port=port)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.parent.chmod(0o700)
-    record = {"url": local["url"], "email": email, "password": account.password, "token": account.token}
     atomic_write_text(path, json.dumps(record, indent=1))
     path.chmod(0o600)
     return path
+
+
+def independent_accounts(url: str) -> list[dict]:
+    """The annotators `add-annotator` gave servers of their own beside the main server at ``url``."""
+    folder = state_folder() / "annotators"
+    records = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.exists() else []
+    return [r for r in records if r.get("main_url", "").rstrip("/") == url.rstrip("/")]
 
 
 def free_port() -> int:

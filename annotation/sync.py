@@ -13,6 +13,13 @@ export and the run's original items, so pulling twice writes the same bytes. Lay
 
 ``push_groups``, ``decide_projects`` and ``write_verification`` serve BLINK-style runs too (perception_sync.py),
 whose groups are BLINK tasks instead of item kinds.
+
+Independent review: when the connection names annotators' own servers (``LabelStudio.independent``; `annotate
+add-annotator` makes one per annotator, and says why one server each), every group gets its project on each of
+them, so no annotator can reach another's annotation, in the UI or through the API. The owner's project of the
+group on the main server then holds only adjudication: pull decides each item from the independent annotations,
+sends the items the annotators disagreed on (``disagreement``, ``conflict``) to it with both verdicts in view, and
+a reviewer's annotation there settles them. Agreement is always computed from the independent verdicts.
 """
 
 from __future__ import annotations
@@ -39,6 +46,28 @@ from perceptforge.prompts.library import load_prompt
 from perceptforge.store.rundir import RunDir
 
 REQUIRED_ANNOTATORS = 2  # MVP-Bench §4.1: two annotators check every question
+DISPUTED = ("disagreement", "conflict")  # what an adjudicating reviewer settles
+TITLE_MAX = 50  # Label Studio refuses a longer project title
+
+
+def adjudication_settings(settings: dict) -> dict:
+    """The owner's project of a group under independent review: its config shows the annotators' verdicts
+    (task field ``independent_verdicts``) above the same controls, and one reviewer decides."""
+    config = settings["label_config"].replace(
+        "<View>", '<View>\n  <Header value="Independent verdicts: $independent_verdicts" size="5"/>', 1
+    )
+    return {
+        **settings,
+        "title": settings["title"][: TITLE_MAX - len(" adjudication")] + " adjudication",
+        "label_config": config,
+        "maximum_annotations": 1,
+        "overlap_cohort_percentage": 100,
+    }
+
+
+def annotator_settings(settings: dict) -> dict:
+    """A group's project on one annotator's own server: one annotation per task, theirs."""
+    return {**settings, "maximum_annotations": 1}
 
 
 def project_title(run: RunDir, kind: str) -> str:
@@ -172,32 +201,65 @@ def push_groups(
     known = read_json(state_path) if state_path.exists() else {}
     report: dict[str, Any] = {"server": ls.url, "projects": {}, "imported": 0, "already_there": 0}
     for kind in sorted(groups):
-        known[kind] = ensure_project(ls, settings(kind, groups[kind]), known.get(kind, {}))
-        project_id = known[kind]["id"]
-        write_json(state_path, known)  # recorded at once, so a crash later cannot make a second project
-        ensure_storage(ls, project_id, run.sub("images"))
-        present = {t["data"].get("item_id") for t in ls.export(project_id)}
-        new = [to_task(item) for item in sorted(groups[kind], key=lambda i: i.id) if item.id not in present]
-        done = 0
-        for start in range(0, len(new), chunk_size):
-            chunk = new[start : start + chunk_size]
-            try:
-                ls.import_tasks(project_id, chunk)
-            except ServerGone as exc:
-                # The server may have imported this chunk before its answer was lost; the next push
-                # lists the project's tasks by item id first, so it neither repeats nor loses them.
-                raise PerceptforgeError(
-                    f"{exc}. Pushed {report['imported'] + done} new tasks before that (the last "
-                    f"{len(chunk)} may or may not have arrived); run `perceptforge annotate push` again when the "
-                    "server is back: it adds only what is missing"
-                ) from None
-            done += len(chunk)
-            if on_chunk:
-                on_chunk(done)
-        report["projects"][kind] = project_id
-        report["imported"] += done
-        report["already_there"] += len(groups[kind]) - len(new)
+        spec, items = settings(kind, groups[kind]), sorted(groups[kind], key=lambda i: i.id)
+        if not ls.independent:
+            known[kind] = ensure_project(ls, spec, known.get(kind, {}))
+            write_json(state_path, known)  # recorded at once, so a crash later cannot make a second project
+            ensure_storage(ls, known[kind]["id"], run.sub("images"))
+            _import_missing(ls, known[kind]["id"], items, to_task, chunk_size, on_chunk, report)
+            report["projects"][kind] = known[kind]["id"]
+            continue
+        record = known.get(kind, {}) if known.get(kind, {}).get("independent") else {}
+        owned = {**ensure_project(ls, adjudication_settings(spec), record), "independent": True}
+        owned["annotators"] = dict(record.get("annotators", {}))
+        known[kind] = owned
+        write_json(state_path, known)
+        ensure_storage(ls, owned["id"], run.sub("images"))  # the reviewer sees the same images
+        report["projects"][kind] = owned["id"]
+        report.setdefault("annotator_projects", {})[kind] = {}
+        for member in ls.independent:
+            where = server_key(member.url)
+            owned["annotators"][where] = ensure_project(
+                member, annotator_settings(spec), owned["annotators"].get(where, {})
+            )
+            write_json(state_path, known)
+            project_id = owned["annotators"][where]["id"]
+            ensure_storage(member, project_id, run.sub("images"))
+            _import_missing(member, project_id, items, to_task, chunk_size, on_chunk, report)
+            report["annotator_projects"][kind][where] = project_id
     return report
+
+
+def _import_missing(
+    ls: LabelStudio,
+    project_id: int,
+    items: list,
+    to_task: Callable[[Any], dict],
+    chunk_size: int,
+    on_chunk: Callable[[int], None] | None,
+    report: dict,
+) -> None:
+    """Import the ``items`` the project lacks (by item id) in chunks; counts go into ``report``."""
+    present = {t["data"].get("item_id") for t in ls.export(project_id)}
+    new = [to_task(item) for item in items if item.id not in present]
+    done = 0
+    for start in range(0, len(new), chunk_size):
+        chunk = new[start : start + chunk_size]
+        try:
+            ls.import_tasks(project_id, chunk)
+        except ServerGone as exc:
+            # The server may have imported this chunk before its answer was lost; the next push
+            # lists the project's tasks by item id first, so it neither repeats nor loses them.
+            raise PerceptforgeError(
+                f"{exc}. Pushed {report['imported'] + done} new tasks before that (the last "
+                f"{len(chunk)} may or may not have arrived); run `perceptforge annotate push` again when the "
+                "server is back: it adds only what is missing"
+            ) from None
+        done += len(chunk)
+        if on_chunk:
+            on_chunk(done)
+    report["imported"] += done
+    report["already_there"] += len(items) - len(new)
 
 
 def pull(run_dir: Path, ls: LabelStudio) -> dict:
@@ -210,7 +272,9 @@ def pull(run_dir: Path, ls: LabelStudio) -> dict:
         ls,
         known,
         {i.id: i for i in load_items(run.path)},
-        lambda kind, item, annotations, names: decide(item, annotations, configs[kind], REQUIRED_ANNOTATORS, names),
+        lambda kind, item, annotations, names, required=REQUIRED_ANNOTATORS: decide(
+            item, annotations, configs[kind], required, names
+        ),
     )
     summary = write_verification(run, decisions)
     write_report(run)  # the contact sheet now shows each item's decision and the agreement table
@@ -248,13 +312,16 @@ def decide_projects(
     ls: LabelStudio,
     known: dict,
     items: dict[str, Any],
-    decide_one: Callable[[str, Any, list[dict], dict[int, str]], Decision],
+    decide_one: Callable[..., Decision],
 ) -> list[Decided]:
     """Every task of every ``known`` project decided by ``decide_one(group, item, annotations, names)``, in
-    group then item-id order."""
+    group then item-id order (``decide_one(…, required=1)`` decides from one adjudicating reviewer)."""
     names = ls.user_emails()
     decided: list[Decided] = []
     for kind in sorted(known):
+        if known[kind].get("independent"):
+            decided += _decide_independent(run, ls, kind, known[kind], items, decide_one)
+            continue
         project_id = known[kind]["id"]
         for task in sorted(ls.export(project_id), key=lambda t: str(t["data"].get("item_id"))):
             item_id = task["data"].get("item_id")
@@ -266,6 +333,101 @@ def decide_projects(
             link = {"project": project_id, "task": task["id"], "url": ls.task_url(project_id, task["id"])}
             decided.append((d, d.record(link), kind))
     return decided
+
+
+def _decide_independent(
+    run: RunDir, ls: LabelStudio, kind: str, record: dict, items: dict[str, Any], decide_one: Callable[..., Decision]
+) -> list[Decided]:
+    """One group under independent review: each item decided from its annotators' own projects; a disputed item
+    settled by the reviewer's annotation in the owner's (adjudication) project, or sent there when it is not yet."""
+    members = {server_key(m.url): m for m in ls.independent}
+    annotations: dict[str, list[dict]] = defaultdict(list)
+    links: dict[str, list[dict]] = defaultdict(list)
+    data: dict[str, dict] = {}
+    names = ls.user_emails()
+    for where, own in sorted(record["annotators"].items()):
+        member = members.get(where)
+        if member is None:
+            raise PerceptforgeError(
+                f"{run.path}: group {kind} was labelled independently on {where}, which this pull does not name "
+                "(`annotate add-annotator` records, or LABEL_STUDIO_ANNOTATOR_URLS)"
+            )
+        (project_id,) = pushed_projects_of(run, member, {where: own}).values()
+        # user ids are per server: each annotation is named through its own server's accounts
+        local_names = member.user_emails()
+        for task in member.export(project_id):
+            item_id = task["data"].get("item_id")
+            for a in task.get("annotations", []):
+                who = local_names.get(a["completed_by"], f"user {a['completed_by']}")
+                # ids are per server too: ordered by annotator, so their verdicts pair up in one order
+                annotations[item_id].append({**a, "completed_by": who, "id": (who, where, a["id"])})
+                names[who] = who  # type: ignore[index]
+            data.setdefault(item_id, task["data"])
+            links[item_id].append(
+                {
+                    "server": where,
+                    "project": project_id,
+                    "task": task["id"],
+                    "url": member.task_url(project_id, task["id"]),
+                }
+            )
+    owner_id = record["id"]
+    reviewed = {t["data"].get("item_id"): t for t in ls.export(owner_id)}
+    decided: list[Decided] = []
+    to_review: list[dict] = []
+    for item_id in sorted(annotations, key=str):
+        if item_id not in items:
+            raise PerceptforgeError(
+                f"group {kind}: item {item_id!r} of the annotators' projects is not in {run.path}/items"
+            )
+        d = decide_one(kind, items[item_id], annotations[item_id], names)
+        review = reviewed.get(item_id)
+        if d.status in DISPUTED and review is None:
+            to_review.append({**data[item_id], "independent_verdicts": verdict_line(d)})
+        elif d.status in DISPUTED and review is not None:
+            settle(d, decide_one(kind, items[item_id], review.get("annotations", []), names, required=1))
+        link = {"project": owner_id, "annotators": links[item_id]}
+        if review is not None:
+            link.update(task=review["id"], url=ls.task_url(owner_id, review["id"]))
+        decided.append((d, d.record(link), kind))
+    if to_review:
+        ls.import_tasks(owner_id, to_review)
+    return decided
+
+
+def verdict_line(d: Decision) -> str:
+    """The independent verdicts as the adjudicating reviewer reads them."""
+    reasons = dict(d.reject_reasons)
+    parts = [f"{who}: {v}" + (f" ({reasons[who]})" if who in reasons else "") for who, v in d.verdicts]
+    return "; ".join(parts) + (f" — {d.detail}" if d.detail else "")
+
+
+def settle(d: Decision, review: Decision) -> None:
+    """Apply an adjudicating reviewer's decision (``review``, from one annotation) to the disputed ``d``: the
+    status, corrections and item become the reviewer's; the independent verdicts stay for agreement."""
+    d.invalid += review.invalid
+    if review.status not in ("kept", "rejected", "invalid_correction"):
+        return  # no valid review yet: still disputed
+    reviewer, verdict = review.verdicts[-1]
+    d.adjudication = {"reviewer": reviewer, "verdict": verdict, "was": d.status}
+    d.status, d.item, d.detail = review.status, review.item, review.detail
+    d.corrections, d.corrected_by = review.corrections, review.corrected_by
+    d.reject_reasons += review.reject_reasons
+
+
+def pushed_projects_of(run: RunDir, ls: LabelStudio, records: dict) -> dict[str, int]:
+    """Each record's project id on ``ls``, checked against its title (as ``pushed_projects``)."""
+    out = {}
+    for group, record in records.items():
+        pid = recorded_id(record, ls.url)
+        project = ls.project(pid) if pid is not None else None
+        if pid is None or project is None or project.get("title") != record["title"]:
+            raise PerceptforgeError(
+                f"{run.path}: project {record['title']!r} is not on {ls.url} for this account; run "
+                "`perceptforge annotate push` first"
+            )
+        out[group] = pid
+    return out
 
 
 def write_verification(run: RunDir, decided: list[Decided]) -> dict:

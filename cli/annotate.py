@@ -44,6 +44,7 @@ def serve(
     from perceptforge.annotation.server import (
         Account,
         add_account,
+        independent_accounts,
         read_local_credentials,
         start,
         state_folder,
@@ -60,33 +61,49 @@ def serve(
     if not (data_dir / "label_studio.sqlite3").exists():
         with console.status("initialising Label Studio's data folder (about a minute, once)"):
             add_account(venv, data_dir, document_root.resolve(), account)
-    with console.status(f"starting Label Studio on 127.0.0.1:{port}"):
+    with console.status(f"starting Label Studio on 127.0.0.1:{port} (about 30 s)"):
         server = start(venv, data_dir, document_root.resolve(), port)
-    creds = write_local_credentials(server.url, account, document_root.resolve())
-    console.print(f"Label Studio: [bold]{server.url}[/]  (log: {server.log})")
-    console.print(f"sign in as {account.email}; password and API token are in {creds} (readable only by you)")
-    console.print("push a run with `perceptforge annotate push RUN_DIR`; Ctrl-C stops the server")
-    # A plain `kill` (or make being stopped) must stop the server too, not orphan it.
+    servers = [server]
+    # A plain `kill` (or make being stopped) must stop the servers too, not orphan them.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
+        creds = write_local_credentials(server.url, account, document_root.resolve())
+        console.print(f"Label Studio: [bold]{server.url}[/]  (log: {server.log})")
+        console.print(f"sign in as {account.email}; password and API token are in {creds} (readable only by you)")
+        for annotator in independent_accounts(server.url):  # each independent annotator's own server
+            with console.status(f"starting {annotator['email']}'s own Label Studio on {annotator['url']}"):
+                servers.append(start(venv, Path(annotator["data_dir"]), document_root.resolve(), annotator["port"]))
+            console.print(f"  {annotator['email']} labels at [bold]{annotator['url']}[/]")
+        console.print("push a run with `perceptforge annotate push RUN_DIR`; Ctrl-C stops the servers")
         server.process.wait()
     except KeyboardInterrupt:
         pass
     finally:
-        server.stop()
+        for each in servers:
+            each.stop()
 
 
 @app.command("add-annotator")
 def add_annotator_cmd(
     email: str = typer.Argument(..., help="the annotator's e-mail address (they sign in with it)"),
     venv: Path = typer.Option(Path(".venv-label-studio"), "--venv", help="the server's own virtual environment"),
+    shared: bool = typer.Option(
+        False,
+        "--shared",
+        help="an account on the main server (CODIS / MME-RealWorld authors and reviewers) instead of a server of "
+        "the annotator's own, where nobody else's annotations can be seen",
+    ),
 ) -> None:
-    """Create an annotator account on the local server (`annotate serve`); prints where its password is kept."""
-    from perceptforge.annotation.server import add_annotator, read_local_credentials
+    """Create an annotator account for the local server (`annotate serve`): by default on a Label Studio server of
+    the annotator's own (restart `annotate serve` to start it); prints where its password is kept."""
+    import json
 
-    with console.status(f"creating an account for {email}"):
-        path = add_annotator(venv, email)
-    url = (read_local_credentials() or {}).get("url", "the server")
+    from perceptforge.annotation.server import add_annotator
+
+    doing = "on the main server" if shared else "and a Label Studio data folder of their own (about a minute)"
+    with console.status(f"creating an account for {email} {doing}"):
+        path = add_annotator(venv, email, shared=shared)
+    url = json.loads(path.read_text())["url"]
     console.print(
         f"{email} can sign in at {url}; the password and API token are in {path} (readable only by you)",
         soft_wrap=True,  # a path broken over two lines cannot be copied

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow
-from prefect.context import FlowRunContext
+from prefect.context import FlowRunContext, TaskRunContext
 
 from perceptforge.backends import loaded
 from perceptforge.backends.devices import resolve_device
@@ -108,6 +108,29 @@ def summary_of(fam: Family, plan: RunPlan, runner: StageRunner, result: StagesRe
     }
 
 
+class _InARun(logging.Filter):
+    """Only records made inside a flow or task run: the API handler has no run to file the others under."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return FlowRunContext.get() is not None or TaskRunContext.get() is not None
+
+
+def logs_to_prefect() -> None:
+    """The ``perceptforge`` logger's lines (quarantine and --fresh warnings, each stage's progress) also go to the
+    flow run's logs, which the Prefect UI shows: Prefect sends its own loggers' records only. Once per process."""
+    from prefect.logging.handlers import APILogHandler
+
+    logger = logging.getLogger("perceptforge")
+    if any(isinstance(h, APILogHandler) for h in logger.handlers):
+        return
+    handler = APILogHandler()
+    handler.setLevel(logging.INFO)
+    handler.addFilter(_InARun())
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > logging.INFO:  # stage lines are INFO; the terminal still shows WARNING only
+        logger.setLevel(logging.INFO)
+
+
 @flow(name="construct")
 def construct(
     family: str,
@@ -124,6 +147,7 @@ def construct(
 ) -> dict:
     """Build a family's items from ``source`` into the run directory ``out`` (``run_family`` names this flow
     after the family and gives it the profile's task runner)."""
+    logs_to_prefect()
     fam = family_named(family)
     request = RunRequest(source, out, profile, seed, limit, select, fresh, runner, dask_address, options or {})
     plan = fam.plan(request)

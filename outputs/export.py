@@ -277,7 +277,9 @@ def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path) -> list[Path]:
 
 def write_lmms_eval_task(parquet: list[Path], out: Path, name: str, version: str) -> list[Path]:
     """``lmms_eval/<task>.yaml`` and its ``utils.py`` (the scorer's task template): the task reads the
-    Parquet splits, relative to the export folder, and scores with perceptforge's scorer."""
+    Parquet splits, relative to the export folder, and scores with perceptforge's scorer. It evaluates the test
+    split; with a val split beside it, ``<task>_val.yaml`` (the same task on val, through lmms-eval's
+    ``include``) is the option that evaluates val: ``--tasks <task>_val``."""
     from importlib import resources
 
     template = resources.files("perceptforge.scorer").joinpath("lmms_eval_task")
@@ -294,10 +296,15 @@ def write_lmms_eval_task(parquet: list[Path], out: Path, name: str, version: str
         )
     )
     folder = out / "lmms_eval"
-    return [
+    written = [
         atomic_write_text(folder / f"{task}.yaml", text),
         atomic_write_text(folder / "utils.py", template.joinpath("utils.py").read_text()),
     ]
+    if "val" in splits and "test" in splits:
+        val = f"# the {task} task on the val split: lmms-eval --include_path lmms_eval --tasks {task}_val ...\n"
+        val += f"include: {task}.yaml\ntask: {task}_val\ntest_split: val\n"
+        written.append(atomic_write_text(folder / f"{task}_val.yaml", val))
+    return written
 
 
 def source_commit() -> str:

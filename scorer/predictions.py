@@ -127,15 +127,28 @@ def is_lmms_eval_sample(row: dict) -> bool:
 
 def lmms_eval_record(row: dict) -> dict:
     """One lmms-eval logged sample as ``{id, output}``: the id from the document (else ``doc_id``), the output
-    the task's filters kept (else the first raw response)."""
-    doc: dict = row["doc"] if isinstance(row.get("doc"), dict) else {}
+    the task's filters kept (else the first raw response).
+
+    lmms-eval 0.7.x logs no ``doc``: the document is then the one our task's ``process_results`` put in each
+    metric's record (``perceptforge_overall.doc``); it also logs ``filtered_resps`` as a plain string, where
+    older versions logged a list (``resps`` a list per request)."""
+    doc: dict = row["doc"] if isinstance(row.get("doc"), dict) else logged_doc(row)
     responses = row.get("filtered_resps") or row.get("resps") or [None]
-    output = responses[0]
+    output = responses if isinstance(responses, str) else responses[0]
     while isinstance(output, list):  # resps nest one list per request
         output = output[0] if output else None
     record = {"id": str(doc.get("id", row["doc_id"])), "output": output}
-    record.update({k: doc[k] for k in ("image", "context") if k in doc})
+    # a document of one image of a pair may name it in its id already (our task's "<item>#natural")
+    record.update({k: doc[k] for k in ("image", "context") if doc.get(k) and not record["id"].endswith(f"#{doc[k]}")})
     return record
+
+
+def logged_doc(row: dict) -> dict:
+    """The document a metric's logged record carries (our task's ``process_results``: ``{"doc", "output"}``)."""
+    for value in row.values():
+        if isinstance(value, dict) and isinstance(value.get("doc"), dict) and "id" in value["doc"]:
+            return value["doc"]
+    return {}
 
 
 def _is_json_lines(path: Path) -> bool:

@@ -1,4 +1,5 @@
 import os
+import shutil
 from importlib import resources
 from pathlib import Path
 
@@ -53,6 +54,9 @@ class LabelStudioSession:
         self.data_dir, self.document_root = data_dir, document_root
         self.admin = Account.generate("admin@example.com")
         self.annotators = [Account.generate("ann1@example.com"), Account.generate("ann2@example.com")]
+        # two more, each on a server of its own (the independent_servers fixture): independent review
+        self.independent = [Account.generate("solo1@example.com"), Account.generate("solo2@example.com")]
+        self.template: Path | None = None  # a copy of the data folder holding only the admin account
         self.server = None
         self.personal_tokens: dict[str, str] = {}  # by e-mail, made on first use (one per account)
 
@@ -89,7 +93,7 @@ class LabelStudioSession:
 
     def secrets(self) -> list[str]:
         return [
-            *(s for a in (self.admin, *self.annotators) for s in (a.password, a.token)),
+            *(s for a in (self.admin, *self.annotators, *self.independent) for s in (a.password, a.token)),
             *self.personal_tokens.values(),
         ]
 
@@ -104,6 +108,30 @@ def label_studio(tmp_path_factory):
     session = LabelStudioSession(tmp_path_factory.mktemp("label-studio") / "data", tmp_path_factory.getbasetemp())
     for account in (session.admin, *session.annotators):  # the first owns the organisation, the others join it
         add_account(LABEL_STUDIO_VENV, session.data_dir, session.document_root, account)
+        if account is session.admin:  # a server of one's own starts from this copy in seconds, not a minute
+            session.template = session.data_dir.parent / "template"
+            shutil.copytree(session.data_dir, session.template)
     session.start()
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def independent_servers(label_studio):
+    """One more Label Studio server per independent annotator (solo1, solo2), each holding the admin's account
+    and that annotator's only; yields the admin's client of the main server with theirs beside it."""
+    from perceptforge.annotation.labelstudio import LabelStudio
+    from perceptforge.annotation.server import add_account, start
+
+    servers = []
+    try:
+        for k, account in enumerate(label_studio.independent):
+            data_dir = label_studio.data_dir.parent / f"solo{k + 1}" / "data"
+            shutil.copytree(label_studio.template, data_dir)
+            add_account(LABEL_STUDIO_VENV, data_dir, label_studio.document_root, account)
+            servers.append(start(LABEL_STUDIO_VENV, data_dir, label_studio.document_root))
+        members = tuple(LabelStudio(s.url, label_studio.admin.token) for s in servers)
+        yield LabelStudio(label_studio.url, label_studio.admin.token, independent=members)
+    finally:
+        for server in servers:
+            server.stop()

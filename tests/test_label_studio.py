@@ -319,7 +319,11 @@ def test_serve_initialises_starts_and_stops_on_sigterm(label_studio, tmp_path, c
     assert me["email"] == creds["email"]
 
     # an annotator account: the password is kept in a file only its owner reads, and never printed
-    add = [*perceptforge_cmd(), "annotate", "add-annotator", "ann3@example.com", "--venv", str(LABEL_STUDIO_VENV)]
+    # (--shared: on the main server; an independent annotator's own server is tested in test_independent_review)
+    add = [
+        *perceptforge_cmd(),
+        *("annotate", "add-annotator", "ann3@example.com", "--shared", "--venv", str(LABEL_STUDIO_VENV)),
+    ]
     added = subprocess.run(add, env=env, capture_output=True, text=True, timeout=300)
     assert added.returncode == 0, added.stderr
     kept = tmp_path / "state" / "label-studio" / "annotators" / "ann3@example.com.json"

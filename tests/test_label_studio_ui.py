@@ -123,3 +123,67 @@ def test_an_author_submits_a_codis_item_from_its_draft_in_the_labeling_ui(
     # what the author did not touch is the draft's
     assert item["content"]["context_1"] == draft["content"]["context_1"]
     assert item["content"]["category"] == draft["content"]["category"]
+
+
+def sign_in(page, url: str, account) -> bool:
+    """Sign in through the login form; True when the server let the account in."""
+    page.goto(f"{url}/user/login/")
+    page.fill("input[name=email]", account.email)
+    page.fill("input[name=password]", account.password)
+    page.click("button[type=submit]")
+    page.wait_for_load_state("networkidle")
+    return "/user/login" not in page.url
+
+
+def test_an_independent_annotator_cannot_reach_the_other_ones_answer(
+    label_studio, independent_servers, browser, prefect_api, sample_dir, tmp_path
+):
+    """Two annotators, each on a server of their own: the first accepts an item; the second, signed in in the real
+    UI, labels the same item with nothing of the first one's answer in view, and cannot sign in where it is."""
+    from playwright.sync_api import expect
+
+    from perceptforge.annotation.labelstudio import LabelStudio
+
+    run = tmp_path / "run"
+    run_flow("mvp", source=str(sample_dir), profile="local", out=str(run), seed=0, limit=1, categories=["S1"])
+    ls = independent_servers
+    server1, server2 = (m.url for m in ls.independent)
+    solo1, solo2 = label_studio.independent
+    projects = push(run, ls, label_studio.document_root)["annotator_projects"]["yes_no_pair"]
+    first = LabelStudio(server1, solo1.token)
+    task1 = first.export(projects[server1])[0]
+    first.call(
+        "annotating",
+        lambda: first.sdk().annotations.create(
+            task1["id"],
+            result=[
+                {"from_name": "verdict", "to_name": "natural", "type": "choices", "value": {"choices": ["Reject"]}},
+                {
+                    "from_name": "reject_reason",
+                    "to_name": "natural",
+                    "type": "choices",
+                    "value": {"choices": ["The question is wrong or ambiguous"]},
+                },
+            ],
+        ),
+    )
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)
+    # where the first answer is (the first annotator's server) and on the main server, the second cannot sign in
+    assert not sign_in(page, server1, solo2) and not sign_in(page, label_studio.url, solo2)
+    answer = page.goto(f"{server1}/api/annotations/1/")
+    assert answer.status in (401, 403) and "wrong or ambiguous" not in page.content()
+    page.goto(f"{server1}/projects/{projects[server1]}/data?task={task1['id']}")
+    assert "/user/login" in page.url and "wrong or ambiguous" not in page.content()
+    # on their own server the same item waits unlabelled, with no one else's answer to compare
+    assert sign_in(page, server2, solo2)
+    page.goto(f"{server2}/projects/{projects[server2]}/data?labeling=1")
+    page.get_by_text("Labeling Instructions").wait_for()
+    page.keyboard.press("Escape")
+    expect(page.locator("input[name=yes]:checked, input[name=no]:checked")).to_have_count(2, timeout=30_000)
+    expect(page.get_by_text("Compare All")).to_have_count(0)
+    expect(page.locator("input[name=Accept]:checked, input[name=Reject]:checked")).to_have_count(0)
+    annotations = page.request.get(f"{server2}/api/tasks/?project={projects[server2]}").json()
+    assert all(t.get("total_annotations", 0) == 0 for t in annotations.get("tasks", annotations))
+    page.close()
