@@ -155,8 +155,10 @@ def demo(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="run directory for the demo"),
     seed: int = typer.Option(0, "--seed", min=0),
 ) -> None:
-    """Run the mvp flow on the bundled photos with the local (CPU, offline) profile."""
-    run_and_print(family("mvp"), RunRequest(source=str(bundled_sample()), out=str(out), seed=seed))
+    """Run the mvp flow on the bundled photos with the local (CPU, offline) profile, afresh: a demo directory left
+    by an earlier version (other templates, another profile) is started over, never refused."""
+    request = RunRequest(source=str(bundled_sample()), out=str(out), seed=seed, fresh=True)
+    run_and_print(family("mvp"), request)
 
 
 @profile_app.command("check")
