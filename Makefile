@@ -9,8 +9,11 @@ BIN    := $(VENV)/bin
 LLAMA  := .venv-llama
 # Label Studio's server pins an older redis and pytz than Prefect allows: it gets its own venv too.
 LSVENV := .venv-label-studio
-# lmms-eval (its test runs it on our export with its dummy model) pulls torch with CUDA libraries: its own venv,
-# measured here at 139 s and 6.9 GB. filelock 4 dropped the `filelock._api` lmms-eval 0.7.3 imports.
+# lmms-eval (its test runs it on our export with its dummy model): its own venv, on the CPU torch from this
+# machine's disk (left to itself it pulls the registry's newest torch with its CUDA libraries, 6.9 GB); 2 min and
+# 2.4 GB here. torchvision's wheels are CUDA builds whose operators do not load on the CPU torch
+# ("operator torchvision::nms does not exist"), and lmms-eval's text path runs without it, so it is taken out.
+# filelock 4 dropped the `filelock._api` lmms-eval 0.7.3 imports.
 LMMS   := .venv-lmms-eval
 LS_PORT ?= 8080
 LS_DOCUMENT_ROOT ?= $(CURDIR)
@@ -41,7 +44,9 @@ $(LSVENV)/.installed:
 
 $(LMMS)/.installed:
 	$(PYTHON) -m venv $(LMMS)
-	$(LMMS)/bin/pip install -q 'lmms-eval==0.7.3' 'filelock<4'
+	$(LMMS)/bin/pip install -q 'torch==2.13.0'
+	$(LMMS)/bin/pip install -q 'lmms-eval==0.7.3' 'filelock<4' 'torch==2.13.0' 'torchvision==0.28.*'
+	$(LMMS)/bin/pip uninstall -q -y torchvision
 	touch $@
 
 # The labeling-UI test drives Debian's chromium (Playwright, no browser download).
