@@ -257,12 +257,22 @@ def separated(a: Box, b: Box, min_gap: float) -> str | None:
 OPPOSITE = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
 
 
-def augmented_view(image: Image.Image, rng: np.random.Generator, size: tuple[int, int]) -> Image.Image:
-    """A different view of one photo: a random crop of 75–95 % of it, a small colour shift, resized."""
+Frame = tuple[float, float, float]  # a crop: its scale and its left and top as shares of the room left
+
+
+def random_frame(rng: np.random.Generator) -> Frame:
+    """A crop of 75–95 % of a picture, placed at random."""
+    return float(rng.uniform(0.75, 0.95)), float(rng.uniform()), float(rng.uniform())
+
+
+def augmented_view(
+    image: Image.Image, rng: np.random.Generator, size: tuple[int, int], frame: Frame | None = None
+) -> Image.Image:
+    """A view of one photo: the crop ``frame`` (a random one when None), a small colour shift, resized."""
     w, h = image.size
-    scale = rng.uniform(0.75, 0.95)
+    scale, fx, fy = frame or random_frame(rng)
     cw, ch = int(w * scale), int(h * scale)
-    x, y = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
+    x, y = int(round(fx * (w - cw))), int(round(fy * (h - ch)))
     view = np.asarray(image.convert("RGB").crop((x, y, x + cw, y + ch)).resize(size), np.float32)
     shifted = view * rng.uniform(0.9, 1.1, size=3) + rng.uniform(-12, 12, size=3)
     return Image.fromarray(np.clip(shifted, 0, 255).round().astype(np.uint8))

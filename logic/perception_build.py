@@ -250,19 +250,23 @@ def spatial_relation(t: PerceptionTemplate, sources: list[SourceView], draw: Dra
 
 
 def visual_similarity(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
-    """A reference view (crop and colour shift) of the photo, a second view of the same photo and a view of another
-    photo of its scene (the other sources are its scene's: never an unrelated photo, which would make the item
-    trivial), in a drawn order; the answer, "the same picture", is known by construction. With a perceptual
-    embedding the item is also checked: the same photo's view must be nearer the reference by at least
-    ``min_gap``, else the two candidates look too alike to judge and the draw is refused."""
+    """A reference view (crop and colour shift) of the photo, a second view of the same photo (the same crop,
+    another colour shift) and a view of another photo of its scene (the same crop; the other sources are its
+    scene's: never an unrelated photo, which would make the item trivial), in a drawn order; the answer, "the
+    same picture", is known by construction. With a perceptual embedding the item is also checked: the same
+    photo's view must be nearer the reference by at least ``min_gap``, else the draw is refused."""
     rng = draw.rng
     if len(sources) < 2:
         raise NotApplicable("no other photo of its scene")
     size = (384, round(384 * sources[0].image.height / sources[0].image.width))
     partner = sources[1 + int(rng.integers(len(sources) - 1))]
-    reference = bt.augmented_view(sources[0].image, rng, size)
-    same = bt.augmented_view(sources[0].image, rng, size)
-    other = bt.augmented_view(partner.image, rng, size)
+    # One crop for all three: the same photo's view keeps the reference's framing exactly, the other photo's is
+    # framed alike. With crops drawn apart, a crop of the other view (the camera turned 12 degrees) could frame
+    # the scene just as the reference does, and no one could tell which is "the same picture".
+    frame = bt.random_frame(rng)
+    reference = bt.augmented_view(sources[0].image, rng, size, frame)
+    same = bt.augmented_view(sources[0].image, rng, size, frame)
+    other = bt.augmented_view(partner.image, rng, size, frame)
     answer = int(rng.integers(2))
     options = [same, other] if answer == 0 else [other, same]
     models = {}

@@ -229,3 +229,22 @@ def test_visual_similarity_takes_its_distractor_from_the_same_scene():
         build_with("visual_similarity", [view("a", image=photo(1))])
     built = build_with("visual_similarity", [view("a", image=photo(1)), view("b", image=photo(2))])
     assert built.sources == ["a", "b"] and built.choices == ["the second image", "the third image"]
+
+
+def residual(x, reference):
+    """What is left of ``x`` against ``reference`` after the best per-channel gain and offset: framing, not colour."""
+    flat, ref = x.reshape(-1, 3), reference.reshape(-1, 3)
+    fits = [np.polyfit(flat[:, c], ref[:, c], 1) for c in range(3)]
+    return float(np.mean([np.abs(np.polyval(fits[c], flat[:, c]) - ref[:, c]).mean() for c in range(3)]))
+
+
+def test_visual_similarity_frames_the_same_photo_exactly_as_the_reference():
+    """Two independent crops let a crop of another view of the scene (the camera turned) frame it just as the
+    reference does: then neither candidate is recognisably "the same picture". One crop serves all three views,
+    so only colour differs between the reference and the same photo's view."""
+    a, b = photo(1), photo(2)
+    for seed in range(4):
+        built = build_with("visual_similarity", [view("a", image=a), view("b", image=b)], seed)
+        reference, *options = (np.asarray(im, np.float32) for im in built.images)
+        same, other = options[built.answer], options[1 - built.answer]
+        assert residual(same, reference) < 2.0 < residual(other, reference)
