@@ -2,8 +2,10 @@
 label ("A", "B", …) beside each mark.
 
 Placement is pure geometry and refuses rather than cheats: a mark never covers the point it marks (a
-circle is a ring around it), marks and labels stay inside the image, and two marks never overlap. When
-they cannot, ``MarkPlacementError`` says why, and the unit is quarantined with that reason.
+circle is a ring around it), marks and labels stay inside the image, and two marks never overlap. A label
+sits outside every mark (never inside another box), nearer its own mark than any other by at least the
+label gap, and is at least ``MIN_LABEL_PX`` tall whatever the image's size. When they cannot, ``MarkPlacementError``
+says why, and the unit is quarantined with that reason (or its builder draws again).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from PIL import Image, ImageDraw, ImageFont
 RGB = tuple[int, int, int]
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1
 REFERENCE_HEIGHT = 1024  # BLINK's sizes are given at this image height
+# A label's ink (outline included) is at least this tall in pixels: scaled to a 303 px image, BLINK's 28 px font
+# gave 6 px letters no one could read.
+MIN_LABEL_PX = 14
 
 
 class MarkPlacementError(ValueError):
@@ -72,7 +77,8 @@ def overlaps(a: Box, b: Box) -> bool:
 
 
 def label_candidates(bounds: Box, text_size: tuple[float, float], gap: float) -> list[Box]:
-    """Places beside a mark, in order of preference: right, left, above, below, then the diagonals."""
+    """Places beside a mark, in order of preference: right, left, above, below, the diagonals, then along the
+    edges by the corners (where a box's label still reads as its own when another box covers its middle)."""
     x0, y0, x1, y1 = bounds
     w, h = text_size
     cy, cx = (y0 + y1) / 2, (x0 + x1) / 2
@@ -85,8 +91,23 @@ def label_candidates(bounds: Box, text_size: tuple[float, float], gap: float) ->
         (x0 - gap - w, y0 - gap - h),
         (x1 + gap, y1 + gap),
         (x0 - gap - w, y1 + gap),
+        (x0, y0 - gap - h),
+        (x1 - w, y0 - gap - h),
+        (x0, y1 + gap),
+        (x1 - w, y1 + gap),
+        (x0 - gap - w, y0),
+        (x1 + gap, y0),
+        (x0 - gap - w, y1 - h),
+        (x1 + gap, y1 - h),
     ]
     return [(x, y, x + w, y + h) for x, y in spots]
+
+
+def distance(a: Box, b: Box) -> float:
+    """The gap between two rectangles (0 when they touch or overlap)."""
+    dx = max(0.0, b[0] - a[2], a[0] - b[2])
+    dy = max(0.0, b[1] - a[3], a[1] - b[3])
+    return float(np.hypot(dx, dy))
 
 
 def place_marks(
@@ -97,8 +118,9 @@ def place_marks(
     allow_overlap: bool = False,
 ) -> list[PlacedMark]:
     """Where each mark and its label go; ``text_size`` is one label's (width, height) in pixels.
-    ``allow_overlap``: marks that must overlap by design (BLINK's two candidate boxes of one object); their
-    labels still never overlap each other, and avoid the marks when there is room."""
+    ``allow_overlap``: marks that must overlap by design (BLINK's two candidate boxes of one object). Either way a
+    label never overlaps a mark (its own or another's: a label inside the other box reads as that box's) nor
+    another label, and its nearest other mark is at least the label gap further than its own."""
     height = size[1]
     r, lw, gap = ring_radius(style, height), scaled(style.line_width, height), scaled(style.gap, height)
     shapes: list[PlacedMark] = []
@@ -128,16 +150,20 @@ def place_marks(
     result: list[PlacedMark] = []
     labels: list[Box] = []
     for placed in shapes:
-        free = [
+        others = [s.bounds for s in shapes if s is not placed]
+        clear = [
             c
             for c in label_candidates(placed.bounds, text_size, gap)
-            if inside(c, size) and not any(overlaps(c, other) for other in labels)
+            if inside(c, size)
+            and not any(overlaps(c, other) for other in labels)
+            and not any(overlaps(c, s.bounds) for s in shapes)
+            and all(distance(c, o) >= distance(c, placed.bounds) + gap for o in others)
         ]
-        clear = [c for c in free if not any(overlaps(c, s.bounds) for s in shapes)]
-        choices = clear or (free if allow_overlap else [])
-        if not choices:
-            raise MarkPlacementError(f"no room for label {placed.label} beside its mark")
-        spot = choices[0]
+        if not clear:
+            raise MarkPlacementError(
+                f"no room for label {placed.label} outside every mark and nearer its own than any other"
+            )
+        spot = clear[0]
         labels.append(spot)
         result.append(
             PlacedMark(placed.label, placed.shape, placed.bounds, spot, placed.centre, placed.radius, placed.box)
@@ -159,7 +185,15 @@ def halo_for(image: Image.Image, bounds: Box) -> RGB:
 
 
 def label_font(style: MarkStyle, height: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
-    return ImageFont.load_default(size=round(scaled(style.font_size, height)))
+    """The style's font size at this image height, grown until a capital's ink (outline included) is at least
+    ``MIN_LABEL_PX`` tall."""
+    size = round(scaled(style.font_size, height))
+    while True:
+        font = ImageFont.load_default(size=size)
+        top, bottom = font.getbbox("A", stroke_width=stroke_width(style, height))[1::2]
+        if bottom - top >= MIN_LABEL_PX or size >= 4 * MIN_LABEL_PX:
+            return font
+        size += 1
 
 
 def text_extent(style: MarkStyle, height: int, labels: Sequence[str]) -> tuple[float, float]:

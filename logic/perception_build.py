@@ -18,7 +18,7 @@ from PIL import Image
 from perceptforge.data.schema import LETTERS
 from perceptforge.errors import InputError
 from perceptforge.logic import blink_tasks as bt
-from perceptforge.logic.marks import Mark, MarkStyle, draw_marks
+from perceptforge.logic.marks import Mark, MarkPlacementError, MarkStyle, draw_marks
 from perceptforge.logic.perception_templates import PerceptionTemplate
 
 Box = tuple[float, float, float, float]
@@ -62,6 +62,7 @@ class SourceView:
     nearness: np.ndarray | None = None  # a depth model's relative nearness (larger: nearer), without a disparity map
     depth_model: str = ""
     count_labels: tuple[str, ...] = ()  # labels to count with the profile's detector (no boxes needed)
+    complete_labels: tuple[str, ...] = ()  # labels every instance of which is boxed (the source declares it)
     style: str | None = None  # a painting's art style
     keypoints: tuple[tuple[str, dict[str, Point]], ...] = ()  # (object label, {keypoint name: point})
     functional: tuple[tuple[str, str, dict[str, Point]], ...] = ()  # (object label, action, {part: point})
@@ -127,43 +128,88 @@ def jigsaw(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: 
     return Built([item.reference, *item.options], ["the second image", "the third image"], item.answer)
 
 
+def complete_things(source: SourceView) -> list[tuple[str, Box]]:
+    """The boxes of things whose label the source declares completely boxed: only there does a box's count, or
+    a box being the only one of its label, say anything about the photo."""
+    complete = set(source.complete_labels)
+    return [(label, box) for label, box in things(source) if label in complete]
+
+
 def object_localization(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    """BLINK §3.2: the labelled box and a Gaussian-noised distractor, drawn as boxes A and B. The object must be
+    the only one of its label (declared completely boxed), its box neither tiny nor the whole image; the
+    distractor's IoU with the labelled box lies in ``iou_band`` and the labelled box beats it by ``min_margin``
+    of IoU even against a truth whose edges are ``box_tolerance`` off (the labelled box may be a little wrong);
+    a distractor whose labels cannot both sit outside both boxes is drawn again."""
     rng = draw.rng
     src = sources[0]
     w, h = src.image.size
-    counts = Counter(label for label, _ in things(src))
+    boxed = complete_things(src)
+    counts = Counter(label for label, _ in boxed)
     least = float(t.params.get("min_box_fraction", 0.01))  # type: ignore[arg-type]
     usable = [
         (label, box)
-        for label, box in things(src)
+        for label, box in boxed
         if counts[label] == 1 and (box[2] - box[0]) * (box[3] - box[1]) >= least * w * h and (box[2] - box[0]) < 0.9 * w
     ]
     if not usable:
-        raise NotApplicable("no uniquely labelled box that is neither tiny nor the whole image")
+        raise NotApplicable(
+            "no completely boxed label (complete_labels) with exactly one box that is neither tiny nor the whole image"
+        )
     label, box = usable[int(rng.integers(len(usable)))]
-    band = t.params.get("iou_band", [0.3, 0.6])
-    distractor = bt.localization_distractor(box, (w, h), rng, (float(band[0]), float(band[1])))  # type: ignore[index]
+    band = t.params.get("iou_band", [0.15, 0.45])
+    margin = float(t.params.get("min_margin", 0.3))  # type: ignore[arg-type]
+    tolerance = float(t.params.get("box_tolerance", 0.1))  # type: ignore[arg-type]
     answer = int(rng.integers(2))
-    boxes = [box, distractor] if answer == 0 else [distractor, box]
-    image, marks = marked(src.image, 0, [Mark("A", box=boxes[0]), Mark("B", box=boxes[1])], style, allow_overlap=True)
-    return Built([image], ["Box A", "Box B"], answer, {"object": label}, marks)
+    band_pair = (float(band[0]), float(band[1]))  # type: ignore[index]
+    for distractor in bt.localization_distractors(box, (w, h), rng, band_pair, 5000, margin, tolerance):
+        boxes = [box, distractor] if answer == 0 else [distractor, box]
+        try:
+            image, marks = marked(
+                src.image, 0, [Mark("A", box=boxes[0]), Mark("B", box=boxes[1])], style, allow_overlap=True
+            )
+        except MarkPlacementError:
+            continue
+        return Built([image], ["Box A", "Box B"], answer, {"object": label}, marks)
+    raise ValueError(
+        f"no distractor for the {label} with IoU in {band_pair}, a margin of {margin} (edges ±{tolerance:.0%}) and "
+        "room for both labels outside both boxes"
+    )
 
 
 def counting(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
-    """How many of one label: from the annotation's boxes, or, when the profile's grounder is an open-vocabulary
-    detector, from its boxes (then also for the labels a source only names in ``count_labels``)."""
+    """How many of one label: from the boxes of a label the source declares completely boxed
+    (``complete_labels``: a label with an unboxed instance would give a wrong count), or, when the profile's
+    grounder is an open-vocabulary detector, from its boxes for the labels a source names in ``count_labels``.
+    With a detector, a declared count is checked against it too; two boxes of one label that are one box twice
+    (IoU above ``max_duplicate_iou``) are refused."""
     rng, src = draw.rng, sources[0]
-    counts = Counter(label for label, _ in things(src))
+    boxed = complete_things(src)
+    counts = Counter(label for label, _ in boxed)
     labels = sorted(set(counts) | (set(src.count_labels) if draw.detect is not None else set()))
     if not labels:
-        raise NotApplicable("no labelled objects to count")
-    label = labels[int(rng.integers(len(labels)))]
+        raise NotApplicable("no label declared completely boxed (complete_labels) to count")
+    # a label of several boxes first: "how many" with one of each is the least telling question (BLINK's counts vary)
+    several = [label for label in labels if counts[label] > 1]
+    pool = several or labels
+    label = pool[int(rng.integers(len(pool)))]
+    same = [b for lab, b in boxed if lab == label]
+    twice = float(t.params.get("max_duplicate_iou", 0.7))  # type: ignore[arg-type]
+    for i, a in enumerate(same):
+        for b in same[i + 1 :]:
+            if bt.iou(a, b) > twice:
+                raise ValueError(f"two boxes of {label!r} overlap by IoU {bt.iou(a, b):.2f}: one object boxed twice?")
     models = {}
     if draw.detect is not None:
         found = len(draw.detect(src.image, plural(label)))
-        if found == 0:
-            raise ValueError(f"the detector found no {plural(label)}")
-        counts[label], models = found, {"counter": draw.detector_model}
+        if label in counts and found != counts[label]:
+            raise ValueError(
+                f"{counts[label]} {plural(label)} are boxed, the detector finds {found}: the count is in doubt"
+            )
+        if label not in counts:
+            if found == 0:
+                raise ValueError(f"the detector found no {plural(label)}")
+            counts[label], models = found, {"counter": draw.detector_model}
     options, answer = bt.counting_options(counts[label], rng)
     return Built([src.image], [str(n) for n in options], answer, {"objects": plural(label)}, models=models)
 
@@ -181,8 +227,9 @@ def visual_correspondence(t: PerceptionTemplate, sources: list[SourceView], draw
 def spatial_relation(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
     rng = draw.rng
     src = sources[0]
-    counts = Counter(label for label, _ in things(src))
-    unique = [(label, box) for label, box in things(src) if counts[label] == 1]
+    # "the cup" names one object only when no other cup goes unboxed: labels declared completely boxed
+    counts = Counter(label for label, _ in complete_things(src))
+    unique = [(label, box) for label, box in complete_things(src) if counts[label] == 1]
     gap = float(t.params.get("min_gap_fraction", 0.05)) * max(src.image.size)  # type: ignore[arg-type]
     pairs = [
         (a, b, relation)
@@ -191,7 +238,9 @@ def spatial_relation(t: PerceptionTemplate, sources: list[SourceView], draw: Dra
         if a[0] != b[0] and (relation := bt.separated(a[1], b[1], gap)) is not None
     ]
     if not pairs:
-        raise NotApplicable("no two uniquely labelled objects in a clear left/right/above/below relation")
+        raise NotApplicable(
+            "no two completely boxed, uniquely labelled objects in a clear left/right/above/below relation"
+        )
     first, second, relation = pairs[int(rng.integers(len(pairs)))]
     truthful = bool(rng.integers(2))
     stated = relation if truthful else bt.OPPOSITE[relation]
@@ -201,36 +250,38 @@ def spatial_relation(t: PerceptionTemplate, sources: list[SourceView], draw: Dra
 
 
 def visual_similarity(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
-    """With a perceptual embedding: the reference photo and the two other photos whose similarity to it differs
-    most (at least ``min_gap`` apart); the answer is the nearer one. Without one: a second view of the same
-    photo against a view of another (the answer known by construction)."""
+    """A reference view (crop and colour shift) of the photo, a second view of the same photo (the same crop,
+    another colour shift) and a view of another photo of its scene (the same crop; the other sources are its
+    scene's: never an unrelated photo, which would make the item trivial), in a drawn order; the answer, "the
+    same picture", is known by construction. With a perceptual embedding the item is also checked: the same
+    photo's view must be nearer the reference by at least ``min_gap``, else the draw is refused."""
     rng = draw.rng
     if len(sources) < 2:
-        raise NotApplicable("needs a second source image")
-    if draw.embed is not None and len(sources) >= 3:
-        vectors = np.asarray(draw.embed([s.image for s in sources]))
-        sims = vectors[1:] @ vectors[0]
-        near, far = int(np.argmax(sims)), int(np.argmin(sims))
-        gap = float(sims[near] - sims[far])
-        if gap < float(t.params.get("min_gap", 0.05)):  # type: ignore[arg-type]
-            raise ValueError(f"the candidates' similarities to the reference differ by only {gap:.3f}")
-        answer = int(rng.integers(2))
-        picked = [sources[1 + near], sources[1 + far]] if answer == 0 else [sources[1 + far], sources[1 + near]]
-        return Built(
-            [sources[0].image, *(o.image for o in picked)],
-            ["the second image", "the third image"],
-            answer,
-            sources=[sources[0].id, *(o.id for o in picked)],
-            models={"similarity": draw.embed_model},
-        )
+        raise NotApplicable("no other photo of its scene")
     size = (384, round(384 * sources[0].image.height / sources[0].image.width))
-    reference = bt.augmented_view(sources[0].image, rng, size)
-    same = bt.augmented_view(sources[0].image, rng, size)
-    other = bt.augmented_view(sources[1].image, rng, size)
+    partner = sources[1 + int(rng.integers(len(sources) - 1))]
+    # One crop for all three: the same photo's view keeps the reference's framing exactly, the other photo's is
+    # framed alike. With crops drawn apart, a crop of the other view (the camera turned 12 degrees) could frame
+    # the scene just as the reference does, and no one could tell which is "the same picture".
+    frame = bt.random_frame(rng)
+    reference = bt.augmented_view(sources[0].image, rng, size, frame)
+    same = bt.augmented_view(sources[0].image, rng, size, frame)
+    other = bt.augmented_view(partner.image, rng, size, frame)
     answer = int(rng.integers(2))
     options = [same, other] if answer == 0 else [other, same]
+    models = {}
+    if draw.embed is not None:
+        ref_v, same_v, other_v = np.asarray(draw.embed([reference, same, other]))
+        gap = float(same_v @ ref_v - other_v @ ref_v)
+        if gap < float(t.params.get("min_gap", 0.05)):  # type: ignore[arg-type]
+            raise ValueError(f"the same photo's view is nearer the reference than the other photo's by only {gap:.3f}")
+        models = {"similarity": draw.embed_model}
     return Built(
-        [reference, *options], ["the second image", "the third image"], answer, sources=[s.id for s in sources[:2]]
+        [reference, *options],
+        ["the second image", "the third image"],
+        answer,
+        sources=[sources[0].id, partner.id],
+        models=models,
     )
 
 
@@ -258,13 +309,23 @@ def relative_depth(t: PerceptionTemplate, sources: list[SourceView], draw: Draw,
 
 
 def multi_view(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+    """Two views of one pose sequence at least ``min_yaw`` apart. Each pair of views is one item, never two: a
+    view pairs only with views after it in id order (the pair reversed would be the same question with the
+    answer flipped), and which of the two comes first is drawn."""
     rng = draw.rng
-    first = sources[0]
+    own = sources[0]
     least = float(t.params.get("min_yaw", 5.0))  # type: ignore[arg-type]
-    others = [s for s in sources[1:] if s.yaw is not None and first.yaw is not None and abs(s.yaw - first.yaw) >= least]
+    others = [
+        s
+        for s in sources[1:]
+        if s.id > own.id and s.yaw is not None and own.yaw is not None and abs(s.yaw - own.yaw) >= least
+    ]
     if not others:
-        raise NotApplicable(f"no other view of the sequence at least {least:g} degrees apart")
-    second = others[int(rng.integers(len(others)))]
+        raise NotApplicable(
+            f"no view after it in the sequence at least {least:g} degrees apart (each pair of views is one item)"
+        )
+    partner = others[int(rng.integers(len(others)))]
+    first, second = (own, partner) if rng.integers(2) == 0 else (partner, own)
     assert first.yaw is not None and second.yaw is not None
     return Built(
         [first.image, second.image],

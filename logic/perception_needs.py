@@ -31,14 +31,24 @@ class Source(Protocol):
     @property
     def count_labels(self) -> list[str]: ...
     @property
+    def complete_labels(self) -> list[str]: ...
+    @property
+    def scene(self) -> str | None: ...
+    @property
     def reflectance(self) -> list[dict]: ...
 
 
 # Which other sources a unit takes besides its own: every other view of its pose sequence (``sequence``),
-# every other source that gives the same need (``same``: the builder picks its partners), or another picture
+# every other source that gives the same need (``same``: the builder picks its partners), every other photo of
+# its scene (``scene``: the same ``scene`` name or pose sequence, secondary views included), or another picture
 # (``other``: the next source in id order that is not a view of the same scene; every such source when the
 # profile has an embedding to rank them).
-Companions = Literal["sequence", "same", "other"]
+Companions = Literal["sequence", "same", "scene", "other"]
+
+
+def scene_of(e: Source) -> str | None:
+    """The scene a photo shows: its ``scene`` name, else its pose sequence's (views of one sequence are one scene)."""
+    return e.scene or ((e.pose or {}).get("sequence") if e.pose else None)
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,14 @@ def _labelled(e: Source) -> bool:
     return any("bbox" in r and r.get("label") for r in e.regions)
 
 
+def _complete(e: Source) -> bool:
+    """A label the source declares completely boxed (``complete_labels``) has a box of a thing (not stuff)."""
+    return any("bbox" in r and r.get("label") in e.complete_labels and r.get("isthing", 1) != 0 for r in e.regions)
+
+
+COMPLETE_MISSING = "no label declared completely boxed (complete_labels) with a box of a thing"
+
+
 def _always(e: Source) -> bool:
     return True
 
@@ -74,15 +92,26 @@ TABLE: tuple[Need, ...] = (
     Need("caption", "no caption", lambda e: bool(e.caption)),
     Need("photograph", "a rendered image, not a photograph", lambda e: not e.synthetic),
     Need("labelled_boxes", "no labelled boxes", _labelled),
+    # a box one may count or point at only when no instance of its label goes unboxed (issue 28: a third wheel)
+    Need("complete_labels", COMPLETE_MISSING, _complete),
     Need(
         "countable",
-        "no labelled boxes",
-        _labelled,
+        COMPLETE_MISSING,
+        _complete,
         model="detector",  # the profile's grounder, when it is an open-vocabulary detector
         model_serves=lambda e: bool(e.count_labels),
-        missing_without_model="no labelled boxes (and the profile's grounder is no detector)",
+        missing_without_model=f"{COMPLETE_MISSING} (and the profile's grounder is no detector)",
     ),
     Need("second_image", "needs a second source image", _always, model="embedder", min_sources=2, companions="other"),
+    # Visual Similarity against an unrelated photo is trivial (issue 28): the distractor shows the same scene
+    Need(
+        "related_image",
+        "no scene shared with another photo (scene, or a pose sequence)",
+        lambda e: scene_of(e) is not None,
+        model="embedder",
+        min_sources=2,
+        companions="scene",
+    ),
     Need(
         "disparity",
         "no disparity map",
@@ -166,6 +195,9 @@ def companions(
         return [k for k in ids if k != sid and (entries[k].pose or {}).get("sequence") == sequence]
     if need.companions == "same":
         return [k for k in ids if k != sid and gives(entries[k], need.name)]
+    if need.companions == "scene":
+        scene = scene_of(entry)
+        return [k for k in ids if k != sid and scene is not None and scene_of(entries[k]) == scene]
     scene = (entry.pose or {}).get("sequence")
     later = ids[ids.index(sid) + 1 :] + ids[: ids.index(sid)]
     other = [

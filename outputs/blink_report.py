@@ -12,11 +12,15 @@ from perceptforge.outputs.report import CSS, bar_chart, image_src, quarantine_ta
 from perceptforge.store.rundir import RunDir
 
 LETTERS = "ABCDE"
+# BLINK's items are judged on their marks (a label's place, a box's edge): shown at up to 440 px, not as the
+# MVP report's 220 px thumbnails; a click opens the image at full size.
+BLINK_CSS = ".imgs{flex-wrap:wrap} .imgs img{width:auto;height:auto;max-width:440px;max-height:440px}"
 
 
 def item_card(run: RunDir, item: dict) -> str:
     figures = "".join(
-        f"<figure><img src='{image_src(run, im['path'])}' loading='lazy'><figcaption>image {k + 1}</figcaption></figure>"
+        f"<figure><a href='{image_src(run, im['path'])}'><img src='{image_src(run, im['path'])}' loading='lazy'></a>"
+        f"<figcaption>image {k + 1} · {im['width']}×{im['height']}</figcaption></figure>"
         for k, im in enumerate(item["images"])
     )
     choices = " · ".join(
@@ -52,6 +56,6 @@ def write_blink_report(run: RunDir) -> str:
         + quarantine_table(run, run.quarantined())
         + skipped_list(summary.get("skipped_tasks", {}), "tasks skipped")
     )
-    page = f"<!doctype html><html><head><meta charset='utf-8'><title>perceptforge BLINK report</title><style>{CSS}</style></head><body>{body}</body></html>\n"
+    page = f"<!doctype html><html><head><meta charset='utf-8'><title>perceptforge BLINK report</title><style>{CSS}{BLINK_CSS}</style></head><body>{body}</body></html>\n"
     atomic_write_text(run.sub("report.html"), page)
     return str(run.sub("report.html"))

@@ -49,6 +49,10 @@ class SourceEntry:
     benchmark_labels: dict[str, str] = field(default_factory=dict)
     style: str | None = None  # a painting's art style (BLINK Art Style)
     count_labels: list[str] = field(default_factory=list)  # what to count with a detector (BLINK Counting)
+    # labels every instance of which in the photo is boxed (BLINK Counting and Object Localization count on it)
+    complete_labels: list[str] = field(default_factory=list)
+    # photos sharing a scene name show one scene or subject from different views (BLINK Visual Similarity)
+    scene: str | None = None
     # pairwise reflectance judgements (IIW style): {"a": (x, y), "b": (x, y), "darker": "a" | "b" | "equal"}
     reflectance: list[dict] = field(default_factory=list)
 
@@ -133,10 +137,26 @@ def read_source_dir(source_dir: str | Path, annotation_file: str = "annotations.
                 benchmark_labels=benchmark_labels_of(img, where),
                 style=clean_text(img["style"], f"{where} style") if img.get("style") else None,
                 count_labels=[clean_text(v, f"{where} count_labels") for v in img.get("count_labels") or []],
+                complete_labels=complete_labels_of(img, regions, where),
+                scene=clean_text(img["scene"], f"{where} scene") if img.get("scene") else None,
                 reflectance=reflectance_of(img, width, height, where),
             )
         )
     return entries
+
+
+def complete_labels_of(img: dict, regions: list[dict], where: str) -> list[str]:
+    """``complete_labels``: labels of this image every instance of which is boxed; each must name a label one of
+    the image's boxes has (a typo would otherwise silently declare nothing)."""
+    declared = img.get("complete_labels") or []
+    if not isinstance(declared, list):
+        raise InputError(where, "complete_labels must be a list of labels every instance of which is boxed")
+    labels = [clean_text(v, f"{where} complete_labels") for v in declared]
+    boxed = {str(r.get("label")) for r in regions if r.get("label") is not None}
+    unknown = [label for label in labels if label not in boxed]
+    if unknown:
+        raise InputError(where, f"complete_labels names {unknown}, which no box of this image has")
+    return labels
 
 
 def pose_of(img: dict, where: str) -> dict | None:

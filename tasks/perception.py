@@ -58,7 +58,17 @@ class PerceptionUnit:
     draw: int = 0  # which of the template's items_per_source this unit is
 
 
+def uses_sources(template: PerceptionTemplate) -> bool:
+    """Whether the task's items come from its sources' pictures (the IQ Test's puzzles need none)."""
+    return bool(template.needs)
+
+
 def item_id(unit: PerceptionUnit, seed: int) -> str:
+    """A hash of what the item is made of. A task that uses no source (the IQ Test) hashes its puzzle's place
+    instead of the source's bytes: the same puzzle drawn in two runs (other photos, same seed) keeps one id."""
+    if not uses_sources(unit.template):
+        key = f"puzzle{unit.index}:{unit.template.id}:v{unit.template.version}:{seed}:{unit.variant}"
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
     shas = ",".join(s.sha256 for _, s in unit.sources)
     key = f"{shas}:{unit.template.id}:v{unit.template.version}:{seed}:{unit.variant}"
     if unit.draw:  # the first draw keeps the id it had before items_per_source existed
@@ -97,6 +107,7 @@ def view(run: RunDir, source_dir: Path, entry: SourceEntry, ingested: IngestedSo
         depth_model=model,
         style=entry.style,
         count_labels=tuple(entry.count_labels),
+        complete_labels=tuple(entry.complete_labels),
         keypoints=tuple(
             (str(r.get("label")), {n: (float(p[0]), float(p[1])) for n, p in sorted(r["keypoints"].items())})
             for r in entry.regions
@@ -120,7 +131,9 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir, models: Mapping[str
     embedder, generator, detector = given.get("embedder"), given.get("generator"), given.get("detector")
     # The draw does not depend on the variant, so the variants of one unit differ only in their marks.
     draw_key = "" if unit.draw == 0 else f"#{unit.draw}"
-    rng = unit_rng(seed, f"{unit.sources[0][0].source_id}-{t.id}{draw_key}:build")
+    # a task without sources draws by its place (as its id is made), so its items never depend on a source's id
+    owner = unit.sources[0][0].source_id if uses_sources(t) else f"puzzle{unit.index}"
+    rng = unit_rng(seed, f"{owner}-{t.id}{draw_key}:build")
     draw = Draw(
         rng,
         unit.index,

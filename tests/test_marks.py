@@ -82,3 +82,38 @@ def test_box_marks():
     image = canvas()
     out, (p,) = draw_marks(image, [Mark("A", box=(50, 60, 200, 220))], MarkStyle(shape="box"))
     assert tuple(np.asarray(out)[60, 120]) == (255, 0, 0) and not changed(image, out)[140, 120]
+
+
+def test_labels_are_legible_on_a_small_image():
+    """Issue 28: scaled from 1024 px, labels were 6 px tall on a 384×303 image. Whatever the image's size, a
+    label's ink (outline included) is at least MIN_LABEL_PX tall."""
+    from perceptforge.logic.marks import MIN_LABEL_PX
+
+    for height in (120, 303, 512):
+        image = canvas(384, height)
+        _, placed = draw_marks(image, [Mark("A", (100, height // 2)), Mark("B", (300, height // 2))], MarkStyle())
+        for p in placed:
+            assert p.label_box[3] - p.label_box[1] >= MIN_LABEL_PX
+    # at BLINK's own size the template's font is kept (it is larger than the floor)
+    _, (big,) = draw_marks(canvas(1024, 1024), [Mark("A", (500, 500))], MarkStyle())
+    assert big.label_box[3] - big.label_box[1] > MIN_LABEL_PX
+
+
+def test_box_labels_sit_outside_both_overlapping_boxes_or_the_draw_is_refused():
+    """Issue 28: in 4 localization items a box's label sat inside the other box (where it reads as that box's).
+    Labels of overlapping boxes go outside both, nearer their own; with no such place the draw is refused."""
+    from perceptforge.logic.marks import distance
+
+    boxes = [Mark("A", box=(40, 40, 200, 200)), Mark("B", box=(90, 70, 260, 230))]
+    _, placed = draw_marks(canvas(400, 300), boxes, MarkStyle(shape="box"), allow_overlap=True)
+    for p in placed:
+        other = next(q for q in placed if q is not p)
+        assert not any(
+            p.label_box[0] < b[2] and b[0] < p.label_box[2] and p.label_box[1] < b[3] and b[1] < p.label_box[3]
+            for b in (p.bounds, other.bounds)
+        )
+        assert distance(p.label_box, p.bounds) < distance(p.label_box, other.bounds)
+    # both boxes fill the image: nowhere outside them for a label
+    full = [Mark("A", box=(0, 0, 400, 300)), Mark("B", box=(0, 0, 380, 300))]
+    with pytest.raises(MarkPlacementError, match="outside every mark"):
+        draw_marks(canvas(400, 300), full, MarkStyle(shape="box"), allow_overlap=True)

@@ -61,16 +61,46 @@ def test_the_profile_s_models_stand_in_for_what_a_source_lacks():
     assert needs.unmet(["disparity"], plain, 3) == "no disparity map (and the profile names no depth model)"
     assert needs.unmet(["disparity"], plain, 3, {"depth"}) is None
     assert needs.unmet(["disparity"], entry(extras={"disparity": "d.png"}), 3) is None
-    # counting: labelled boxes, or labels to count when the profile's grounder is a detector
-    assert needs.unmet(["countable"], plain, 3) == "no labelled boxes (and the profile's grounder is no detector)"
-    assert needs.unmet(["countable"], plain, 3, {"detector"}) == "no labelled boxes"
-    assert needs.unmet(["countable"], entry(count_labels=["ball"]), 3) == (
-        "no labelled boxes (and the profile's grounder is no detector)"
-    )
+    # counting: a label declared completely boxed, or labels to count when the profile's grounder is a detector
+    without = f"{needs.COMPLETE_MISSING} (and the profile's grounder is no detector)"
+    assert needs.unmet(["countable"], plain, 3) == without
+    assert needs.unmet(["countable"], plain, 3, {"detector"}) == needs.COMPLETE_MISSING
+    assert needs.unmet(["countable"], entry(count_labels=["ball"]), 3) == without
     assert needs.unmet(["countable"], entry(count_labels=["ball"]), 3, {"detector"}) is None
-    assert needs.unmet(["countable"], entry(regions=[BOX]), 3) is None
+    assert needs.unmet(["countable"], entry(regions=[BOX], complete_labels=["cup"]), 3) is None
     assert needs.unmet(["second_image"], plain, 1) == "needs a second source image"
     assert needs.unmet(["second_image"], plain, 2) is None
+
+
+def test_a_box_counts_only_where_its_label_is_declared_completely_boxed():
+    """Issue 28: "How many wheels? → 2" with a third wheel unboxed. A labelled box alone says nothing of the
+    instances nobody boxed; only a label in ``complete_labels`` (and a thing, not stuff) may be counted or be
+    the one object of its label."""
+    stuff = BOX | {"label": "hair", "isthing": 0}
+    assert needs.unmet(["image", "countable"], entry(regions=[BOX]), 3) == needs.unmet(["countable"], entry(), 3)
+    assert needs.unmet(["image", "complete_labels"], entry(regions=[BOX]), 3) == needs.COMPLETE_MISSING
+    assert needs.unmet(["image", "complete_labels"], entry(regions=[stuff], complete_labels=["hair"]), 3) == (
+        needs.COMPLETE_MISSING
+    )
+    assert needs.unmet(["image", "complete_labels"], entry(regions=[BOX], complete_labels=["cup"]), 3) is None
+
+
+def test_visual_similarity_takes_only_photos_of_the_same_scene():
+    """Issue 28: a stranger photo as the distractor makes Visual Similarity trivial. The companions are the other
+    photos of its ``scene`` (or pose sequence, secondary views included); a photo of no scene cannot serve."""
+    entries = {
+        "a": entry("a", scene="kitchen"),
+        "b": entry("b"),
+        "c": entry("c", scene="kitchen"),
+        "d": entry("d", pose={"sequence": "kitchen", "yaw": 5.0, "reference": False}),
+        "e": entry("e", scene="garden"),
+    }
+    assert needs.companions(["image", "related_image"], "a", entries) == ["c", "d"]
+    assert needs.companions(["image", "related_image"], "e", entries) == []
+    assert needs.unmet(["image", "related_image"], entries["b"], 5) == (
+        "no scene shared with another photo (scene, or a pose sequence)"
+    )
+    assert needs.unmet(["image", "related_image"], entries["a"], 5) is None
 
 
 def test_the_first_unmet_need_in_the_table_s_order_is_the_reason():
@@ -130,3 +160,23 @@ def test_a_template_s_needs_are_checked_against_the_table():
         "needs ['pose', 'style'] each take other companions; a task may name one kind"
     ]
     assert needs.check_needs(["style", "keypoints"]) == []  # one kind: sources that give the same
+
+
+def test_complete_labels_must_name_a_label_the_image_boxes(tmp_path):
+    """A typo in ``complete_labels`` would declare nothing complete without a word: the reader names it."""
+    import json
+
+    from PIL import Image
+
+    from perceptforge.errors import InputError
+    from perceptforge.store.sources import read_source_dir
+
+    Image.new("RGB", (64, 64)).save(tmp_path / "a.png")
+    image = {"id": 1, "file_name": "a.png", "width": 64, "height": 64, "complete_labels": ["wheel"]}
+    boxes = [{"image_id": 1, "bbox": [1, 1, 10, 10], "label": "wheel"}]
+    (tmp_path / "annotations.json").write_text(json.dumps({"images": [image], "annotations": boxes}))
+    assert read_source_dir(tmp_path)[0].complete_labels == ["wheel"]
+    image["complete_labels"] = ["wheels"]
+    (tmp_path / "annotations.json").write_text(json.dumps({"images": [image], "annotations": boxes}))
+    with pytest.raises(InputError, match=r"complete_labels names \['wheels'\], which no box of this image has"):
+        read_source_dir(tmp_path)
