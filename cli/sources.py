@@ -42,13 +42,15 @@ def check(
     what = "category" if fam.select_option == "--categories" else "task"
     verdicts = found.verdicts
     sources = sorted({sid for column in verdicts.values() for sid in column}, key=_natural)
-    table = Table(title=f"{fam.name}: which {what} each source of {source} can serve (✓) on profile {profile}")
-    table.add_column("source")
-    for column in verdicts:
-        table.add_column(column, justify="center")
-    for sid in sources:
-        table.add_row(escape(shown(sid)), *("✓" if verdicts[c].get(sid) is None else "✗" for c in verdicts))
-    console.print(table)
+    console.print(f"[bold]{fam.name}[/]: which {what} each source of {source} can serve (✓) on profile {profile}")
+    if len(sources) <= 24:  # a matrix a terminal can show: one row per category or task, one column per source
+        table = Table()
+        table.add_column(what)
+        for sid in sources:
+            table.add_column(escape(shown(sid)), justify="center")
+        for column, by_source in verdicts.items():
+            table.add_row(column, *("✓" if by_source.get(sid) is None else "✗" for sid in sources))
+        console.print(table)
     for sid in sources:
         for column, by_source in verdicts.items():
             if by_source.get(sid) is not None:

@@ -31,7 +31,11 @@ def check(env, src, *extra) -> str:
 
 
 def without(doc, image_id, label):
+    """The image's boxes of ``label`` taken out, and the label from what it declares completely boxed."""
     doc["annotations"] = [a for a in doc["annotations"] if not (a["image_id"] == image_id and a.get("label") == label)]
+    image = next(i for i in doc["images"] if i["id"] == image_id)
+    if label in image.get("complete_labels", []):
+        image["complete_labels"].remove(label)
 
 
 def test_each_mvp_reason_is_printed_per_source_and_counted_per_category(tmp_path, sample_dir, cli_env):
@@ -62,7 +66,7 @@ def test_each_blink_reason_is_printed(tmp_path, sample_dir, cli_env):
         tmp_path, sample_dir, lambda doc: [without(doc, 4, a["label"]) for a in list(doc["annotations"])]
     )
     out = check(cli_env, src, "--flow", "blink", "--only", "counting,relative_depth,multi_view")
-    assert "source 4 · counting: no labelled boxes (and the profile's grounder is no detector)" in out
+    assert "source 4 · counting: no label declared completely boxed (complete_labels) with a box of a thing" in out
     assert "source 1 · relative_depth: no disparity map (and the profile names no depth model)" in out
     assert "source 1 · multi_view: no camera pose" in out
     assert "per task: counting:" in out
