@@ -111,7 +111,11 @@ class GrabCutSegmenter:
             seed[cells(b)] = cv2.GC_FGD
         bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
         cv2.setRNGSeed(0)
-        if (seed == cv2.GC_BGD).any() or (seed == cv2.GC_PR_BGD).any():
+        has_fg = (seed == cv2.GC_FGD).any() or (seed == cv2.GC_PR_FGD).any()
+        if not has_fg or not ((seed == cv2.GC_BGD).any() or (seed == cv2.GC_PR_BGD).any()):
+            # GrabCut needs pixels of both kinds to learn from (a subject box over the whole image has no background)
+            raise ValueError("the subject's box leaves no background to tell it from: no background edit is possible")
+        try:
             cv2.grabCut(
                 cv2.cvtColor(small, cv2.COLOR_RGB2BGR),
                 seed,
@@ -121,5 +125,7 @@ class GrabCutSegmenter:
                 self.iterations,
                 cv2.GC_INIT_WITH_MASK,
             )
+        except cv2.error as exc:  # too few pixels of one kind for its colour models: a reason, not OpenCV's assertion
+            raise ValueError(f"GrabCut cannot separate the subject here ({exc.err or 'no detail'})") from None
         fg = (seed == cv2.GC_FGD) | (seed == cv2.GC_PR_FGD)
         return [cv2.resize(fg.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST).astype(bool)]

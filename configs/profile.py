@@ -64,8 +64,8 @@ class Gates(Section):
         "it, a held object) the mask may cover",
     )
     max_old_kept: float = Field(
-        # 0.02: measured on fragments apart from the subject, a few stars of a flag left beside her (6%) show
-        0.02,
+        # 0.005: measured on fragments apart from the subject, five stars of a flag left beside her (1.7%) show
+        0.005,
         ge=0,
         le=1,
         description="background edits: the largest share of the regions the old value names that may stay in view "

@@ -14,7 +14,7 @@ from typing import Protocol
 import numpy as np
 
 from perceptforge.data.schema import Grounding, Region
-from perceptforge.logic.mask_select import jitter_box, random_resize, select_mask
+from perceptforge.logic.mask_select import JitterParams, jitter_box, random_resize, select_mask
 from perceptforge.logic.templates import Template
 
 Box = tuple[float, float, float, float]
@@ -56,18 +56,23 @@ def held_regions(grounding: Grounding) -> list[Region]:
 
 def protected_regions(grounding: Grounding) -> dict[str, Box]:
     """What a background edit must leave as it was, each as the part of its box that is surely the thing: the
-    middle of each face, the body below the face (a person's torso, as wide as the face, down to the subject
-    box's bottom), and the middle of each object the subject holds. The mask gate measures them, and GrabCut
-    takes them as sure foreground."""
+    middle of each face, the chest below it (half as wide as the face, one face height below the chin: lower down
+    a crouching person's body may be anywhere), and the middle of each object the subject holds. The mask gate
+    measures them, and GrabCut takes them as sure foreground."""
     out: dict[str, Box] = {}
     sx0, sy0, sx1, sy1 = grounding.subject.box.xyxy
     for k, face in enumerate(r for r in grounding.regions if r.role == "face"):
         x0, y0, x1, y1 = face.box.xyxy
         out[f"face {k + 1}" if k else "face"] = _middle((x0, y0, x1, y1))
-        if y1 < sy1 and k == 0:
+        if y1 < sy1 and k == 0:  # the chest: one face height below the chin, whatever pose the rest is in
             width = (x1 - x0) / 2
             cx = (x0 + x1) / 2
-            out["body"] = (max(sx0, cx - width / 2), y1 + (y1 - y0) / 4, min(sx1, cx + width / 2), sy1)
+            out["body"] = (
+                max(sx0, cx - width / 2),
+                y1 + (y1 - y0) / 4,
+                min(sx1, cx + width / 2),
+                min(sy1, y1 + (y1 - y0)),
+            )
     for r in held_regions(grounding):
         out[r.label] = _middle(r.box.xyxy)
     return {k: v for k, v in out.items() if v[2] > v[0] and v[3] > v[1]}
@@ -115,8 +120,9 @@ def colour_region(image: np.ndarray, box: Box, faces: Sequence[Box] = (), tolera
 
     in_box, skin, hairline = np.zeros((h, w), bool), np.zeros((h, w), bool), np.zeros((h, w), bool)
     in_box[cells(box)] = True
-    for fx0, fy0, fx1, fy1 in faces:  # surely skin: the face's middle below its hairline (hair frames its sides)
-        skin[cells((fx0 + (fx1 - fx0) / 6, fy0 + (fy1 - fy0) / 4, fx1 - (fx1 - fx0) / 6, fy1))] = True
+    for fx0, fy0, fx1, fy1 in faces:  # surely skin: the face's middle below its hairline and below the hair's box
+        top = max(fy0 + (fy1 - fy0) / 4, box[3])  # (hair frames its sides; a fringe may reach down the forehead)
+        skin[cells((fx0 + (fx1 - fx0) / 6, top, fx1 - (fx1 - fx0) / 6, fy1))] = True
         hairline[
             cells((fx0 + (fx1 - fx0) / 4, fy0 - (fy1 - fy0) / 8, fx1 - (fx1 - fx0) / 4, fy0 + (fy1 - fy0) / 8))
         ] = True
@@ -145,11 +151,41 @@ def colour_region(image: np.ndarray, box: Box, faces: Sequence[Box] = (), tolera
         return similar & core
     # its highlights and strands of the other colour are the region too: close small gaps, fill the holes it
     # encloses (what the image's border cannot reach without crossing it)
-    closed = cv2.morphologyEx(region.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((7, 7), np.uint8))
+    closed = cv2.morphologyEx(region.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((11, 11), np.uint8))
     outside = np.pad(1 - closed, 1, constant_values=1)
     cv2.floodFill(outside, None, (0, 0), 2)
     holes = outside[1:-1, 1:-1] == 1
     return (closed.astype(bool) | holes) & reach & ~skin
+
+
+SHRINK_ONLY = JitterParams(resize_px=(-3, 0))
+
+
+def inscribed_ellipse(box: Box, height: int, width: int) -> np.ndarray:
+    """(H, W) bool: the ellipse inscribed in ``box``. A held thing (a helmet, a cup, a camera) is roughly round
+    in its box; what its box's corners hold is the background beside it."""
+    x0, y0, x1, y1 = box
+    yy, xx = np.mgrid[0:height, 0:width]
+    cx, cy, rx, ry = (x0 + x1) / 2, (y0 + y1) / 2, max((x1 - x0) / 2, 0.5), max((y1 - y0) / 2, 0.5)
+    return ((xx + 0.5 - cx) / rx) ** 2 + ((yy + 0.5 - cy) / ry) ** 2 <= 1.0
+
+
+def subject_only(keep: np.ndarray, boxes: Sequence[Box], max_hole: float = 0.005) -> np.ndarray:
+    """What a background edit keeps, cleaned as a person would: nothing outside the subject's box and what it
+    holds (the annotated box is the whole subject: a flag's stripes left at the edge are old background), and
+    the small holes segmentation leaves inside the subject (a badge, a name tag taken for background; at most
+    ``max_hole`` of the image each) filled; larger enclosed gaps, between an arm and the body, stay background."""
+    import cv2
+
+    h, w = keep.shape
+    inside = np.zeros((h, w), bool)
+    for x0, y0, x1, y1 in boxes:
+        inside[max(0, int(y0)) : min(h, int(np.ceil(y1))), max(0, int(x0)) : min(w, int(np.ceil(x1)))] = True
+    kept = keep & inside
+    count, labels, stats, _ = cv2.connectedComponentsWithStats((~kept).astype(np.uint8), connectivity=4)
+    touches_edge = set(np.unique(np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]])).tolist())
+    small = [k for k in range(1, count) if k not in touches_edge and stats[k, cv2.CC_STAT_AREA] <= max_hole * h * w]
+    return kept | np.isin(labels, small)
 
 
 def target_box(
@@ -202,10 +238,13 @@ def edit_mask(
         hinted = getattr(segmenter, "hinted_candidates", None)
         hints = subject_hints(grounding, grounding.attributes.get("background", ""))
         candidates = hinted(image, jittered, hints) if hinted else segmenter.candidates(image, jittered)
-        keep = random_resize(candidates[select_mask(candidates, box)], rng)
-        for held in held_regions(grounding):  # the helmet she holds stays with her, whole
-            keep = keep | segmenter.box_mask(image, held.box.xyxy)
-        mask = ~keep
+        # Eq. 1's seeded resize, shrinking only: a grown mask keeps a rim of the old background, a halo around
+        # the subject in the new scene
+        keep = random_resize(candidates[select_mask(candidates, box)], rng, SHRINK_ONLY)
+        held = held_regions(grounding)
+        for region_ in held:  # the helmet she holds stays with her, whole; its box's corners are not it
+            keep = keep | (segmenter.box_mask(image, region_.box.xyxy) & inscribed_ellipse(region_.box.xyxy, h, w))
+        mask = ~subject_only(keep, [box, *(r.box.xyxy for r in held)])
     elif region is not None:  # a region named by its label (hair): its own colour, wherever it reaches
         mask = colour_region(image, box, [r.box.xyxy for r in grounding.regions if r.role == "face"])
     else:

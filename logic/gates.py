@@ -92,7 +92,7 @@ def mask_verdict(
     if worst is not None and worst[0] > max_protected:
         return f"mask covers {worst[0]:.0%} of the {worst[1]} (at most {max_protected:.0%}): the edit would change it"
     if measured.get("old_kept", 0.0) > max_old_kept:
-        return f"{measured['old_kept']:.0%} of what the old value names stays in view (at most {max_old_kept:.0%})"
+        return f"{measured['old_kept']:.1%} of what the old value names stays in view (at most {max_old_kept:.1%})"
     return None
 
 

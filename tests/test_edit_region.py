@@ -25,7 +25,7 @@ def grounding(**attributes: str) -> Grounding:
 def test_protected_regions_are_the_face_middle_the_body_below_it_and_what_is_held():
     regions = protected_regions(grounding(held_object="a camera"))
     assert regions["face"] == (65.0, 25.0, 75.0, 35.0)
-    assert regions["body"] == (65.0, 45.0, 75.0, 100.0)  # as wide as half the face, from below it to the box's end
+    assert regions["body"] == (65.0, 45.0, 75.0, 60.0)  # half as wide as the face, a face height below the chin
     assert regions["camera"] == (15.0, 55.0, 25.0, 65.0)
     assert "camera" not in protected_regions(grounding(held_object="nothing"))
     hints = subject_hints(grounding(held_object="a camera"), "a flag")

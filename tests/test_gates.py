@@ -31,7 +31,7 @@ def test_mask_measurements_on_tiny_masks():
     mask[:, 8] = True
     m = mask_measurements(mask, (0, 0, 10, 4), old_boxes=[(8, 0, 10, 10)], protected={"face": (6, 2, 8, 4)})
     assert m["old_kept"] == 0.5 and m["in_mask:face"] == 0.0 and m["protected_in_mask"] == 0.0
-    assert "50% of what the old value names" in mask_verdict(m, None, None, 0.3)
+    assert "50.0% of what the old value names" in mask_verdict(m, None, None, 0.3)
     held = mask_measurements(mask, (0, 0, 10, 4), protected={"helmet": (0, 0, 4, 4), "face": (6, 2, 8, 4)})
     assert held["in_mask:helmet"] == 1.0 and held["protected_in_mask"] == 1.0
     assert mask_verdict(held, None, None, 1.0, 0.1) == (
@@ -44,7 +44,7 @@ def test_mask_measurements_on_tiny_masks():
     assert mask_verdict(m, (0.1, 0.9), 0.6, 0.6) is None
     assert "outside 60.0%–90.0%" in mask_verdict(m, (0.6, 0.9), None, 1.0)
     assert "covers 50% of the subject's box" in mask_verdict(m, None, 0.4, 1.0)
-    assert "50% of what the old value names stays in view" in mask_verdict(m, None, None, 0.3)
+    assert "50.0% of what the old value names stays in view" in mask_verdict(m, None, None, 0.3)
 
 
 def test_pair_verdict_reads_change_and_clip():
