@@ -245,8 +245,10 @@ def edit_mask(
         for region_ in held:  # the helmet she holds stays with her, whole; its box's corners are not it
             keep = keep | (segmenter.box_mask(image, region_.box.xyxy) & inscribed_ellipse(region_.box.xyxy, h, w))
         mask = ~subject_only(keep, [box, *(r.box.xyxy for r in held)])
-    elif region is not None:  # a region named by its label (hair): its own colour, wherever it reaches
-        mask = colour_region(image, box, [r.box.xyxy for r in grounding.regions if r.role == "face"])
+    elif region is not None:  # a region named by its label (hair, perhaps on both sides of a cap): its own colour
+        faces = [r.box.xyxy for r in grounding.regions if r.role == "face"]
+        named = [r.box.xyxy for r in grounding.regions if r.label.lower() == region.lower()]
+        mask = np.logical_or.reduce([colour_region(image, b, faces) for b in named])
     else:
         mask = segmenter.box_mask(image, box)
     if not mask.any():

@@ -191,8 +191,8 @@ def write_report(run: RunDir) -> str:
             if q["kind"] == "yes_no_pair":
                 answer = f"natural: {q['answer_natural']} · manipulated: {q['answer_manipulated']}"
                 opts = ""
-            else:
-                answer = f"{q['answer']}"
+            else:  # a single-image question says which image it asks about, as the annotator sees it
+                answer = f"{q['answer']}" + (f" (on the {q['image']} image)" if q.get("image") else "")
                 opts = " · ".join(f"<b>{'ABCDE'[k]}</b> {html.escape(o)}" for k, o in enumerate(q["options"]))
             decision = verdicts.get(item["id"], {})
             status = html.escape(str(decision["status"]), quote=True) if decision.get("status") else None

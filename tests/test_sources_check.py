@@ -131,3 +131,19 @@ def test_schema_md_lists_what_every_category_reads():
     rows = {line.split("|")[1].split()[0]: line for line in text.splitlines() if line.startswith("| ") and "`" in line}
     for tid, template in templates().items():
         assert tid in rows and f"`{template.attribute}`" in rows[tid], tid
+
+
+def test_the_worked_example_of_schema_md_serves_what_it_says(tmp_path, cli_env):
+    from pathlib import Path
+
+    from PIL import Image
+
+    text = (Path(__file__).resolve().parents[1] / "data" / "SCHEMA.md").read_text()
+    block = text[text.index("A worked example") :]
+    start = block.index("```json") + len("```json")
+    doc = json.loads(block[start : block.index("```", start)])
+    (tmp_path / "images").mkdir()
+    Image.new("RGB", (640, 480), (120, 100, 90)).save(tmp_path / "images" / "portrait.jpg")
+    (tmp_path / "annotations.json").write_text(json.dumps(doc))
+    out = check(cli_env, str(tmp_path))
+    assert all(f"{c}: 1 of 1 sources" in out for c in ("B1", "I1", "S1", "S2")), out
