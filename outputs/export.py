@@ -190,7 +190,14 @@ def write_hf_parquet(
     """``rows`` as Parquet with one column per ``(name, kind)`` — kind ``string``, ``strings`` (a list) or
     ``image`` ({bytes, path}) — and the metadata Hugging Face ``datasets`` reads to decode the images. Written row
     group by row group (``rows_per_group`` rows each, taken from ``rows`` as it yields them), so memory stays flat
-    however large the split."""
+    however large the split.
+
+    The features are written here rather than by ``datasets.Features(...).arrow_schema``: datasets 4 and later
+    write a list column as ``List``, which datasets 3 cannot read ("Feature type 'List' not found",
+    huggingface/datasets#7739), and lmms-eval, whose task folder ships beside these files, has pinned
+    ``datasets<4``; ``Sequence`` is read by both. It also keeps ``datasets`` (with huggingface_hub, dill,
+    multiprocess, xxhash, hf-xet: 6.5 MB, 32 MB installed) a test dependency, not one of every install.
+    ``tests/test_export.py`` checks that ``datasets`` reads these features as the ones intended."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -376,6 +383,8 @@ def export_split(
 
 
 # What the Parquet files hold, as the card's front matter declares it to the Hub and to `datasets`.
+# Written by hand, as the Parquet schema's features are (write_hf_parquet says why): `sequence` is read by
+# datasets 3 and later, where datasets 4's Features._to_yaml_list writes `list`.
 CARD_FEATURES = [
     *({"name": n, "dtype": "string"} for n in ("id", "split", "category", "category_high", "category_low")),
     *({"name": n, "dtype": "string"} for n in ("kind", "level", "question")),
@@ -388,7 +397,11 @@ CARD_FEATURES = [
 
 
 def card_front_matter(manifest: SplitManifest, only_verified: bool, license: str) -> str:
-    """The Hub's YAML header: licence, task categories, the splits and their files, the features."""
+    """The Hub's YAML header: licence, task categories, the splits and their files, the features.
+
+    Dumped here rather than by ``huggingface_hub.DatasetCardData.to_yaml``, which would move ``language`` first
+    (a changed README byte for every export) and make huggingface_hub a dependency of every install for a YAML
+    dump; ``tests/test_export.py`` reads the card back with ``huggingface_hub.DatasetCard``."""
     splits = sorted(
         p.removeprefix("data/").removesuffix(".parquet")
         for p in (f.path for f in manifest.files)

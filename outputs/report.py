@@ -2,13 +2,16 @@
 edit rendered, gate measurements, every item's id, question and answer), the quarantined units with their
 reasons, measurements and rejected masks, the skipped categories with why, and bar charts of items per
 category and level and of failures per stage. Self-contained: the images it shows are the run's own files,
-linked by relative path; the charts are inline SVG."""
+linked by relative path; the charts are inline SVG drawn by matplotlib."""
 
 from __future__ import annotations
 
 import html
+import io
 import json
 from collections import Counter, defaultdict
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image
@@ -16,6 +19,12 @@ from PIL import Image
 from perceptforge.fileio import atomic_write_text
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+# No date, creator or format in the charts' SVG: a report of the same run is the same bytes.
+SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;background:#fafafa}
@@ -33,24 +42,42 @@ td{border-top:1px solid #eee;padding:4px 6px;vertical-align:top} .ok{color:#0a7d
 """
 
 
-def bar_chart(title: str, counts: dict[str, int], colour: str = "#4C72B0") -> str:
+def bar_figure(counts: Mapping[str, float], colour: str = "#4C72B0") -> Figure:
+    """One horizontal bar per label, top to bottom in the mapping's order, each with its value at its end."""
+    from matplotlib.figure import Figure
+
+    labels, values = [str(label) for label in counts], list(counts.values())
+    fig = Figure(figsize=(4.5, 0.25 * len(labels) + 0.2), dpi=72)
+    ax = fig.add_subplot()
+    bars = ax.barh(range(len(labels)), values, height=0.8, color=colour)
+    ax.set_yticks(range(len(labels)), labels, fontsize=9)
+    ax.invert_yaxis()  # the first label on top, as the mapping reads
+    # The values are written on the bars, so an x axis would only repeat them.
+    ax.xaxis.set_visible(False)
+    for side in ("top", "right", "bottom"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(axis="y", length=0)
+    ax.bar_label(bars, labels=[str(v) for v in values], padding=4, fontsize=9)
+    ax.margins(x=0.12, y=0.02)  # room for the longest bar's value
+    return fig
+
+
+def bar_chart(title: str, counts: Mapping[str, float], colour: str = "#4C72B0") -> str:
+    """A titled chart of ``counts`` as inline SVG, drawn by matplotlib.
+
+    Text stays text (``svg.fonttype: none``): the page can be searched and the labels read in its source;
+    a fixed hash salt and no date make the same counts give the same bytes on every run; labels are never
+    read as mathtext, so a ``$`` in a category name is shown as written."""
     if not counts:
         return f"<div><h3>{html.escape(title)}</h3><p>none</p></div>"
-    # Room for the longest label (about 7 px a character at 12 px), so category names are not cut off.
-    label_w = max(150, 7 * max(len(str(label)) for label in counts) + 12)
-    width, bar_h = label_w + 270, 18
-    top = max(counts.values())
-    rows = []
-    for k, (label, n) in enumerate(counts.items()):
-        w = (width - label_w - 40) * n / top
-        y = k * (bar_h + 4)
-        rows.append(
-            f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end" font-size="12">{html.escape(label)}</text>'
-            f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}"/>'
-            f'<text x="{label_w + w + 4:.1f}" y="{y + 13}" font-size="12">{n}</text>'
-        )
-    height = len(counts) * (bar_h + 4)
-    return f'<div><h3>{html.escape(title)}</h3><svg width="{width}" height="{height}">{"".join(rows)}</svg></div>'
+    import matplotlib
+
+    fig = bar_figure(counts, colour)
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "perceptforge", "text.parse_math": False}):
+        fig.savefig(buf, format="svg", bbox_inches="tight", pad_inches=0.05, transparent=True, metadata=SVG_METADATA)
+    svg = buf.getvalue()
+    return f"<div><h3>{html.escape(title)}</h3>{svg[svg.index('<svg') :]}</div>"
 
 
 def image_src(run: RunDir, rel: str) -> str:

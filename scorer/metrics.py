@@ -5,6 +5,7 @@ All results are percentages (0–100), unrounded. An empty group gives ``None``,
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -85,19 +86,39 @@ def per_group(records: Iterable[tuple[str, bool]]) -> dict[str, float]:
 def bootstrap_ci(
     units: Sequence, statistic: Callable[[Sequence], float | None], n: int, seed: int, alpha: float = 0.05
 ) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of ``statistic`` over resamples of ``units`` (seeded, reproducible)."""
+    """Percentile bootstrap interval of ``statistic`` over ``n`` resamples of ``units``, by ``scipy.stats.bootstrap``.
+
+    Seeded and reproducible: one resample per batch makes scipy draw each resample's positions as one
+    ``rng.integers(0, len(units), len(units))`` call on ``default_rng(seed)``, the very draws this function
+    made by hand before scipy, so a seed gives the intervals it gave then. scipy resamples arrays of numbers,
+    so it resamples the units' positions and the statistic reads the units there. None when there is nothing
+    to resample, or when the statistic is undefined (None) on any resample."""
     if n <= 0 or not units:
         return None
-    rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(n):
-        idx = rng.integers(0, len(units), len(units))
-        v = statistic([units[i] for i in idx])
-        if v is not None:
-            values.append(v)
-    if not values:
+    if len(units) == 1:  # every resample is the sample itself, and scipy wants two observations
+        value = statistic(list(units))
+        return None if value is None else (float(value), float(value))
+    from scipy import stats  # imported here: scipy.stats takes a second to import, and only --bootstrap needs it
+
+    def at(positions: np.ndarray) -> float:
+        value = statistic([units[i] for i in positions])
+        return np.nan if value is None else value
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)  # an undefined resample: None below
+        result = stats.bootstrap(
+            (np.arange(len(units)),),
+            at,
+            vectorized=False,
+            n_resamples=n,
+            batch=1,
+            method="percentile",
+            confidence_level=1 - alpha,
+            rng=np.random.default_rng(seed),
+        )
+    lo, hi = result.confidence_interval
+    if np.isnan(lo) or np.isnan(hi):
         return None
-    lo, hi = np.percentile(values, [100 * alpha / 2, 100 * (1 - alpha / 2)])
     return float(lo), float(hi)
 
 

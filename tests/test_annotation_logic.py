@@ -8,6 +8,34 @@ from perceptforge.data.schema import BenchmarkItem
 A, R = "Accept", "Reject"
 
 
+def cross_table(cells: dict[tuple[str, str], int]) -> list[tuple[str, str]]:
+    """Pairs from a two-rater agreement table: ``(rater 1's label, rater 2's label) -> how many items``."""
+    return [labels for labels, n in cells.items() for _ in range(n)]
+
+
+KAPPA_EXAMPLES = [
+    # Wikipedia, "Cohen's kappa", worked example: p_o = 35/50, p_e = 25/50·30/50 + 25/50·20/50 = 1/2
+    ({("yes", "yes"): 20, ("yes", "no"): 5, ("no", "yes"): 10, ("no", "no"): 15}, 0.4),
+    # the same article, two tables with p_o = 0.6: p_e = 0.54 and 0.46 (one rater's shares unbalanced)
+    ({("yes", "yes"): 45, ("yes", "no"): 15, ("no", "yes"): 25, ("no", "no"): 15}, 0.06 / 0.46),
+    ({("yes", "yes"): 25, ("yes", "no"): 35, ("no", "yes"): 5, ("no", "no"): 35}, 0.14 / 0.54),
+    # easycalculation.com's "learn Cohen's kappa index": 20 patients, two doctors, p_o 0.7, p_e 0.62
+    ({("yes", "yes"): 12, ("no", "yes"): 2, ("yes", "no"): 4, ("no", "no"): 2}, 0.08 / 0.38),
+    # three labels, by hand: p_o = 18/25; rater 1 a/b/c 10/7/8, rater 2 10/10/5, p_e = 210/625; kappa = 48/83
+    (
+        {("a", "a"): 8, ("b", "b"): 6, ("c", "c"): 4, ("a", "b"): 2, ("b", "c"): 1, ("c", "a"): 2, ("c", "b"): 2},
+        48 / 83,
+    ),
+    # one rater accepts everything, the other rejects everything: p_o = 0 = p_e, so kappa is 0, not -1
+    ({("accept", "reject"): 4}, 0.0),
+]
+
+
+@pytest.mark.parametrize(("cells", "kappa"), KAPPA_EXAMPLES)
+def test_kappa_equals_the_worked_examples(cells, kappa):
+    assert cohens_kappa(cross_table(cells)) == pytest.approx(kappa, rel=1e-12, abs=1e-15)
+
+
 def test_kappa_and_agreement_on_hand_computed_pairs():
     pairs = [(A, A), (A, R), (A, A), (R, R)]
     # p_o = 3/4; rater 1 accepts 3/4, rater 2 1/2: p_e = 3/4·1/2 + 1/4·1/2 = 1/2; kappa = (3/4 - 1/2)/(1/2)

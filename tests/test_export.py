@@ -126,6 +126,35 @@ def test_the_export_folder_loads_with_datasets_as_val_and_test(tmp_path):
     assert "not filtered by human verification" in card
 
 
+def test_datasets_and_huggingface_hub_read_the_hand_written_features_as_intended(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    import pyarrow.parquet as pq
+
+    export_split(make_run(tmp_path), tmp_path / "s", license="cc-by-4.0")
+    text, image = datasets.Value("string"), datasets.Image()
+    intended = datasets.Features(
+        {
+            **{n: text for n in ("id", "split", "category", "category_high", "category_low", "kind", "level")},
+            "question": text,
+            "options": datasets.List(text),
+            "answer": text,
+            "natural_image": image,
+            "manipulated_image": image,
+            "lineage": text,
+        }
+    )
+    schema = pq.read_schema(tmp_path / "s" / "data" / "val.parquet")
+    assert datasets.Features.from_arrow_schema(schema) == intended
+    assert schema.remove_metadata() == intended.arrow_schema.remove_metadata()  # the same Arrow types, in order
+    # the list column as datasets 3 reads it too: 4 and later would write "List" (huggingface/datasets#7739)
+    assert json.loads(schema.metadata[b"huggingface"])["info"]["features"]["options"]["_type"] == "Sequence"
+    card = huggingface_hub.DatasetCard.load(tmp_path / "s" / "README.md")
+    assert card.data.license == "cc-by-4.0" and card.data.pretty_name and "perceptforge" in card.data.tags
+    assert datasets.Features._from_yaml_list(card.data.dataset_info["features"]) == intended
+    assert card.text.lstrip().startswith("# ") and "## Files" in card.text
+
+
 def hand_written_predictions(out):
     """Every single MCQ right, every cross MCQ wrong (A instead of B), each Yes/No pair answered No on both
     images (right on the natural image, wrong on the manipulated one): by id as our scorer keys them."""

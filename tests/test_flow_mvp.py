@@ -1,11 +1,16 @@
+import html
 import json
+import re
 import shutil
+import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from perceptforge.flows.run import run as run_flow
 from perceptforge.logic.templates import templates
+from perceptforge.outputs.report import bar_chart, bar_figure
 from perceptforge.store.donors import DonorLibrary
 
 
@@ -55,6 +60,12 @@ def test_mvp_flow_ingests_grounds_and_renders_only_what_the_local_backends_can(d
     report = (out / "report.html").read_text()
     assert "<img src='images/" in report and "quarantined units" in report and item["id"] in report
     assert "categories this profile cannot render" in report
+    items = [json.loads(p.read_text()) for p in (out / "items").iterdir()]
+    per_cat_level = Counter(f"{i['category']['low']} {i['question'].get('level', '')}" for i in items)
+    assert chart_in(report, "items per category and level") == {k: str(n) for k, n in per_cat_level.items()}
+    assert chart_in(report, "failures per stage") == {
+        k: str(n) for k, n in Counter(q["stage"] for q in q.values()).items()
+    }
     for unit in {
         i["lineage"]["artifacts"]["edit"].split("/")[1][:-5]
         for i in map(json.loads, map(Path.read_text, (out / "items").iterdir()))
@@ -239,3 +250,67 @@ def test_resume_removes_the_temporary_files_a_killed_run_left(tmp_path):
     os.utime(old, (hour_ago, hour_ago))
     prepare_run(tmp_path / "run", ident)  # resume
     assert not old.exists() and fresh.exists()  # a write in flight (just now) is left alone
+
+
+def old_bar_chart(title: str, counts: dict, colour: str = "#4C72B0") -> str:
+    """The hand-drawn SVG chart ``outputs/report.bar_chart`` was before matplotlib drew it (issue 29),
+    kept here only so the test can show the new chart says what the old one said."""
+    if not counts:
+        return f"<div><h3>{html.escape(title)}</h3><p>none</p></div>"
+    label_w = max(150, 7 * max(len(str(label)) for label in counts) + 12)
+    width, bar_h = label_w + 270, 18
+    top = max(counts.values())
+    rows = []
+    for k, (label, n) in enumerate(counts.items()):
+        w = (width - label_w - 40) * n / top
+        y = k * (bar_h + 4)
+        rows.append(
+            f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end" font-size="12">{html.escape(label)}</text>'
+            f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}"/>'
+            f'<text x="{label_w + w + 4:.1f}" y="{y + 13}" font-size="12">{n}</text>'
+        )
+    height = len(counts) * (bar_h + 4)
+    return f'<div><h3>{html.escape(title)}</h3><svg width="{width}" height="{height}">{"".join(rows)}</svg></div>'
+
+
+def svg_rows(chart: str) -> dict[str, str]:
+    """What a chart's SVG says, as a reader pairs it: each right-aligned label with the text on its line."""
+    svg = ET.fromstring(chart[chart.index("<svg") : chart.rindex("</svg>") + 6])
+    texts = []
+    for t in (e for e in svg.iter() if e.tag.rsplit("}", 1)[-1] == "text"):  # matplotlib's SVG has a namespace
+        anchor = t.get("text-anchor") or re.search(r"text-anchor: (\w+)|$", t.get("style", "")).group(1)
+        texts.append((t.text, float(t.get("y")), anchor == "end"))
+    labels = [(text, y) for text, y, is_label in texts if is_label]
+    values = [(text, y) for text, y, is_label in texts if not is_label]
+    assert len(labels) == len(values)
+    return {label: min(values, key=lambda v: abs(v[1] - y))[0] for label, y in labels}
+
+
+def chart_in(report: str, title: str) -> dict[str, str]:
+    start = report.index(f"<h3>{html.escape(title)}</h3>")
+    return svg_rows(report[start : report.index("</svg>", start) + 6]) if "<svg" in report[start : start + 80] else {}
+
+
+CHARTS = [
+    {"S1 low": 3, "S2 high": 12, "B1 low": 0},
+    {"A": 40, "B": 38, "C": 41, "D": 39},
+    {"A": 12.5, "B": 12.5, "C": 12.5, "D": 12.5},  # the audit's expected letters are rounded floats
+    {"a category named with <, & and $5": 1},
+    {f"category {k}": k * k for k in range(1, 25)},
+]
+
+
+@pytest.mark.parametrize("counts", CHARTS)
+def test_the_matplotlib_chart_shows_the_labels_and_values_the_hand_drawn_one_did(counts):
+    new, old = bar_chart("t", counts), old_bar_chart("t", counts)
+    assert svg_rows(new) == svg_rows(old) == {label: str(n) for label, n in counts.items()}
+    ax = bar_figure(counts).axes[0]
+    assert [bar.get_width() for bar in ax.patches] == list(counts.values())
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(counts)
+    assert ax.get_ylim()[0] > ax.get_ylim()[1]  # the first label drawn on top, as the old chart did
+
+
+def test_a_chart_is_the_same_bytes_each_time_and_an_empty_one_says_none():
+    counts = {"S1 low": 3, "S2 high": 12}
+    assert bar_chart("t", counts) == bar_chart("t", dict(counts))
+    assert bar_chart("t", {}) == old_bar_chart("t", {}) == "<div><h3>t</h3><p>none</p></div>"
