@@ -3,17 +3,29 @@
 Rules, in order (``CHOICE_RULES``: the first that decides wins, and its name is the item's ``method``):
 
 1. ``empty`` / ``refusal``: nothing to read, or a refusal ("I cannot determine …") → unparsed.
-2. ``declaration``: the *last* explicit answer declaration — "the answer is (B)", "Answer: B",
-   "correct choice is:\n(D) Point D", "**B**" — naming a valid letter.
-3. ``leading``: the output opens with a letter: "B", "(B)", "B.", "B)", "B:", "**B**", "(B) Point B".
-4. ``sole_paren``: exactly one distinct valid letter appears in parentheses anywhere: "… so (C) it is".
-5. ``lead_subject``: the first sentence is about one letter: "Point A is closer to the camera.",
+2. ``conflicting_letters``: the output letters things its own way — a valid letter in brackets beside
+   another option's text or another image ("the second image (B)" where "the second image" is A) → unparsed:
+   its letters may be its own labels, not the options.
+3. ``declaration``: the *last* explicit answer declaration — "the answer is (B)", "Answer: B",
+   "correct choice is:\n(D) Point D", "I would select Point C", "Therefore, the corresponding point is
+   Point B" — naming a valid letter. A letter that opens a list of the options ("The choices are:\n(A) …\n(B)
+   …") is not one; three different declared letters, two hedged ones, or a later conclusion naming several
+   options together ("the corresponding points are (B) and (C)") → unparsed.
+4. ``lead_contradicted``: the output opens with a letter and the statement after it names another option
+   ("B\nThe second image fits best.") → unparsed.
+5. ``leading``: the output opens with a letter: "B", "(B)", "B.", "B)", "B:", "**B**", "(B) Point B".
+6. ``sole_paren``: exactly one distinct valid letter appears in parentheses anywhere: "… so (C) it is".
+7. ``lead_subject``: the first sentence is about one letter: "Point A is closer to the camera.",
    "Box B more accurately localizes …".
-6. ``option_text_lead``: the first sentence contains exactly one option's text (options known).
-7. ``conclusion``: the last sentence with a conclusion cue ("therefore", "most similar", "I would
+8. ``option_text_lead``: the first sentence contains exactly one option's text (options known), unless the
+   last concluding sentence names another option's text (then unparsed: the first sentence described).
+9. ``conclusion``: the last sentence with a conclusion cue ("therefore", "most similar", "I would
    choose") that names letters names exactly one.
-8. ``option_text``: exactly one option's text appears in the output (when the options are known).
-9. ``named_letter``: exactly one distinct valid letter is named anywhere ("Point C", "Box B", "(D)").
+10. ``option_text``: exactly one option's text appears in the output (when the options are known).
+11. ``named_letter``: exactly one distinct valid letter is named anywhere ("Point C", "Box B", "(D)").
+
+Lists name every option they list: "box (A or B)", "the second or third image". A negation ("not",
+"cannot") in a first sentence keeps it from deciding.
 
 Anything else is *unparsed*: never a guess, never a random letter. Only the item's valid letters count
 ("E" on a four-option item is not an answer).
@@ -60,15 +72,15 @@ def _letter_class(valid: str) -> str:
 
 _NAMED = r"(?:point|box|option|choice|picture|image|figure)"
 _CONCLUSION = re.compile(
-    r"\b(therefore|thus|hence|so the|so,|in conclusion|"
+    r"\b(?:therefore|thus|hence|so the|in conclusion|"
     r"based on (?:these|this|the|my) (?:observations?|analysis|comparisons?)|"
     r"overall|correct|closest|most similar|most likely|best|"
-    r"i would (?:choose|say|select|pick)|lean towards)\b",
+    r"i would (?:choose|say|select|pick)|lean towards)\b|\bso,",
     re.I,
 )
 
 
-_NEGATION = re.compile(r"\b(not|no|neither|nor|least|unlikely|incorrect|wrong)\b", re.I)
+_NEGATION = re.compile(r"\b(not|no|neither|nor|cannot|can't|unable|least|unlikely|incorrect|wrong)\b", re.I)
 
 
 def _at_word(text: str, at: int) -> tuple[int, ...]:
@@ -95,6 +107,7 @@ _DECLARATION_WORDS: tuple[tuple[tuple[str, ...], Callable[[str, int], tuple[int,
     (("answer", "choice", "option", "response", "selection"), _at_word),
     ((":",), _verb_before_colon),
     (("choose", "pick", "select", "go with"), _i_before_verb),
+    (("therefore", "thus", "hence", "so,"), _at_word),
 )
 
 
@@ -109,20 +122,37 @@ def _declarations(valid: str) -> tuple[re.Pattern[str], ...]:
         re.compile(
             r"\b(?:answer|choice|option|response|selection)\s*(?:is|would be|will be|should be|must be|=|:)"
             r"(?:\s+(?:most likely|likely|probably|therefore|thus|clearly))?\s*:?\s*"
-            r"(?:option\s+|choice\s+)?[\(\[]?\s*(" + L + r")" + end,
+            r"(?:" + _NOUN + r"\s+)?[\(\[]?\s*(" + L + r")" + end,
             re.I,
         ),
         # "… the correct corresponding point is: (A) Point A"
         re.compile(r"\b(?:is|are|be)\s*:\s*[\(\[](" + L + r")[\)\]]", re.I),
         # "I would choose (C)", "I'll go with B"
         re.compile(
-            r"\bi(?: would|'d| will|'ll)? (?:choose|pick|select|go with)\s*:?\s*(?:option\s+)?[\(\[]?("
+            r"\bi(?: would|'d| will|'ll)? (?:choose|pick|select|go with)\s*:?\s*(?:"
+            + _NOUN
+            + r"\s+)?[\(\[]?("
+            + L
+            + r")"
+            + end,
+            re.I,
+        ),
+        # "Therefore, the corresponding point for the reference point is Point B.", "So, the cube that can be
+        # folded is option (B)."
+        re.compile(
+            r"\b(?:therefore|thus|hence|so),?\s+[^.\n]{0,80}?\b(?:is|would be)\s*:?\s*(?:"
+            + _NOUN
+            + r"\s+)?[\(\[]?("
             + L
             + r")"
             + end,
             re.I,
         ),
     )
+
+
+# what may stand between a declaration and its letter: "the answer is option (B)", "I would select Point C"
+_NOUN = r"(?:option|choice|point|box|picture)"
 
 
 @cache
@@ -158,13 +188,57 @@ def _letters_named(text: str, valid: str) -> set[str]:
     bracketed, named, _ = _naming_patterns(valid)
     found = {m.group(1) for m in bracketed.finditer(text)}
     found |= {m.group(1) for m in named.finditer(text) if m.group(1).isupper()}
+    if found:  # "box (A or B)", "options (A, B, C, D)" name every letter listed, not the first alone
+        for listed in _LETTER_LIST.finditer(text):
+            found |= set(listed.group(0)) & set(valid)
     return found
 
 
-# "the third image (C)": a letter in brackets, then the ordinal image before it (looked for only before
-# such a letter, in the lower-cased text: a case-insensitive scan of the whole output costs far more).
-_BRACKETED_LETTER = re.compile(r"\(([A-Za-z])\)")
-_ORDINAL_IMAGE_BEFORE = re.compile(r"\b(first|second|third|fourth)\s+(?:image|picture|photo)\s*\Z")
+_LETTER_LIST = re.compile(r"\b[A-H]\)?(?:\s*(?:,|/|,?\s*or\b|,?\s*and\b)\s*\(?[A-H]\b)+")
+
+
+_BRACKETED_LETTER = re.compile(r"\(([A-H])\)")
+_ORDINAL_IMAGE_END = re.compile(r" ((?:first|second|third|fourth|fifth) image) \Z")
+_ORDINAL_IMAGE_START = re.compile(r"\A ((?:first|second|third|fourth|fifth) image) ")
+
+
+# Lists that name several options at once, in normalised text: "the second or third image", "the second
+# and third images", "box (A or B)", "points A, B, C and D".
+_ORDINALS_ELIDED = re.compile(
+    r"\b(first|second|third|fourth|fifth) (?:or|and) (first|second|third|fourth|fifth) images? "
+)
+_LABELS_LISTED = re.compile(r"\b(point|box|picture|image|option|choice)s? ((?:letter[a-h] (?:or |and )?){2,})")
+
+
+def _expand_lists(normalised: str) -> str:
+    """Each option a list names, written out in full ("box lettera or letterb" → "box lettera box letterb")."""
+    if " or " not in normalised and " and " not in normalised:
+        return normalised
+    normalised = _ORDINALS_ELIDED.sub(r"\1 image and \2 image ", normalised)
+    return _LABELS_LISTED.sub(
+        lambda m: " ".join(f"{m.group(1)} {x}" for x in re.findall(r"letter[a-h]", m.group(2))) + " ", normalised
+    )
+
+
+def _labelled_phrase(text: str, start: int, end: int, options: tuple[str, ...]) -> str | None:
+    """The (normalised) option text or ordinal image that the bracketed letter at ``text[start:end]`` labels:
+    the one right after it ("(B) the third image"), else the one right before it in the same sentence
+    ("the third image (C)")."""
+    tail = text[end : end + 40]
+    cut = min((k for k in (tail.find("\n", 1), tail.find(". ")) if k >= 0), default=len(tail))
+    after = f" {_norm_text(tail[:cut])} "
+    head = text[max(0, start - 40) : start]
+    cut = max(head.rfind("\n"), head.rfind(". "))
+    before = f" {_norm_text(head[cut + 1 :])} "
+    images = any("image" in o for o in options)
+    for window, ordinal in ((after, _ORDINAL_IMAGE_START), (before, _ORDINAL_IMAGE_END)):
+        for option in options:
+            if option and (window.startswith(f" {option} ") if window is after else window.endswith(f" {option} ")):
+                return option
+        found = ordinal.search(window) if images else None
+        if found:
+            return found.group(1)
+    return None
 
 
 def _sentences(text: str) -> list[str]:
@@ -230,23 +304,32 @@ class ChoiceText:
         return lower
 
     @_computed_once
-    def letters_label_images(self) -> bool:
-        """ "The third image (C)" where the option "the third image" is B: the output labels the images
-        with letters of its own, so a letter in brackets is not an option; only the option texts can say
-        which was chosen."""
-        if "(" not in self.text or not any("image" in o for o in self.options):
+    def letters_conflict(self) -> bool:
+        """The output letters things its own way: a bracketed letter beside a text that is not that letter's
+        option, "the second image (B)" or "(B) the second image" where the option "the second image" is A
+        (models often letter the images themselves, the first image A). Then a valid letter may be the
+        output's own label, not the option: neither says which option was meant. A label only with letters
+        the item does not have ("the third image (C)" of two options) leaves the valid letters meaning the
+        options, but only where the output also pairs a letter with its own option text ("(B) the third
+        image")."""
+        if "(" not in self.text or not any(self.options):
             return False
+        paired = own_letters = False
         for m in _BRACKETED_LETTER.finditer(self.text):
-            label = _ORDINAL_IMAGE_BEFORE.search(self.lower, max(0, m.start() - 40), m.start())
-            if not label:
+            phrase = _labelled_phrase(self.text, m.start(), m.end(), self.options)
+            if phrase is None:
                 continue
-            phrase = _norm_text(f"{label.group(1)} image")
-            if phrase in self.options and self.valid[self.options.index(phrase)] != m.group(1):
+            letter = m.group(1)
+            if letter in self.valid and self.options[self.valid.index(letter)] == phrase:
+                paired = True
+            elif letter in self.valid:
                 return True
-        return False
+            else:
+                own_letters = True
+        return own_letters and not paired
 
     def option_hits(self, sentence: str) -> set[str]:
-        padded = f" {_norm_text(sentence)} "
+        padded = _expand_lists(f" {_norm_text(sentence)} ")
         return {self.valid[i] for i, o in enumerate(self.options) if o and f" {o} " in padded}
 
 
@@ -266,6 +349,10 @@ def _holds_any(text: str, words: tuple[str, ...]) -> bool:
     return False
 
 
+def conflicting_letters(c: ChoiceText) -> bool | None:
+    return False if c.letters_conflict else None
+
+
 def declaration(c: ChoiceText) -> bool | str | None:
     # Letters must be capitals in the text: "the answer is a pen" does not read as "A".
     if not _holds_any(c.lower, _ANY_DECLARATION_WORD):
@@ -277,21 +364,69 @@ def declaration(c: ChoiceText) -> bool | str | None:
             while at >= 0:
                 for start in starts(c.text, at):
                     m = pattern.match(c.text, start) if start >= 0 else None
-                    if m and m.group(1).isupper():
+                    if m and m.group(1).isupper() and not _opens_list(c.text, m.end(1), m.group(1), c.valid):
                         found.add((start, m.group(1)))
                 at = c.lower.find(needle, at + 1)
     if not found:
         return None
+    declared = {x for _, x in found}
+    if len(declared) > 2:
+        return False  # "the answer is (A) … the answer is (B) … the answer is (C)": one per option, none chosen
     at, letter = max(found)
     hedged = _HEDGED_VERB.search(c.text[max(0, at - 24) : at + 8])
-    if (hedged or len({x for _, x in found}) > 1 and _HEDGE.search(c.text)) and len(
-        _letters_named(c.text, c.valid)
-    ) > 1:
+    if (hedged or len(declared) > 1 and _HEDGE.search(c.text)) and len(_letters_named(c.text, c.valid)) > 1:
         return False  # "it might be (A) … but the answer could be (C)": two answers, hedged: never guess
+    if _concludes_several(c, at):
+        return False  # "… the answer is (B). So, the corresponding points are (B) and (C).": no one answer
     return letter
 
 
-def leading(c: ChoiceText) -> str | None:
+def _opens_list(text: str, end: int, letter: str, valid: str) -> bool:
+    """Whether the letter at ``end`` opens a list of the options ("The choices are:\n(A) Point A\n(B) Point B"):
+    the next line starts with another letter."""
+    line_end = text.find("\n", end)
+    if line_end < 0:
+        return False
+    following = _LIST_ITEM.match(text, line_end)
+    return following is not None and following.group(1) != letter and following.group(1) in valid
+
+
+_LIST_ITEM = re.compile(r"\s*[-*]?\s*(?:option\s+)?[\(\[]?([A-H])[\)\]\.:]", re.I)
+
+
+def _concludes_several(c: ChoiceText, after: int) -> bool:
+    """Whether a concluding sentence after ``after`` names several options together as its answer: "So, the
+    corresponding points are (B) Point B and (C) Point C."."""
+    tail = c.text[after:]
+    if not _CONCLUSION.search(tail):
+        return False
+    return any(
+        _CONCLUSION.search(s) and not _CONTRAST.search(s) and _several_together(s, c.valid)
+        for s in _sentences(tail)[1:]
+    )
+
+
+_JOINED = re.compile(r"(?:\s|,|&|\band\b|\bor\b|\bpoints?\b|\bpictures?\b|\bboxe?s?\b|\boptions?\b|[A-H]|[()])*", re.I)
+
+
+def _several_together(sentence: str, valid: str) -> bool:
+    """Two different letters with only "and", "or", commas and their own labels between them: "(A) and (B)",
+    "Point A and Point B", "(B) Point B and (C) Point C"."""
+    mentions = sorted(
+        (m.start(1), m.end(1), m.group(1))
+        for pattern in _naming_patterns(valid)[:2]
+        for m in pattern.finditer(sentence)
+        if m.group(1).isupper()
+    )
+    for (_, end, first), (start, _, second) in zip(mentions, mentions[1:]):
+        gap = sentence[end:start]
+        if first != second and _JOINED.fullmatch(gap) and re.search(r",|&|\band\b|\bor\b", gap, re.I):
+            return True
+    return False
+
+
+def _lead_letter(c: ChoiceText) -> tuple[str, str] | None:
+    """The letter the output opens with, and the text after it ("B\nThe second image …")."""
     lead = _leading_pattern(c.valid).match(c.text)
     if not lead or not lead.group(1).isupper():
         return None
@@ -299,20 +434,33 @@ def leading(c: ChoiceText) -> str | None:
     # "A cat is …" starts with the article A: only a letter followed by punctuation, end, or a bracket
     # counts when the letter is also a word.
     if letter != "A" or not _WORD_AFTER.match(rest) or c.text.lstrip().startswith(("(", "[")):
-        return letter
+        return letter, rest
     return None
 
 
-def sole_paren(c: ChoiceText) -> str | None:
-    if c.letters_label_images:
+def lead_contradicted(c: ChoiceText) -> bool | None:
+    """ "B\nThe second image fits best." where the option "the second image" is A: the opening letter and
+    the statement after it name different options."""
+    lead = _lead_letter(c)
+    if not lead or not any(c.options):
         return None
+    letter, rest = lead
+    statement = _SENTENCE_BREAK.split(rest.lstrip(" )].:,\n"), maxsplit=1)[0]
+    hits = c.option_hits(statement)
+    return False if len(hits) == 1 and letter not in hits and not _NEGATION.search(statement) else None
+
+
+def leading(c: ChoiceText) -> str | None:
+    lead = _lead_letter(c)
+    return lead[0] if lead else None
+
+
+def sole_paren(c: ChoiceText) -> str | None:
     parens = {m.group(1) for m in _naming_patterns(c.valid)[2].finditer(c.text)}
     return parens.pop() if len(parens) == 1 else None
 
 
 def lead_subject(c: ChoiceText) -> str | None:
-    if c.letters_label_images:
-        return None
     first_sentence = c.first_sentence
     first = _lead_subject(c.valid).match(first_sentence)
     if first and first.group(1).isupper() and _letters_named(first_sentence, c.valid) <= {first.group(1)}:
@@ -324,18 +472,33 @@ def lead_subject(c: ChoiceText) -> str | None:
     return None
 
 
-def option_text_lead(c: ChoiceText) -> str | None:
+def option_text_lead(c: ChoiceText) -> bool | str | None:
     if not any(c.options):
         return None
     hits = c.option_hits(c.first_sentence)
-    return hits.pop() if len(hits) == 1 and not _NEGATION.search(c.first_sentence) else None
+    if len(hits) != 1 or _NEGATION.search(c.first_sentence):
+        return None
+    # "The first image shows a wok, while the second image is empty. … Therefore, the third image is most
+    # similar": the opening sentence describes; a concluding one naming another option contradicts it.
+    concluded = _concluded_options(c)
+    return False if concluded and concluded != hits else hits.pop()
+
+
+def _concluded_options(c: ChoiceText) -> set[str]:
+    """The options the last concluding sentence that names any option names by text."""
+    for sentence in reversed(c.sentences[1:]):
+        if _CONCLUSION.search(sentence) and not _CONTRAST.search(sentence):
+            hits = c.option_hits(sentence)
+            if hits:
+                return hits
+    return set()
 
 
 def conclusion(c: ChoiceText) -> bool | str | None:
     for sentence in reversed(c.sentences):
         # "The third image (B) is an illustration and thus differs …" concludes against B, not for it.
         if _CONCLUSION.search(sentence) and not _CONTRAST.search(sentence):
-            named = _letters_named(sentence, c.valid) or c.option_hits(sentence)
+            named = _letters_named(sentence, c.valid)
             if named:
                 return named.pop() if len(named) == 1 else None
     return None
@@ -347,8 +510,6 @@ def option_text(c: ChoiceText) -> str | None:
 
 
 def named_letter(c: ChoiceText) -> str | None:
-    if c.letters_label_images:
-        return None
     named = _letters_named(c.text, c.valid)
     return named.pop() if len(named) == 1 else None
 
@@ -357,7 +518,9 @@ def named_letter(c: ChoiceText) -> str | None:
 # A rule returns a letter (decided), False (decided: unparsed, e.g. a refusal) or None (not mine).
 CHOICE_RULES = (
     refusal,
+    conflicting_letters,
     declaration,
+    lead_contradicted,
     leading,
     sole_paren,
     lead_subject,
