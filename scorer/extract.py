@@ -34,7 +34,7 @@ Anything else is *unparsed*: never a guess, never a random letter. Only the item
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Generic, TypeVar
@@ -50,6 +50,12 @@ class Extraction:
 
 UNPARSED_EMPTY = Extraction(None, "empty")
 
+# How the rules stay fast on long outputs (a BLINK answer runs to 2,000 characters): a case-insensitive
+# pattern that opens with an alternation makes Python's regex engine try every position of the text, so
+# the words a pattern needs are found with ``str.find`` on the lower-case text and the pattern is matched
+# there, anchored; scans left to the engine open with one character class (``[.!?\n]``, ``[(\[]``),
+# which it runs in C.
+
 _REFUSAL = re.compile(
     r"^\W*(i\s*(?:'m| am)\s*(?:sorry|unable)|i\s+(?:can(?:not|'t)|am not able to)|sorry\b|unable to|"
     r"as an ai\b|there is no (?:correct )?(?:answer|option)|none of the (?:options|above|choices))",
@@ -60,17 +66,6 @@ _WORD_AFTER = re.compile(r"\s+[a-z]")
 _CONTRAST = re.compile(r"\b(?:differs?|different|less|unlike|not)\b", re.I)
 _HEDGED_VERB = re.compile(r"\b(?:could|might|may)\s+be\b", re.I)
 _HEDGE = re.compile(r"\b(?:could be|might|it's possible|it is possible|if we consider|depending on)\b", re.I)
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
-_LONE_CAPITAL = re.compile(r"\b([A-H])\b")
-_ARTICLE = re.compile(r"\b(a|an|the)\b")
-_PUNCTUATION = re.compile(r"[^\w\s]")
-
-
-def _letter_class(valid: str) -> str:
-    return "[" + valid + "]"
-
-
-_NAMED = r"(?:point|box|option|choice|picture|image|figure)"
 _CONCLUSION = re.compile(
     r"\b(?:therefore|thus|hence|so the|in conclusion|"
     r"based on (?:these|this|the|my) (?:observations?|analysis|comparisons?)|"
@@ -78,13 +73,82 @@ _CONCLUSION = re.compile(
     r"i would (?:choose|say|select|pick)|lean towards)\b|\bso,",
     re.I,
 )
-
-
 _NEGATION = re.compile(r"\b(not|no|neither|nor|cannot|can't|unable|least|unlikely|incorrect|wrong)\b", re.I)
+_LONE_CAPITAL = re.compile(r"\b([A-H])\b")
+_ARTICLE = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = re.compile(r"[^\w\s]")
+_CAPITAL = re.compile(r"[A-H]")
+
+# --- normalised text (option texts, CODIS answers) ---------------------------------------------------------
 
 
-def _at_word(text: str, at: int) -> tuple[int, ...]:
-    return (at,)
+def _norm_text(text: str) -> str:
+    # A lone capital letter is a label ("Point A"), not the article "a": keep it distinct.
+    text = _LONE_CAPITAL.sub(r"letter\1", text)
+    text = text.lower()
+    text = _ARTICLE.sub(" ", text)
+    text = _PUNCTUATION.sub(" ", text)
+    return " ".join(text.split())
+
+
+@lru_cache(maxsize=4096)
+def _norm_options(options: tuple[str, ...]) -> tuple[str, ...]:
+    """A task's option texts are the same for all its items: normalised once."""
+    return tuple(_norm_text(o) for o in options)
+
+
+# --- sentences ----------------------------------------------------------------------------------------------
+
+# A newline, or ".", "!" or "?" before a space: scanned far faster than "(?<=[.!?])\s+|\n+", and a run of
+# dots is passed over in C rather than visited one by one.
+_BREAK_CHAR = re.compile(r"[.!?\n](?:(?<=\n)|(?=\s))")
+_SPACES = re.compile(r"\s+")
+_NEWLINES = re.compile(r"\n+")
+
+
+def _breaks(text: str, pos: int = 0, first: bool = False) -> list[tuple[int, int]]:
+    """Where sentences break from ``pos`` on: the spaces after ".", "!" or "?", and runs of newlines (spans,
+    in order; only the first with ``first``)."""
+    spans: list[tuple[int, int]] = []
+    done = pos
+    for m in _BREAK_CHAR.finditer(text, pos):
+        at = m.start()
+        if at < done:
+            continue
+        gap = _NEWLINES.match(text, at) if text[at] == "\n" else _SPACES.match(text, at + 1)
+        if gap:  # always: the pattern saw the newline or the space
+            spans.append(gap.span())
+            if first:
+                break
+            done = gap.end()
+    return spans
+
+
+def _pieces(text: str, breaks: list[tuple[int, int]], pos: int = 0) -> list[tuple[int, int]]:
+    """The spans between the breaks (from ``pos``)."""
+    return list(zip([pos, *(e for _, e in breaks)], [*(s for s, _ in breaks), len(text)]))
+
+
+def _first_sentence(text: str) -> str:
+    breaks = _breaks(text, first=True)
+    return text[: breaks[0][0]] if breaks else text
+
+
+# --- letters: declared, leading, named ------------------------------------------------------------------
+
+
+def _letter_class(valid: str) -> str:
+    return "[" + valid + "]"
+
+
+# what may stand between a declaration and its letter: "the answer is option (B)", "I would select Point C"
+_NOUN = r"(?:option|choice|point|box|picture)"
+# the nouns a named letter follows: "Point B", "box B", "option (C)"
+_NOUNS = ("point", "box", "option", "choice", "picture", "image", "figure")
+_NAMED = "(?:" + "|".join(_NOUNS) + ")"
+_NAMED_AFTER_NOUN = re.compile(r"\s*[\"'“(]?([a-h])\b")  # on the lower-case text; the letter checked there
+_LETTER_LIST = re.compile(r"\b[A-H]\)?(?:\s*(?:,|/|,?\s*or\b|,?\s*and\b)\s*\(?[A-H]\b)+")
+_BRACKETED_LETTER = re.compile(r"\(([A-H])\)")
 
 
 def _verb_before_colon(text: str, at: int) -> tuple[int, ...]:
@@ -94,65 +158,53 @@ def _verb_before_colon(text: str, at: int) -> tuple[int, ...]:
     return (end - 2, end - 3)
 
 
-def _i_before_verb(text: str, at: int) -> tuple[int, ...]:
-    """Where "i ", "i'd ", "i'll ", "i will " or "i would " would start before the verb at ``at``."""
-    return tuple(at - k for k in (2, 4, 5, 7, 8))
-
-
-# Words each declaration pattern needs, in order, and where a match may start given such a word: each
-# candidate start is tried with one anchored match, far cheaper than a case-insensitive scan of a long
-# output. A text without the words cannot match the pattern.
-_DECLARATION_WORDS: tuple[tuple[tuple[str, ...], Callable[[str, int], tuple[int, ...]]], ...] = (
-    (("therefore", "thus", "hence"), _at_word),
-    (("answer", "choice", "option", "response", "selection"), _at_word),
-    ((":",), _verb_before_colon),
-    (("choose", "pick", "select", "go with"), _i_before_verb),
-    (("therefore", "thus", "hence", "so,"), _at_word),
-)
-
-
 @cache
-def _declarations(valid: str) -> tuple[re.Pattern[str], ...]:
+def _declaration_plan(valid: str) -> tuple[tuple[str, tuple[tuple[re.Pattern[str], tuple[int, ...] | None], ...]], ...]:
+    """Each word a declaration needs, the patterns it may open, and where a match may start relative to the
+    word (None: before the colon, see ``_verb_before_colon``). A text without the words declares nothing."""
     L = _letter_class(valid)
     end = r"(?=[\)\]\.:,;!?]|\s|$)"
+    # "Therefore:\n\n(B) B is darker"; "Therefore, the corresponding point for the reference point is Point B.",
+    # "So, the cube that can be folded is option (B)."
+    concluding = re.compile(
+        r"\b(?:therefore|thus|hence|so)(?:\s*[:,]?\s*[\(\[](" + L + r")[\)\]]|"
+        r",?\s+[^.\n]{0,80}?\b(?:is|would be)\s*:?\s*(?:" + _NOUN + r"\s+)?[\(\[]?(" + L + r")" + end + ")",
+        re.I,
+    )
+    # "the answer is (B)", "Answer: B", "correct option would be: C", "the answer is:\n\n(D) Point D"
+    answer = re.compile(
+        r"\b(?:answer|choice|option|response|selection)\s*(?:is|would be|will be|should be|must be|=|:)"
+        r"(?:\s+(?:most likely|likely|probably|therefore|thus|clearly))?\s*:?\s*"
+        r"(?:" + _NOUN + r"\s+)?[\(\[]?\s*(" + L + r")" + end,
+        re.I,
+    )
+    # "… the correct corresponding point is: (A) Point A"
+    colon = re.compile(r"\b(?:is|are|be)\s*:\s*[\(\[](" + L + r")[\)\]]", re.I)
+    # "I would choose (C)", "I'll go with B", "I would select Point C"
+    chosen = re.compile(
+        r"\bi(?: would|'d| will|'ll)? (?:choose|pick|select|go with)\s*:?\s*(?:"
+        + _NOUN
+        + r"\s+)?[\(\[]?("
+        + L
+        + r")"
+        + end,
+        re.I,
+    )
+    at_word = (0,)
+    i_before = (-2, -4, -5, -7, -8)  # "i ", "i'd ", "i'll ", "i will ", "i would "
     return (
-        # "Therefore:\n\n(B) B is darker"
-        re.compile(r"\b(?:therefore|thus|hence)\s*[:,]?\s*[\(\[](" + L + r")[\)\]]", re.I),
-        # "the answer is (B)", "Answer: B", "correct option would be: C", "the answer is:\n\n(D) Point D"
-        re.compile(
-            r"\b(?:answer|choice|option|response|selection)\s*(?:is|would be|will be|should be|must be|=|:)"
-            r"(?:\s+(?:most likely|likely|probably|therefore|thus|clearly))?\s*:?\s*"
-            r"(?:" + _NOUN + r"\s+)?[\(\[]?\s*(" + L + r")" + end,
-            re.I,
-        ),
-        # "… the correct corresponding point is: (A) Point A"
-        re.compile(r"\b(?:is|are|be)\s*:\s*[\(\[](" + L + r")[\)\]]", re.I),
-        # "I would choose (C)", "I'll go with B"
-        re.compile(
-            r"\bi(?: would|'d| will|'ll)? (?:choose|pick|select|go with)\s*:?\s*(?:"
-            + _NOUN
-            + r"\s+)?[\(\[]?("
-            + L
-            + r")"
-            + end,
-            re.I,
-        ),
-        # "Therefore, the corresponding point for the reference point is Point B.", "So, the cube that can be
-        # folded is option (B)."
-        re.compile(
-            r"\b(?:therefore|thus|hence|so),?\s+[^.\n]{0,80}?\b(?:is|would be)\s*:?\s*(?:"
-            + _NOUN
-            + r"\s+)?[\(\[]?("
-            + L
-            + r")"
-            + end,
-            re.I,
-        ),
+        *((word, ((concluding, at_word),)) for word in ("therefore", "thus", "hence", "so,")),
+        *((word, ((answer, at_word),)) for word in ("answer", "choice", "option", "response")),
+        ("select", ((answer, at_word), (chosen, i_before))),  # "selection is B", "I would select B"
+        (":", ((colon, None),)),
+        *((word, ((chosen, i_before),)) for word in ("choose", "pick", "go with")),
     )
 
 
-# what may stand between a declaration and its letter: "the answer is option (B)", "I would select Point C"
-_NOUN = r"(?:option|choice|point|box|picture)"
+@cache
+def _standalone_capital(valid: str) -> re.Pattern[str]:
+    """A valid capital with no letter on either side ("(B)", "is B.", "B"), in text read either way."""
+    return re.compile(r"[" + valid + r"](?![A-Za-z])(?<![A-Za-z].)")
 
 
 @cache
@@ -183,82 +235,133 @@ def _naming_patterns(valid: str) -> tuple[re.Pattern[str], re.Pattern[str], re.P
     )
 
 
-def _letters_named(text: str, valid: str) -> set[str]:
-    """Valid letters the text names as "(B)", "Point B", "box B"."""
-    bracketed, named, _ = _naming_patterns(valid)
-    found = {m.group(1) for m in bracketed.finditer(text)}
-    found |= {m.group(1) for m in named.finditer(text) if m.group(1).isupper()}
-    if found:  # "box (A or B)", "options (A, B, C, D)" name every letter listed, not the first alone
-        for listed in _LETTER_LIST.finditer(text):
-            found |= set(listed.group(0)) & set(valid)
-    return found
+def _find_mentions(text: str, lower: str, valid: str, start: int, end: int) -> list[tuple[int, int, str]]:
+    """Where ``text[start:end]`` names a valid letter — "(B)", "[B]", "Point B", "box B" — as (start, end,
+    letter) of the letter, in order (the second of ``_naming_patterns``, found from its nouns)."""
+    found = [(m.start(1), m.end(1), m.group(1)) for m in _naming_patterns(valid)[0].finditer(text, start, end)]
+    for noun in _NOUNS:
+        at = lower.find(noun, start, end)
+        while at >= 0:
+            if at == 0 or not (lower[at - 1].isalnum() or lower[at - 1] == "_"):
+                m = _NAMED_AFTER_NOUN.match(lower, at + len(noun), end)
+                if m and text[m.start(1)] in valid:
+                    found.append((m.start(1), m.end(1), text[m.start(1)]))
+            at = lower.find(noun, at + 1, end)
+    return sorted(set(found))
 
 
-_LETTER_LIST = re.compile(r"\b[A-H]\)?(?:\s*(?:,|/|,?\s*or\b|,?\s*and\b)\s*\(?[A-H]\b)+")
+# --- option texts ------------------------------------------------------------------------------------------
+
+_WORD_GAP = r"[^\w]+(?:(?:a|an|the)[^\w]+)*"  # what normalising turns into one space: punctuation, articles
+_ORDINAL = r"(?:first|second|third|fourth|fifth)"
+# "A, B", "A or B", "(A), (B) and (C)"
+_LIST_GAP = r"\)?(?:[ \t]*[,/&][ \t]*(?:(?:or|and)[ \t]+)?|[ \t]+(?:or|and)[ \t]+)"
+_ORDINAL_IMAGE = re.compile(r"\b" + _ORDINAL + r" image\b")
+_LABEL = re.compile(r"\b(?:point|box|picture|image|option|choice) letter[a-h]\b")
+_LABEL_WORD = re.compile(r"letter([a-h])")
 
 
-_BRACKETED_LETTER = re.compile(r"\(([A-H])\)")
-_ORDINAL_IMAGE_END = re.compile(r" ((?:first|second|third|fourth|fifth) image) \Z")
-_ORDINAL_IMAGE_START = re.compile(r"\A ((?:first|second|third|fourth|fifth) image) ")
+def _phrase_pattern(normalised: str, gap: str = r"[ \t]+") -> str:
+    """A normalised option text as a pattern over the text as written: "point lettera" → "Point A" (the
+    label's capital kept, the words in any case), ``gap`` between the words."""
+    words = []
+    for word in normalised.split():
+        label = _LABEL_WORD.fullmatch(word)
+        words.append("(?-i:" + label.group(1).upper() + ")" if label else "(?i:" + re.escape(word) + ")")
+    return gap.join(words)
 
 
-# Lists that name several options at once, in normalised text: "the second or third image", "the second
-# and third images", "box (A or B)", "points A, B, C and D".
-_ORDINALS_ELIDED = re.compile(
-    r"\b(first|second|third|fourth|fifth) (?:or|and) (first|second|third|fourth|fifth) images? "
-)
-_LABELS_LISTED = re.compile(r"\b(point|box|picture|image|option|choice)s? ((?:letter[a-h] (?:or |and )?){2,})")
+class _OptionTexts:
+    """An item's option texts as one pattern over outputs as written, so that no output is normalised:
+    "point lettera" matches "Point A" (the label's capital kept, the words in any case, punctuation and
+    articles between them). Lists name every option they list: "the second or third image", "the second
+    and third images", "box (A or B)", "points A, B, C and D"."""
+
+    def __init__(self, options: tuple[str, ...]) -> None:
+        self.options = options
+        alternatives, starts = [], set()
+        if any(_ORDINAL_IMAGE.search(o) for o in options):
+            alternatives.append(
+                f"(?P<first>{_ORDINAL})" + r"[ \t,]+(?:or|and)[ \t]+(?:the[ \t]+)?" + f"(?P<then>{_ORDINAL})"
+                r"[ \t]+images?(?!\w)"
+            )
+            starts |= {"first", "second", "third", "fourth", "fifth"}
+        if any(_LABEL.search(o) for o in options):
+            alternatives.append(
+                r"(?P<noun>point|box|picture|image|option|choice)s?[ \t,:]*\(?"
+                r"(?P<listed>(?-i:[A-H])(?:" + _LIST_GAP + r"\(?(?-i:[A-H]))+)(?!\w)"
+            )
+            starts |= {"point", "box", "picture", "image", "option", "choice"}
+        for k, option in sorted(enumerate(options), key=lambda x: -len(x[1])):
+            if option:
+                alternatives.append(f"(?P<o{k}>{_phrase_pattern(option, _WORD_GAP)}(?!\\w))")
+                first = option.split()[0]
+                label = _LABEL_WORD.fullmatch(first)
+                starts.add(label.group(1) if label else first)
+        self.pattern = re.compile("|".join(f"(?:{a})" for a in alternatives), re.I)
+        self.starts = tuple(sorted(starts))  # every match opens with one of these words
+
+    def hits(self, text: str) -> set[str]:
+        """The letters of the options the text names."""
+        lower = text.lower()
+        if len(lower) != len(text):  # the rare characters whose lower case is longer: scan it whole
+            return self._read(self.pattern.finditer(text))
+        matches = []
+        for word in self.starts:
+            at = lower.find(word)
+            while at >= 0:
+                if at == 0 or not (lower[at - 1].isalnum() or lower[at - 1] == "_"):
+                    m = self.pattern.match(text, at)
+                    if m:
+                        matches.append(m)
+                at = lower.find(word, at + 1)
+        return self._read(matches)
+
+    def _read(self, matches: Iterable[re.Match[str]]) -> set[str]:
+        found = set()
+        for m in matches:
+            kind = str(m.lastgroup)
+            if kind == "then":  # "the second or third image"
+                named = {f"{m.group('first').lower()} image", f"{m.group('then').lower()} image"}
+            elif kind == "listed":  # "box (A or B)"
+                noun = m.group("noun").lower()
+                named = {f"{noun} letter{x.lower()}" for x in _CAPITAL.findall(m.group("listed"))}
+            else:
+                found.add(LETTERS[int(kind[1:])])
+                continue
+            found |= {LETTERS[k] for k, o in enumerate(self.options) if o in named}
+        return found
 
 
-def _expand_lists(normalised: str) -> str:
-    """Each option a list names, written out in full ("box lettera or letterb" → "box lettera box letterb")."""
-    if " or " not in normalised and " and " not in normalised:
-        return normalised
-    normalised = _ORDINALS_ELIDED.sub(r"\1 image and \2 image ", normalised)
-    return _LABELS_LISTED.sub(
-        lambda m: " ".join(f"{m.group(1)} {x}" for x in re.findall(r"letter[a-h]", m.group(2))) + " ", normalised
-    )
+@lru_cache(maxsize=256)
+def _option_texts(options: tuple[str, ...]) -> _OptionTexts | None:
+    return _OptionTexts(options) if any(options) else None
 
 
-def _labelled_phrase(text: str, start: int, end: int, options: tuple[str, ...]) -> str | None:
-    """The (normalised) option text or ordinal image that the bracketed letter at ``text[start:end]`` labels:
-    the one right after it ("(B) the third image"), else the one right before it in the same sentence
-    ("the third image (C)")."""
-    tail = text[end : end + 40]
-    cut = min((k for k in (tail.find("\n", 1), tail.find(". ")) if k >= 0), default=len(tail))
-    after = f" {_norm_text(tail[:cut])} "
-    head = text[max(0, start - 40) : start]
-    cut = max(head.rfind("\n"), head.rfind(". "))
-    before = f" {_norm_text(head[cut + 1 :])} "
-    images = any("image" in o for o in options)
-    for window, ordinal in ((after, _ORDINAL_IMAGE_START), (before, _ORDINAL_IMAGE_END)):
-        for option in options:
-            if option and (window.startswith(f" {option} ") if window is after else window.endswith(f" {option} ")):
-                return option
-        found = ordinal.search(window) if images else None
-        if found:
-            return found.group(1)
-    return None
+@lru_cache(maxsize=256)
+def _label_patterns(options: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+    """What a bracketed letter may label, for a set of normalised options: an option's text (group ``o<k>``)
+    or an ordinal image (group ``image``, where the options are images), right after the letter ("(B) the
+    third image") or right before it ("the third image (C)")."""
+    phrases = [f"(?P<o{k}>{_phrase_pattern(o)})" for k, o in enumerate(options) if o]
+    if not phrases:
+        return None
+    if any("image" in o for o in options):
+        phrases.append(r"(?P<image>(?i:first|second|third|fourth|fifth)[ \t]+(?i:image))")
+    either = "|".join(phrases)
+    after = re.compile(r"[ \t]*[:\-–—]?[ \t]*[\"'“‘]?(?:(?i:the|an?)[ \t]+)?(?:" + either + r")(?!\w)")
+    before = re.compile(r"(?<!\w)(?:" + either + r")[\"'”’]?[ \t]*[,:\-–—]?[ \t]*\Z")
+    return after, before
 
 
-def _sentences(text: str) -> list[str]:
-    return [p for p in _SENTENCE_BREAK.split(text) if p.strip()]
+def _labelled(label: re.Match[str], options: tuple[str, ...]) -> str:
+    """The normalised text a label match names (an option's, or "third image")."""
+    if label.lastgroup == "image":
+        return " ".join(label.group("image").lower().split())
+    return options[int(str(label.lastgroup)[1:])]
 
 
-def _norm_text(text: str) -> str:
-    # A lone capital letter is a label ("Point A"), not the article "a": keep it distinct.
-    text = _LONE_CAPITAL.sub(r"letter\1", text)
-    text = text.lower()
-    text = _ARTICLE.sub(" ", text)
-    text = _PUNCTUATION.sub(" ", text)
-    return " ".join(text.split())
-
-
-@lru_cache(maxsize=4096)
-def _norm_options(options: tuple[str, ...]) -> tuple[str, ...]:
-    """A task's option texts are the same for all its items: normalised once."""
-    return tuple(_norm_text(o) for o in options)
-
+# --- one output, prepared once ------------------------------------------------------------------------------
 
 T = TypeVar("T")
 
@@ -278,21 +381,11 @@ class _computed_once(Generic[T]):
 @dataclass
 class ChoiceText:
     """One output prepared once for the choice rules: markdown stripped, the valid letters, the options;
-    what only some rules need (sentences, lower case) is computed on first use."""
+    what only some rules need (sentences, lower case, the letters named) is computed on first use."""
 
     text: str
     valid: str
     options: tuple[str, ...]  # normalised option texts ("" where unknown)
-
-    @_computed_once
-    def sentences(self) -> tuple[str, ...]:
-        return tuple(_sentences(self.text))
-
-    @_computed_once
-    def first_sentence(self) -> str:
-        """``sentences[0]`` without splitting the whole output (the text is stripped, so it is never empty)."""
-        end = _SENTENCE_BREAK.search(self.text)
-        return self.text[: end.start()] if end else self.text
 
     @_computed_once
     def lower(self) -> str:
@@ -304,6 +397,37 @@ class ChoiceText:
         return lower
 
     @_computed_once
+    def spans(self) -> tuple[tuple[int, int], ...]:
+        """The sentences, as spans of ``text`` (the empty ones left out)."""
+        text = self.text
+        return tuple((s, e) for s, e in _pieces(text, _breaks(text)) if text[s:e].strip())
+
+    @_computed_once
+    def first_sentence(self) -> str:
+        """The first sentence, without splitting the whole output (the text is stripped: never empty)."""
+        return _first_sentence(self.text)
+
+    @_computed_once
+    def mentions(self) -> tuple[tuple[int, int, str], ...]:
+        """Every valid letter the output names (``_find_mentions``)."""
+        return tuple(_find_mentions(self.text, self.lower, self.valid, 0, len(self.text)))
+
+    def mentions_between(self, start: int, end: int) -> list[tuple[int, int, str]]:
+        if "mentions" in self.__dict__:
+            return [m for m in self.mentions if start <= m[0] < end]
+        return _find_mentions(self.text, self.lower, self.valid, start, end)
+
+    def named(self, start: int = 0, end: int | None = None) -> set[str]:
+        """Valid letters named between ``start`` and ``end``; a list names each letter it lists ("box (A or
+        B)", "options (A, B, C, D)")."""
+        end = len(self.text) if end is None else end
+        found = {letter for _, _, letter in self.mentions_between(start, end)}
+        if found:
+            for listed in _LETTER_LIST.finditer(self.text, start, end):
+                found |= set(listed.group(0)) & set(self.valid)
+        return found
+
+    @_computed_once
     def letters_conflict(self) -> bool:
         """The output letters things its own way: a bracketed letter beside a text that is not that letter's
         option, "the second image (B)" or "(B) the second image" where the option "the second image" is A
@@ -312,14 +436,16 @@ class ChoiceText:
         the item does not have ("the third image (C)" of two options) leaves the valid letters meaning the
         options, but only where the output also pairs a letter with its own option text ("(B) the third
         image")."""
-        if "(" not in self.text or not any(self.options):
+        labels = _label_patterns(self.options)
+        if labels is None or "(" not in self.text:
             return False
+        after, before = labels
         paired = own_letters = False
         for m in _BRACKETED_LETTER.finditer(self.text):
-            phrase = _labelled_phrase(self.text, m.start(), m.end(), self.options)
-            if phrase is None:
+            label = after.match(self.text, m.end()) or before.search(self.text, max(0, m.start() - 40), m.start())
+            if label is None:
                 continue
-            letter = m.group(1)
+            letter, phrase = m.group(1), _labelled(label, self.options)
             if letter in self.valid and self.options[self.valid.index(letter)] == phrase:
                 paired = True
             elif letter in self.valid:
@@ -328,25 +454,19 @@ class ChoiceText:
                 own_letters = True
         return own_letters and not paired
 
+    @_computed_once
+    def option_texts(self) -> _OptionTexts | None:
+        return _option_texts(self.options)
+
     def option_hits(self, sentence: str) -> set[str]:
-        padded = _expand_lists(f" {_norm_text(sentence)} ")
-        return {self.valid[i] for i, o in enumerate(self.options) if o and f" {o} " in padded}
+        return self.option_texts.hits(sentence) if self.option_texts else set()
+
+
+# --- the rules ----------------------------------------------------------------------------------------------
 
 
 def refusal(c: ChoiceText) -> bool | str | None:
     return False if _REFUSAL.search(c.text) else None
-
-
-# Most outputs hold none of the words a declaration needs: checking for them first settles those. str's
-# substring search is several times faster than a regex alternation of the same words.
-_ANY_DECLARATION_WORD = tuple(n for group, _ in _DECLARATION_WORDS for n in group)
-
-
-def _holds_any(text: str, words: tuple[str, ...]) -> bool:
-    for word in words:  # a plain loop: any() over a generator costs half as much again here
-        if word in text:
-            return True
-    return False
 
 
 def conflicting_letters(c: ChoiceText) -> bool | None:
@@ -355,18 +475,25 @@ def conflicting_letters(c: ChoiceText) -> bool | None:
 
 def declaration(c: ChoiceText) -> bool | str | None:
     # Letters must be capitals in the text: "the answer is a pen" does not read as "A".
-    if not _holds_any(c.lower, _ANY_DECLARATION_WORD):
+    text, lower, valid = c.text, c.lower, c.valid
+    # A declaration's words come before its letter, a capital standing alone ("(B)", "is B."): words after
+    # the last such capital declare nothing, so only the text up to it is searched.
+    last = _standalone_capital(valid).search(text[::-1])
+    if last is None:
         return None
-    found = set()
-    for pattern, (needles, starts) in zip(_declarations(c.valid), _DECLARATION_WORDS):
-        for needle in needles:
-            at = c.lower.find(needle)
-            while at >= 0:
-                for start in starts(c.text, at):
-                    m = pattern.match(c.text, start) if start >= 0 else None
-                    if m and m.group(1).isupper() and not _opens_list(c.text, m.end(1), m.group(1), c.valid):
-                        found.add((start, m.group(1)))
-                at = c.lower.find(needle, at + 1)
+    until = len(text) - last.start()
+    found = []
+    for word, patterns in _declaration_plan(valid):
+        at = lower.find(word, 0, until)
+        while at >= 0:
+            for pattern, offsets in patterns:
+                for start in (at + k for k in offsets) if offsets else _verb_before_colon(text, at):
+                    m = pattern.match(text, start) if start >= 0 else None
+                    if m:
+                        letter = m.group(m.lastindex or 1)
+                        if letter.isupper() and not _opens_list(text, m.end(m.lastindex or 1), letter, valid):
+                            found.append((start, letter))
+            at = lower.find(word, at + 1, until)
     if not found:
         return None
     declared = {x for _, x in found}
@@ -374,7 +501,7 @@ def declaration(c: ChoiceText) -> bool | str | None:
         return False  # "the answer is (A) … the answer is (B) … the answer is (C)": one per option, none chosen
     at, letter = max(found)
     hedged = _HEDGED_VERB.search(c.text[max(0, at - 24) : at + 8])
-    if (hedged or len(declared) > 1 and _HEDGE.search(c.text)) and len(_letters_named(c.text, c.valid)) > 1:
+    if (hedged or len(declared) > 1 and _HEDGE.search(c.text)) and len(c.named()) > 1:
         return False  # "it might be (A) … but the answer could be (C)": two answers, hedged: never guess
     if _concludes_several(c, at):
         return False  # "… the answer is (B). So, the corresponding points are (B) and (C).": no one answer
@@ -395,32 +522,32 @@ _LIST_ITEM = re.compile(r"\s*[-*]?\s*(?:option\s+)?[\(\[]?([A-H])[\)\]\.:]", re.
 
 
 def _concludes_several(c: ChoiceText, after: int) -> bool:
-    """Whether a concluding sentence after ``after`` names several options together as its answer: "So, the
-    corresponding points are (B) Point B and (C) Point C."."""
-    tail = c.text[after:]
-    if not _CONCLUSION.search(tail):
-        return False
-    return any(
-        _CONCLUSION.search(s) and not _CONTRAST.search(s) and _several_together(s, c.valid)
-        for s in _sentences(tail)[1:]
-    )
+    """Whether a concluding sentence after the one at ``after`` names several options together as its answer:
+    "So, the corresponding points are (B) Point B and (C) Point C."."""
+    if len(set(_CAPITAL.findall(c.text, after)) & set(c.valid)) < 2:
+        return False  # most declarations come last: nothing after them names two letters
+    text = c.text
+    breaks = _breaks(text, after)
+    for start, end in _pieces(text, breaks[1:], breaks[0][1]) if breaks else ():
+        mentions = c.mentions_between(start, end)
+        if len({letter for _, _, letter in mentions}) < 2:
+            continue
+        sentence = text[start:end]
+        if _CONCLUSION.search(sentence) and not _CONTRAST.search(sentence) and _several_together(text, mentions):
+            return True
+    return False
 
 
 _JOINED = re.compile(r"(?:\s|,|&|\band\b|\bor\b|\bpoints?\b|\bpictures?\b|\bboxe?s?\b|\boptions?\b|[A-H]|[()])*", re.I)
+_JOINING = re.compile(r",|&|\band\b|\bor\b", re.I)
 
 
-def _several_together(sentence: str, valid: str) -> bool:
+def _several_together(text: str, mentions: list[tuple[int, int, str]]) -> bool:
     """Two different letters with only "and", "or", commas and their own labels between them: "(A) and (B)",
     "Point A and Point B", "(B) Point B and (C) Point C"."""
-    mentions = sorted(
-        (m.start(1), m.end(1), m.group(1))
-        for pattern in _naming_patterns(valid)[:2]
-        for m in pattern.finditer(sentence)
-        if m.group(1).isupper()
-    )
     for (_, end, first), (start, _, second) in zip(mentions, mentions[1:]):
-        gap = sentence[end:start]
-        if first != second and _JOINED.fullmatch(gap) and re.search(r",|&|\band\b|\bor\b", gap, re.I):
+        gap = text[end:start]
+        if first != second and _JOINED.fullmatch(gap) and _JOINING.search(gap):
             return True
     return False
 
@@ -445,7 +572,7 @@ def lead_contradicted(c: ChoiceText) -> bool | None:
     if not lead or not any(c.options):
         return None
     letter, rest = lead
-    statement = _SENTENCE_BREAK.split(rest.lstrip(" )].:,\n"), maxsplit=1)[0]
+    statement = _first_sentence(rest.lstrip(" )].:,\n"))
     hits = c.option_hits(statement)
     return False if len(hits) == 1 and letter not in hits and not _NEGATION.search(statement) else None
 
@@ -463,12 +590,11 @@ def sole_paren(c: ChoiceText) -> str | None:
 def lead_subject(c: ChoiceText) -> str | None:
     first_sentence = c.first_sentence
     first = _lead_subject(c.valid).match(first_sentence)
-    if first and first.group(1).isupper() and _letters_named(first_sentence, c.valid) <= {first.group(1)}:
+    named = c.named(0, len(first_sentence))
+    if first and first.group(1).isupper() and named <= {first.group(1)}:
         return first.group(1)
-    if not first_sentence.rstrip().endswith(":"):
-        named = _letters_named(first_sentence, c.valid)
-        if len(named) == 1 and not _NEGATION.search(first_sentence):
-            return named.pop()
+    if len(named) == 1 and not first_sentence.rstrip().endswith(":") and not _NEGATION.search(first_sentence):
+        return named.pop()
     return None
 
 
@@ -486,21 +612,35 @@ def option_text_lead(c: ChoiceText) -> bool | str | None:
 
 def _concluded_options(c: ChoiceText) -> set[str]:
     """The options the last concluding sentence that names any option names by text."""
-    for sentence in reversed(c.sentences[1:]):
-        if _CONCLUSION.search(sentence) and not _CONTRAST.search(sentence):
-            hits = c.option_hits(sentence)
-            if hits:
-                return hits
+    for start, end in reversed(c.spans[1:]):
+        sentence = c.text[start:end]
+        hits = c.option_hits(sentence)
+        if hits and _CONCLUSION.search(sentence) and not _CONTRAST.search(sentence):
+            return hits
     return set()
 
 
 def conclusion(c: ChoiceText) -> bool | str | None:
-    for sentence in reversed(c.sentences):
+    mentions = c.mentions
+    if not mentions:
+        return None
+    text, spans = c.text, c.spans
+    # the sentences that name a letter, last first (each mention falls in one sentence)
+    k = len(spans) - 1
+    for at, _, _ in reversed(mentions):
+        while k >= 0 and spans[k][0] > at:
+            k -= 1
+        if k < 0:
+            break
+        start, end = spans[k]
+        if at >= end:
+            continue
+        named = c.named(start, end)
+        sentence = text[start:end]
         # "The third image (B) is an illustration and thus differs …" concludes against B, not for it.
         if _CONCLUSION.search(sentence) and not _CONTRAST.search(sentence):
-            named = _letters_named(sentence, c.valid)
-            if named:
-                return named.pop() if len(named) == 1 else None
+            return named.pop() if len(named) == 1 else None
+        k -= 1
     return None
 
 
@@ -510,7 +650,7 @@ def option_text(c: ChoiceText) -> str | None:
 
 
 def named_letter(c: ChoiceText) -> str | None:
-    named = _letters_named(c.text, c.valid)
+    named = c.named()
     return named.pop() if len(named) == 1 else None
 
 
@@ -530,26 +670,64 @@ CHOICE_RULES = (
     named_letter,
 )
 
+# "B", "(B)", "B.", "(B) the third image", "B) the third image." (the text is stripped)
+_BARE_LETTER = re.compile(r"[\(\[]?([A-H])(?:[\)\]]?\.?\Z|[\)\]\.:]\s*(.*?)\.?\Z)", re.S)
+_DECLARATION_WORDS = (*(word for word, _ in _declaration_plan(LETTERS)), "i ")
+
+
+def _holds_any(text: str, words: tuple[str, ...]) -> bool:
+    for word in words:  # a plain loop: any() over a generator costs half as much again here
+        if word in text:
+            return True
+    return False
+
+
+@cache
+def _result(value: str | None, method: str) -> Extraction:
+    """One shared (immutable) Extraction per answer and rule: creating a frozen dataclass costs more than
+    reading most outputs."""
+    return Extraction(value, method)
+
 
 def extract_choice(output: str | None, n_options: int = 4, options: Sequence[str] | None = None) -> Extraction:
     """The chosen letter among the first ``n_options`` letters, or unparsed."""
-    if output is None or not str(output).strip():
+    if output is None:
         return UNPARSED_EMPTY
-    text = str(output)
+    text = output if isinstance(output, str) else str(output)
     if "*" in text or "_" in text or "`" in text:  # markdown emphasis is rare: skip the regex without it
         text = _MD.sub("", text)
+    if "（" in text:  # full-width brackets: "（C）Point C"
+        text = text.replace("（", "(").replace("）", ")")
     text = text.strip()
-    if text.startswith("<s>"):
+    if text.startswith("<s>"):  # the tokenizer's markers some released outputs keep
         text = text[3:].lstrip()
+    if text.endswith("</s>"):
+        text = text[:-4].rstrip()
+    if not text:
+        return UNPARSED_EMPTY
     valid = LETTERS[:n_options]
-    prepared = ChoiceText(text, valid, _norm_options(tuple((options or [])[:n_options])))
+    if len(text) < 48:
+        # Most outputs are a letter, or a letter and its option's text (or, options unknown, a short phrase
+        # without a declaration's words): no other rule could decide them otherwise.
+        bare = _BARE_LETTER.match(text)
+        if bare and bare.group(1) in valid:
+            rest = bare.group(2)
+            if (
+                not rest
+                or options
+                and rest.lower() == str(options[valid.index(bare.group(1))]).lower()
+                or not options
+                and not _holds_any(text.lower(), _DECLARATION_WORDS)
+            ):
+                return _result(bare.group(1), "leading")
+    prepared = ChoiceText(text, valid, _norm_options(tuple(options[:n_options])) if options else ())
     for rule in CHOICE_RULES:
         decided = rule(prepared)
         if decided is False:
-            return Extraction(None, rule.__name__)
+            return _result(None, rule.__name__)
         if decided:
-            return Extraction(str(decided), rule.__name__)
-    return Extraction(None, "unparsed")
+            return _result(str(decided), rule.__name__)
+    return _result(None, "unparsed")
 
 
 _YES = re.compile(r"^\W*(yes|yeah|yep|true|correct)\b", re.I)
