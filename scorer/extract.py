@@ -57,23 +57,24 @@ UNPARSED_EMPTY = Extraction(None, "empty")
 # which it runs in C.
 
 _REFUSAL = re.compile(
-    r"^\W*(i\s*(?:'m| am)\s*(?:sorry|unable)|i\s+(?:can(?:not|'t)|am not able to)|sorry\b|unable to|"
+    r"^\W*+(i\s*(?:'m| am)\s*(?:sorry|unable)|i\s+(?:can(?:not|'t)|am not able to)|sorry\b|unable to|"
     r"as an ai\b|there is no (?:correct )?(?:answer|option)|none of the (?:options|above|choices))",
     re.I,
 )
 _MD = re.compile(r"[*_`]+")
 _WORD_AFTER = re.compile(r"\s+[a-z]")
-_CONTRAST = re.compile(r"\b(?:differs?|different|less|unlike|not)\b", re.I)
+# Word patterns applied to lower-case text (``ChoiceText.lower``, or ``.lower()`` of a short piece): a
+# case-insensitive scan costs about twice as much.
+_CONTRAST = re.compile(r"\b(?:differs?|different|less|unlike|not)\b")
 _HEDGED_VERB = re.compile(r"\b(?:could|might|may)\s+be\b", re.I)
-_HEDGE = re.compile(r"\b(?:could be|might|it's possible|it is possible|if we consider|depending on)\b", re.I)
+_HEDGE = re.compile(r"\b(?:could be|might|it's possible|it is possible|if we consider|depending on)\b")
 _CONCLUSION = re.compile(
     r"\b(?:therefore|thus|hence|so the|in conclusion|"
     r"based on (?:these|this|the|my) (?:observations?|analysis|comparisons?)|"
     r"overall|correct|closest|most similar|most likely|best|"
-    r"i would (?:choose|say|select|pick)|lean towards)\b|\bso,",
-    re.I,
+    r"i would (?:choose|say|select|pick)|lean towards)\b|\bso,"
 )
-_NEGATION = re.compile(r"\b(not|no|neither|nor|cannot|can't|unable|least|unlikely|incorrect|wrong)\b", re.I)
+_NEGATION = re.compile(r"\b(not|no|neither|nor|cannot|can't|unable|least|unlikely|incorrect|wrong)\b")
 _LONE_CAPITAL = re.compile(r"\b([A-H])\b")
 _ARTICLE = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = re.compile(r"[^\w\s]")
@@ -147,7 +148,8 @@ _NOUN = r"(?:option|choice|point|box|picture)"
 _NOUNS = ("point", "box", "option", "choice", "picture", "image", "figure")
 _NAMED = "(?:" + "|".join(_NOUNS) + ")"
 _NAMED_AFTER_NOUN = re.compile(r"\s*[\"'“(]?([a-h])\b")  # on the lower-case text; the letter checked there
-_LETTER_LIST = re.compile(r"\b[A-H]\)?(?:\s*(?:,|/|,?\s*or\b|,?\s*and\b)\s*\(?[A-H]\b)+")
+# "A or B", "A, B, C, or D" (the capital first, its boundary after it: the engine scans for a character class)
+_LETTER_LIST = re.compile(r"[A-H](?<!\w.)\)?(?:\s*(?:,|/|,?\s*or\b|,?\s*and\b)\s*\(?[A-H]\b)+")
 _BRACKETED_LETTER = re.compile(r"\(([A-H])\)")
 
 
@@ -466,7 +468,7 @@ class ChoiceText:
 
 
 def refusal(c: ChoiceText) -> bool | str | None:
-    return False if _REFUSAL.search(c.text) else None
+    return False if _REFUSAL.match(c.text) else None  # anchored: "search" would try every position
 
 
 def conflicting_letters(c: ChoiceText) -> bool | None:
@@ -483,17 +485,18 @@ def declaration(c: ChoiceText) -> bool | str | None:
         return None
     until = len(text) - last.start()
     found = []
+    find = lower.find
     for word, patterns in _declaration_plan(valid):
-        at = lower.find(word, 0, until)
+        at = find(word, 0, until)
         while at >= 0:
             for pattern, offsets in patterns:
-                for start in (at + k for k in offsets) if offsets else _verb_before_colon(text, at):
+                for start in [at + k for k in offsets] if offsets is not None else _verb_before_colon(text, at):
                     m = pattern.match(text, start) if start >= 0 else None
                     if m:
                         letter = m.group(m.lastindex or 1)
                         if letter.isupper() and not _opens_list(text, m.end(m.lastindex or 1), letter, valid):
-                            found.append((start, letter))
-            at = lower.find(word, at + 1, until)
+                            found.append((m.start(), letter))
+            at = find(word, at + 1, until)
     if not found:
         return None
     declared = {x for _, x in found}
@@ -501,7 +504,7 @@ def declaration(c: ChoiceText) -> bool | str | None:
         return False  # "the answer is (A) … the answer is (B) … the answer is (C)": one per option, none chosen
     at, letter = max(found)
     hedged = _HEDGED_VERB.search(c.text[max(0, at - 24) : at + 8])
-    if (hedged or len(declared) > 1 and _HEDGE.search(c.text)) and len(c.named()) > 1:
+    if (hedged or len(declared) > 1 and _HEDGE.search(c.lower)) and len(c.named()) > 1:
         return False  # "it might be (A) … but the answer could be (C)": two answers, hedged: never guess
     if _concludes_several(c, at):
         return False  # "… the answer is (B). So, the corresponding points are (B) and (C).": no one answer
@@ -532,7 +535,7 @@ def _concludes_several(c: ChoiceText, after: int) -> bool:
         mentions = c.mentions_between(start, end)
         if len({letter for _, _, letter in mentions}) < 2:
             continue
-        sentence = text[start:end]
+        sentence = c.lower[start:end]
         if _CONCLUSION.search(sentence) and not _CONTRAST.search(sentence) and _several_together(text, mentions):
             return True
     return False
@@ -574,7 +577,7 @@ def lead_contradicted(c: ChoiceText) -> bool | None:
     letter, rest = lead
     statement = _first_sentence(rest.lstrip(" )].:,\n"))
     hits = c.option_hits(statement)
-    return False if len(hits) == 1 and letter not in hits and not _NEGATION.search(statement) else None
+    return False if len(hits) == 1 and letter not in hits and not _NEGATION.search(statement.lower()) else None
 
 
 def leading(c: ChoiceText) -> str | None:
@@ -593,7 +596,7 @@ def lead_subject(c: ChoiceText) -> str | None:
     named = c.named(0, len(first_sentence))
     if first and first.group(1).isupper() and named <= {first.group(1)}:
         return first.group(1)
-    if len(named) == 1 and not first_sentence.rstrip().endswith(":") and not _NEGATION.search(first_sentence):
+    if len(named) == 1 and not first_sentence.rstrip().endswith(":") and not _NEGATION.search(first_sentence.lower()):
         return named.pop()
     return None
 
@@ -602,7 +605,7 @@ def option_text_lead(c: ChoiceText) -> bool | str | None:
     if not any(c.options):
         return None
     hits = c.option_hits(c.first_sentence)
-    if len(hits) != 1 or _NEGATION.search(c.first_sentence):
+    if len(hits) != 1 or _NEGATION.search(c.lower, 0, len(c.first_sentence)):
         return None
     # "The first image shows a wok, while the second image is empty. … Therefore, the third image is most
     # similar": the opening sentence describes; a concluding one naming another option contradicts it.
@@ -613,9 +616,8 @@ def option_text_lead(c: ChoiceText) -> bool | str | None:
 def _concluded_options(c: ChoiceText) -> set[str]:
     """The options the last concluding sentence that names any option names by text."""
     for start, end in reversed(c.spans[1:]):
-        sentence = c.text[start:end]
-        hits = c.option_hits(sentence)
-        if hits and _CONCLUSION.search(sentence) and not _CONTRAST.search(sentence):
+        hits = c.option_hits(c.text[start:end])
+        if hits and _CONCLUSION.search(c.lower, start, end) and not _CONTRAST.search(c.lower, start, end):
             return hits
     return set()
 
@@ -636,9 +638,8 @@ def conclusion(c: ChoiceText) -> bool | str | None:
         if at >= end:
             continue
         named = c.named(start, end)
-        sentence = text[start:end]
         # "The third image (B) is an illustration and thus differs …" concludes against B, not for it.
-        if _CONCLUSION.search(sentence) and not _CONTRAST.search(sentence):
+        if _CONCLUSION.search(c.lower, start, end) and not _CONTRAST.search(c.lower, start, end):
             return named.pop() if len(named) == 1 else None
         k -= 1
     return None
@@ -689,11 +690,19 @@ def _result(value: str | None, method: str) -> Extraction:
     return Extraction(value, method)
 
 
+_BARE_FORMS = {
+    form.format(x): Extraction(x, "leading") for x in LETTERS for form in ("{}", "({})", "{}.", "({}).", "{})", "[{}]")
+}
+
+
 def extract_choice(output: str | None, n_options: int = 4, options: Sequence[str] | None = None) -> Extraction:
     """The chosen letter among the first ``n_options`` letters, or unparsed."""
     if output is None:
         return UNPARSED_EMPTY
     text = output if isinstance(output, str) else str(output)
+    bare = _BARE_FORMS.get(text)  # "A", "(B)", "C.": a third of all outputs
+    if bare is not None and str(bare.value) in LETTERS[:n_options]:
+        return bare
     if "*" in text or "_" in text or "`" in text:  # markdown emphasis is rare: skip the regex without it
         text = _MD.sub("", text)
     if "（" in text:  # full-width brackets: "（C）Point C"
