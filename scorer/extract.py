@@ -626,7 +626,7 @@ def conclusion(c: ChoiceText) -> bool | str | None:
     mentions = c.mentions
     if not mentions:
         return None
-    text, spans = c.text, c.spans
+    spans = c.spans
     # the sentences that name a letter, last first (each mention falls in one sentence)
     k = len(spans) - 1
     for at, _, _ in reversed(mentions):
