@@ -700,9 +700,9 @@ def extract_choice(output: str | None, n_options: int = 4, options: Sequence[str
     if output is None:
         return UNPARSED_EMPTY
     text = output if isinstance(output, str) else str(output)
-    bare = _BARE_FORMS.get(text)  # "A", "(B)", "C.": a third of all outputs
-    if bare is not None and str(bare.value) in LETTERS[:n_options]:
-        return bare
+    known = _BARE_FORMS.get(text)  # "A", "(B)", "C.": a third of all outputs
+    if known is not None and str(known.value) in LETTERS[:n_options]:
+        return known
     if "*" in text or "_" in text or "`" in text:  # markdown emphasis is rare: skip the regex without it
         text = _MD.sub("", text)
     if "（" in text:  # full-width brackets: "（C）Point C"

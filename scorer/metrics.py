@@ -42,26 +42,31 @@ class YesNoRecord:
 
 
 def mvp_yes_no(records: Sequence[YesNoRecord], official: bool = False) -> dict:
-    """accuracy per side × level, qAcc per level, iAcc per side, aAcc, mAcc.
+    """accuracy per side × level and pooled per level, qAcc per level and over all, iAcc per side and over
+    all, aAcc, mAcc.
 
     qAcc: a question is right only if right on both images of its pair. iAcc: an image is right only if
     all its questions are right. mAcc: a pair is right only if every question on both images is right.
     ``official=True`` applies the release script's filters: iAcc counts only images with more than one
     question, mAcc only pairs with more than three records.
     """
-    out: dict = {"accuracy": {}, "qAcc": {}, "iAcc": {}}
+    out: dict = {"accuracy": {}, "pooled": {}, "qAcc": {}, "iAcc": {}}
     for side in ("S", "E"):
         for level in ("low", "high"):
             out["accuracy"][f"{side}_{level}"] = pct(
                 [r.correct for r in records if r.side == side and r.level == level]
             )
     for level in ("low", "high"):
+        out["pooled"][level] = pct([r.correct for r in records if r.level == level])
+    for level in ("low", "high"):
         out["qAcc"][level] = pct(group_all(((r.pair, r.question), r.correct) for r in records if r.level == level))
+    out["qAcc"]["all"] = pct(group_all(((r.pair, r.question), r.correct) for r in records))
     image_min = 2 if official else 1
     for side in ("S", "E"):
         out["iAcc"][side] = pct(
             group_all((((r.pair, r.side), r.correct) for r in records if r.side == side), image_min)
         )
+    out["iAcc"]["all"] = pct(group_all((((r.pair, r.side), r.correct) for r in records), image_min))
     out["aAcc"] = pct([r.correct for r in records])
     out["mAcc"] = pct(group_all(((r.pair, r.correct) for r in records), 4 if official else 1))
     return out

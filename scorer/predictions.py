@@ -27,6 +27,7 @@ class Prediction:
     key: str
     output: str | None
     where: str  # "file:line" or "file[index]"
+    order: int = 0  # its place among the predictions read (MVP-Bench's first rotation is the first read)
 
 
 class PredictionStore:
@@ -37,8 +38,8 @@ class PredictionStore:
         self._db.execute("CREATE TABLE p (key TEXT PRIMARY KEY, output TEXT, is_null INTEGER, loc TEXT)")
 
     def get(self, key: str) -> Prediction | None:
-        row = self._db.execute("SELECT output, is_null, loc FROM p WHERE key = ?", (key,)).fetchone()
-        return Prediction(key, None if row[1] else row[0], row[2]) if row else None
+        row = self._db.execute("SELECT output, is_null, loc, rowid FROM p WHERE key = ?", (key,)).fetchone()
+        return Prediction(key, None if row[1] else row[0], row[2], row[3]) if row else None
 
     def __contains__(self, key: object) -> bool:
         return self._db.execute("SELECT 1 FROM p WHERE key = ?", (key,)).fetchone() is not None
@@ -50,8 +51,10 @@ class PredictionStore:
         return self._db.execute("SELECT COUNT(*) FROM p").fetchone()[0]
 
     def items(self) -> Iterator[tuple[str, Prediction]]:
-        for key, output, is_null, loc in self._db.execute("SELECT key, output, is_null, loc FROM p ORDER BY rowid"):
-            yield key, Prediction(key, None if is_null else output, loc)
+        for key, output, is_null, loc, order in self._db.execute(
+            "SELECT key, output, is_null, loc, rowid FROM p ORDER BY rowid"
+        ):
+            yield key, Prediction(key, None if is_null else output, loc, order)
 
 
 @dataclass

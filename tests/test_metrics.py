@@ -21,8 +21,10 @@ RECORDS = [
 def test_mvp_yes_no_definitions_differ():
     r = m.mvp_yes_no(RECORDS)
     assert r["aAcc"] == pytest.approx(80.0)  # 8 of 10 answers
-    assert r["qAcc"] == pytest.approx({"low": 200 / 3, "high": 50.0})  # q1, q4 of 3 low; q5 of 2 high
-    assert r["iAcc"] == pytest.approx({"S": 200 / 3, "E": 200 / 3})  # P1-S, P3-S; P2-E, P3-E
+    # q1, q4 of 3 low; q5 of 2 high; 3 of the 5 questions over all
+    assert r["qAcc"] == pytest.approx({"low": 200 / 3, "high": 50.0, "all": 60.0})
+    assert r["iAcc"] == pytest.approx({"S": 200 / 3, "E": 200 / 3, "all": 200 / 3})  # P1-S, P3-S; P2-E, P3-E
+    assert r["pooled"] == pytest.approx({"low": 500 / 6, "high": 75.0})  # both images of a level together
     assert r["mAcc"] == pytest.approx(100 / 3)  # only P3 is right everywhere
     assert r["accuracy"] == pytest.approx({"S_low": 200 / 3, "S_high": 100.0, "E_low": 100.0, "E_high": 50.0})
 
@@ -30,7 +32,7 @@ def test_mvp_yes_no_definitions_differ():
 def test_mvp_official_filters():
     r = m.mvp_yes_no(RECORDS, official=True)
     # iAcc keeps images with more than one question (P1, P2); mAcc pairs with more than three records.
-    assert r["iAcc"] == pytest.approx({"S": 50.0, "E": 50.0})
+    assert r["iAcc"] == pytest.approx({"S": 50.0, "E": 50.0, "all": 50.0})
     assert r["mAcc"] == 0.0
     assert r["aAcc"] == pytest.approx(80.0)
 
