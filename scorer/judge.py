@@ -28,9 +28,9 @@ class Judge:
             raise PerceptforgeError(f"--judge must look like openai:MODEL@BASE_URL, got {spec!r}")
         return cls(ChatClient(base_url=match.group(2), model=match.group(1), seed=0))
 
-    def _ask(self, prompt_id: str, **values: str) -> str:
+    def _ask(self, prompt_id: str, suffix: str = "", **values: str) -> str:
         prompt = load_prompt(prompt_id)
-        text = prompt.render(**values)
+        text = prompt.render(**values) + suffix
         key = DiskCache.key(self.client.model, prompt.sha256, text)
         cached = self.cache.get(key)
         if cached is not None:
@@ -47,6 +47,12 @@ class Judge:
         if reply.startswith("wrong"):
             return False
         return None
+
+    def codis_official(self, question: str, groundtruth: str, output: str) -> bool:
+        """CODIS ``data/eval.py``: its prompt, every output; right when "right" is anywhere in the reply."""
+        # the script's prompt ends with a newline, which a prompt file cannot keep (the loader strips it)
+        reply = self._ask("judge/codis_official", "\n", question=question, groundtruth=groundtruth, output=output)
+        return "right" in reply
 
     def yes_no(self, question: str, output: str) -> str | None:
         """MVP-Bench's GPT match for Yes/No answers the rule cannot read: "yes", "no", or None (Unknown)."""

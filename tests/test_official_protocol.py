@@ -178,6 +178,8 @@ class RuleJudge:
     def codis(self, question, groundtruth, output):
         return groundtruth.lower() in output.lower()
 
+    codis_official = codis
+
 
 def test_codis_official_averages_over_the_submitted_pairs(tmp_path):
     rng = random.Random(2)
@@ -297,3 +299,77 @@ def test_mvp_bench_official_reports_every_figure_the_script_prints(tmp_path):
     # "low mcq-c 0.0 1" (all rotations), "low mcq-c 0.0 1" (first read), "high mcq-e 1.0 1" twice
     assert mcq["circular"] == {"cross_low": 0.0, "cross_high": None, "single_high": 100.0}
     assert mcq["circular_first_rotation"] == {"cross_low": 0.0, "cross_high": None, "single_high": 100.0}
+
+
+# --- CODIS: every output to the judge, as data/eval.py does ------------------------------------------------
+
+
+class RecordingClient:
+    """A chat client that records what it is asked and replies from a table (else "wrong")."""
+
+    model = "judge"
+
+    def __init__(self, replies):
+        self.replies, self.prompts = replies, []
+
+    def complete(self, text):
+        self.prompts.append(text)
+        return next((r for key, r in self.replies.items() if f"Here is the output: {key}\n" in text), "wrong")
+
+
+CODIS_PAIR = {"id": "007", "image_id": "x.jpg", "question": "Which way is the arrow pointing?",
+              "context": {"context_1": "c1", "context_2": "c2"}, "answer": {"answer_1": "Down.", "answer_2": "Up."},
+              "category": "Location and Orientation"}  # fmt: skip
+
+
+def test_codis_official_sends_every_output_to_the_judge_and_no_rule_decides(tmp_path):
+    from perceptforge.scorer.judge import Judge
+
+    (tmp_path / "data.json").write_text(json.dumps([CODIS_PAIR, {**CODIS_PAIR, "id": "008"}]))
+    outputs = [{"id": "007", "output": {"output_1": "It is not down.", "output_2": "Up."}},
+               {"id": "008", "output": {"output_1": "", "output_2": "It points up."}}]  # fmt: skip
+    (tmp_path / "out.json").write_text(json.dumps(outputs))
+    # data/eval.py counts an output right when "right", in lower case, is anywhere in the reply: "not right" is
+    # right, "Right." is not
+    replies = {"It is not down.": "wrong", "Up.": "That is right.", "": "not right", "It points up.": "Right."}
+    client = RecordingClient(replies)
+    r = codis.score([tmp_path / "data.json"], [tmp_path / "out.json"], "official", judge=Judge(client, tmp_path / "c"))
+    assert len(client.prompts) == 4  # every output, the empty one and "Up." too (a rule would have read it)
+    # the script's own prompt, to the newline it ends with (its PROMPT in data/eval.py, formatted)
+    first = client.prompts[0]
+    assert first.startswith(
+        "\nPlease evaluate the output of models based on the given question and groundtruth and tell me whether "
+        "the output is right.\n\nPlease pay attention to the following rules:\n1. The output contains rationale"
+    )
+    assert (
+        "2. The answer is right if it follows the question in meaning and be consistent with the groundtruth." in first
+    )
+    assert first.endswith(
+        "Here is the question: Which way is the arrow pointing?\nHere is the groundtruth: Down.\n"
+        "Here is the output: It is not down.\n"
+    )
+    # 007: wrong + right; 008: right ("not right") + wrong ("Right.")
+    assert r.metrics["overall"] == {"Acc_p": 0.0, "Acc_q": 50.0}
+    assert {i.id: i.method for i in r.items} == {"007#1": "judge", "007#2": "judge", "008#1": "judge", "008#2": "judge"}
+
+    without = codis.score([tmp_path / "data.json"], [tmp_path / "out.json"], "official")
+    assert without.metrics["needs_judge"] == 4 and without.metrics["overall"] == {"Acc_p": None, "Acc_q": None}
+    assert all(i.method == "needs_judge" and not i.correct for i in without.items)
+    assert without.warnings[-1].startswith("4 outputs need the judge: --protocol official sends every output to it")
+
+
+def test_codis_strict_never_reads_a_negated_answer_as_that_answer(tmp_path):
+    (tmp_path / "data.json").write_text(json.dumps([CODIS_PAIR]))
+    preds = tmp_path / "p.jsonl"
+    for output, expected in [
+        ("It is not down.", "unjudged"),  # the issue's case: ground truth "Down."
+        ("It isn't down, I think.", "unjudged"),
+        ("No, not up.", "unjudged"),
+        ("Down.", "rule_own_answer"),
+        ("It points down.", "rule_own_answer"),
+        ("Up.", "rule_other_answer"),
+    ]:
+        preds.write_text(json.dumps({"id": "007", "context": 1, "output": output}) + "\n")
+        item = next(i for i in codis.score([tmp_path / "data.json"], [preds]).items if i.id == "007#1")
+        assert item.method == expected, output
+        assert item.correct is (expected == "rule_own_answer"), output
