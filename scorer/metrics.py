@@ -139,10 +139,12 @@ class MMERecord:
     domain: str  # the release's "Subtask", e.g. Autonomous_Driving
     category: str
     correct: bool
+    chose_e: bool = False  # the answer read is E ("the image does not feature it")
 
 
 def mme_realworld(records: Sequence[MMERecord]) -> dict:
-    """Per domain: Avg over items, Avg_C unweighted over categories; per task: Avg over items, Avg_C over domains."""
+    """Per domain: Avg over items, Avg_C unweighted over categories, E (answers read as E); per task: Avg over
+    items, Avg_C over domains, E; ``overall``: Avg over all items (the official script's "Overall Acc")."""
     out: dict = {}
     for task in sorted({r.task for r in records}):
         rs = [r for r in records if r.task == task]
@@ -150,8 +152,18 @@ def mme_realworld(records: Sequence[MMERecord]) -> dict:
         for d in sorted({r.domain for r in rs}):
             ds = [r for r in rs if r.domain == d]
             cats = per_group((r.category, r.correct) for r in ds)
-            domains[d] = {"Avg": pct([r.correct for r in ds]), "Avg_C": mean(cats.values())}
-        out[task] = {**domains, "Avg": pct([r.correct for r in rs]), "Avg_C": mean(v["Avg"] for v in domains.values())}
+            domains[d] = {
+                "Avg": pct([r.correct for r in ds]),
+                "Avg_C": mean(cats.values()),
+                "E": sum(r.chose_e for r in ds),
+            }
+        out[task] = {
+            **domains,
+            "Avg": pct([r.correct for r in rs]),
+            "Avg_C": mean(v["Avg"] for v in domains.values()),
+            "E": sum(r.chose_e for r in rs),
+        }
+    out["overall"] = pct([r.correct for r in records])
     return out
 
 

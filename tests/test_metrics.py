@@ -62,12 +62,14 @@ def test_mme_realworld_avg_and_avg_c():
         R("perception", "D1", "c1", True),
         R("perception", "D1", "c1", False),
         R("perception", "D1", "c2", True),
-        R("perception", "D2", "c3", False),
+        R("perception", "D2", "c3", False, chose_e=True),
     ]
-    r = m.mme_realworld(rs)["perception"]
-    assert r["D1"] == pytest.approx({"Avg": 75.0, "Avg_C": (200 / 3 + 100) / 2})
+    out = m.mme_realworld(rs)
+    r = out["perception"]
+    assert r["D1"] == pytest.approx({"Avg": 75.0, "Avg_C": (200 / 3 + 100) / 2, "E": 0})
     assert r["Avg"] == 60.0  # 3 of 5 items
     assert r["Avg_C"] == 37.5  # mean of the domains: 75 and 0
+    assert r["D2"]["E"] == 1 and r["E"] == 1 and out["overall"] == 60.0
 
 
 def test_bootstrap_is_seeded():

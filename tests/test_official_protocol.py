@@ -373,3 +373,46 @@ def test_codis_strict_never_reads_a_negated_answer_as_that_answer(tmp_path):
         item = next(i for i in codis.score([tmp_path / "data.json"], [preds]).items if i.id == "007#1")
         assert item.method == expected, output
         assert item.correct is (expected == "rule_own_answer"), output
+
+
+# --- MME-RealWorld: results as JSON Lines; the overall accuracy and the E counts -------------------------
+
+
+def test_mme_realworld_reads_json_lines_and_reports_overall_accuracy_and_e_counts(tmp_path):
+    """Expected numbers: what evaluation/eval_your_results.py (yfzhang114/MME-RealWorld at 87096fc) prints for
+    this results.jsonl."""
+    choices = ["(A) red car", "(B) 244", "(C) blue truck", "(D) dog", "(E) The image does not feature the cat"]
+
+    def rec(qid, task, subtask, category, truth, output):
+        return {"Question_id": qid, "Task": task, "Subtask": subtask, "Category": category, "Text": "Q?",
+                "Answer choices": choices, "Ground truth": truth, "Output": output}  # fmt: skip
+
+    records = [
+        rec("q1", "Perception", "Monitoring", "Vehicle/attribute/color", "A", "A"),
+        rec("q2", "Perception", "Monitoring", "person/counting", "B", "E"),
+        rec("q3", "Reasoning", "Diagram and Table", "table/reading", "B", "Best answer: C"),  # read as B
+        rec("q4", "Perception", "Remote Sensing", "position", "E", "(E)"),
+    ]
+    jsonl = tmp_path / "results.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "results.json").write_text(json.dumps(records))
+    for path in (jsonl, tmp_path / "results.json"):
+        r = mme_realworld.score([path], [], "official").metrics
+        # "Acc 0.5000  E choice 1  Monitoring (2 items)", "Acc 1.0000  E choice 1  Remote Sensing (1 items)"
+        assert (r["perception"]["Monitoring"]["Avg"], r["perception"]["Monitoring"]["E"]) == (50.0, 1)
+        assert (r["perception"]["Remote Sensing"]["Avg"], r["perception"]["Remote Sensing"]["E"]) == (100.0, 1)
+        # "Acc 1.0000  E choice 0  Diagram and Table (1 items)" under Reasoning
+        assert (r["reasoning"]["Diagram and Table"]["Avg"], r["reasoning"]["Diagram and Table"]["E"]) == (100.0, 0)
+        # "Acc 0.6667  E choice 2  Perception (3 items)", "Acc 1.0000  E choice 0  Reasoning (1 items)"
+        assert (round(r["perception"]["Avg"], 2), r["perception"]["E"]) == (66.67, 2)
+        assert (r["reasoning"]["Avg"], r["reasoning"]["E"]) == (100.0, 0)
+        assert r["overall"] == 75.0  # "Overall Acc 0.7500"
+
+
+def test_mme_realworld_json_lines_errors_name_the_line(tmp_path):
+    from perceptforge.errors import InputError
+
+    path = tmp_path / "results.jsonl"
+    path.write_text('{"Question_id": "q1"}\n{"Question_id": \n')
+    with pytest.raises(InputError, match=r"results.jsonl:(1|2)"):
+        mme_realworld.score([path], [], "official")
