@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Optional
 
@@ -80,7 +81,12 @@ def score(
         from perceptforge.scorer.judge import Judge
 
         judge_client = Judge.from_spec(judge)
-    result = module.score(data=list(data), predictions=list(predictions), protocol=protocol, judge=judge_client)
+    options = {}
+    if "keep_items" in inspect.signature(module.score).parameters:  # a plug-in need not know the option
+        options["keep_items"] = bool(items_out or csv_out or xlsx_out or bootstrap)  # kept only to be read
+    result = module.score(
+        data=list(data), predictions=list(predictions), protocol=protocol, judge=judge_client, **options
+    )
     if bootstrap:
         intervals = bootstrap_groups([(i.group, i.correct) for i in result.items], bootstrap, seed)
         result.metrics["bootstrap_95"] = {k: list(v) if v else None for k, v in intervals.items()}
