@@ -300,3 +300,36 @@ def test_predict_stops_on_an_out_file_that_holds_other_content(tmp_path):
     out = write(tmp_path, "p.jsonl", '{"question_id": 1, "output": "A"}\nmy notes\n')
     with pytest.raises(PerceptforgeError, match=r"p.jsonl:2: not a prediction line"):
         done_keys(out)
+
+
+def test_our_split_random_choice_row_is_the_mean_over_items_of_one_over_options(tmp_path):
+    """One cross_mcq item offers 4 options, four offer 5: chance is (1/4 + 4 × 1/5) / 5 = 21%, read from
+    val.jsonl or from the VLMEvalKit TSV alike (not 1/options of whichever item came last)."""
+    from perceptforge.scorer.benchmarks import perceptforge as pf_scorer
+
+    counts = [5, 5, 4, 5, 5]
+    records, tsv = [], ["id\tquestion\tA\tB\tC\tD\tE\tanswer\tcategory\tlevel\tkind"]
+    for k, n in enumerate(counts):
+        options = [f"option {x}" for x in "ABCDE"[:n]]
+        records.append(
+            {
+                "id": f"i{k}",
+                "category": {"name": "Scenario-Background"},
+                "question": {
+                    "kind": "cross_mcq",
+                    "question": "What changed?",
+                    "options": options,
+                    "answer": "A",
+                    "level": "low",
+                },
+            }  # fmt: skip
+        )
+        tsv.append("\t".join([f"i{k}", "What changed?", *options, *[""] * (5 - n), "A", "Scenario-Background", "low",
+                              "cross_mcq"]))  # fmt: skip
+    (tmp_path / "val.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "mcq.tsv").write_text("\n".join(tsv) + "\n")
+    preds = write(tmp_path, "p.jsonl", "".join(json.dumps({"id": f"i{k}", "output": "A"}) + "\n" for k in range(5)))
+    for data in (tmp_path / "val.jsonl", tmp_path / "mcq.tsv"):
+        r = pf_scorer.score([data], [preds])
+        assert r.metrics["random_choice"]["cross_mcq"] == pytest.approx(21.0), data
+        assert r.metrics["kinds"]["cross_mcq"] == 100.0
