@@ -192,13 +192,16 @@ def iter_jsonl(path: str | os.PathLike, pairs: bool = False) -> Iterator[tuple[i
     if not path.exists():
         raise InputError(str(path), "file not found")
     empty = True
-    decode = (_PAIRS_DECODER if pairs else _LINE_DECODER).decode
+    decode = (_PAIRS_DECODER if pairs else _LINE_DECODER).raw_decode
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
             if not raw.strip():
                 continue
             try:
-                obj = decode(raw.decode("utf-8-sig" if empty else "utf-8"))  # a byte-order mark may open the file
+                text = raw.decode("utf-8-sig" if empty else "utf-8")  # a byte-order mark may open the file
+                obj, end = decode(text, len(text) - len(text.lstrip()))
+                if end < len(text) and not text[end:].isspace():
+                    raise json.JSONDecodeError("Extra data", text, end)
             except _KeyTwice as exc:
                 raise InputError(f"{path}:{lineno}", f"key {exc.args[0]!r} is given twice") from None
             except RecursionError:

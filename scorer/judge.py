@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from perceptforge.backends.chat import ChatClient, DiskCache
 from perceptforge.errors import PerceptforgeError
 from perceptforge.prompts.library import load_prompt
 from perceptforge.settings import state_dir
 
+if TYPE_CHECKING:
+    from perceptforge.backends.chat import ChatClient
+
+# backends.chat (the HTTP client) is imported where a judge is made: scoring without --judge never needs it
+
 
 class Judge:
     def __init__(self, client: ChatClient, cache_dir: Path | None = None):
+        from perceptforge.backends.chat import DiskCache
+
         self.client = client
         self.cache = DiskCache(cache_dir or state_dir() / "judge-cache")
 
@@ -26,12 +33,14 @@ class Judge:
         match = re.fullmatch(r"openai:([^@]+)@(.+)", spec)
         if not match:
             raise PerceptforgeError(f"--judge must look like openai:MODEL@BASE_URL, got {spec!r}")
+        from perceptforge.backends.chat import ChatClient
+
         return cls(ChatClient(base_url=match.group(2), model=match.group(1), seed=0))
 
     def _ask(self, prompt_id: str, suffix: str = "", **values: str) -> str:
         prompt = load_prompt(prompt_id)
         text = prompt.render(**values) + suffix
-        key = DiskCache.key(self.client.model, prompt.sha256, text)
+        key = self.cache.key(self.client.model, prompt.sha256, text)
         cached = self.cache.get(key)
         if cached is not None:
             return cached["reply"]

@@ -9,8 +9,6 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 
 def pct(flags: Sequence[bool]) -> float | None:
     return 100.0 * sum(flags) / len(flags) if flags else None
@@ -93,6 +91,8 @@ def bootstrap_ci(
     """Percentile bootstrap interval of ``statistic`` over resamples of ``units`` (seeded, reproducible)."""
     if n <= 0 or not units:
         return None
+    import numpy as np  # here: scoring without --bootstrap never needs it, and it costs a tenth of a second
+
     rng = np.random.default_rng(seed)
     values = []
     for _ in range(n):

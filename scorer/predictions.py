@@ -45,12 +45,12 @@ class PredictionStore:
         self._db = sqlite3.connect("", check_same_thread=False)  # "": a temporary on-disk database
         self._db.execute("PRAGMA journal_mode = OFF")  # a scratch file: nothing to recover after a crash
         self._db.execute("PRAGMA synchronous = OFF")
-        self._db.execute("CREATE TABLE p (key TEXT PRIMARY KEY, output TEXT, loc TEXT, ord INTEGER)")
-        self._db.execute("CREATE TABLE d (key TEXT PRIMARY KEY)")
-        self._next = 0  # the order of the next prediction put
+        # rowid: the order predictions were first read in (a replaced one keeps its row)
+        self._db.execute("CREATE TABLE p (key TEXT PRIMARY KEY, output TEXT, loc TEXT)")
+        self._db.execute("CREATE TABLE d (key TEXT PRIMARY KEY) WITHOUT ROWID")  # the index alone: cheaper to fill
 
     def get(self, key: str) -> Prediction | None:
-        row = self._db.execute("SELECT output, loc, ord FROM p WHERE key = ?", (key,)).fetchone()
+        row = self._db.execute("SELECT output, loc, rowid FROM p WHERE key = ?", (key,)).fetchone()
         return Prediction(key, row[0], row[1], row[2]) if row else None
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Prediction]:
@@ -61,7 +61,7 @@ class PredictionStore:
             chunk = keys[k : k + self._BATCH]
             marks = ",".join("?" * len(chunk))
             for key, output, loc, order in self._db.execute(
-                f"SELECT key, output, loc, ord FROM p WHERE key IN ({marks})",  # noqa: S608 (only "?"s)
+                f"SELECT key, output, loc, rowid FROM p WHERE key IN ({marks})",  # noqa: S608 (only "?"s)
                 chunk,
             ):
                 found[key] = Prediction(key, output, loc, order)
@@ -82,50 +82,45 @@ class PredictionStore:
         again: list[str] = []
         try:
             with self._db:
-                self._db.executemany("INSERT INTO d VALUES (?)", [(key,) for key in keys])
+                self._db.executemany("INSERT INTO d VALUES (?)", zip(keys))  # zip: the one-field rows, in C
         except sqlite3.IntegrityError:  # a key given twice: find which, then record the batch once
             held = set(self.known_among(list(set(keys))))
             again = sorted(held | {key for key, n in _counts(keys).items() if n > 1})
             with self._db:
-                self._db.executemany("INSERT OR IGNORE INTO d VALUES (?)", [(key,) for key in keys])
+                self._db.executemany("INSERT OR IGNORE INTO d VALUES (?)", zip(keys))
         return self.outputs(keys), again
 
     def __contains__(self, key: object) -> bool:
         return self._db.execute("SELECT 1 FROM p WHERE key = ?", (key,)).fetchone() is not None
 
-    def add_new(self, predictions: list[Prediction]) -> bool:
-        """Add predictions whose keys are not held yet (each takes its place in the order); False, adding
-        none, when one of the keys is held already (the caller then sorts the repeats out)."""
-        rows = [(pred.key, pred.output, pred.where, self._next + k) for k, pred in enumerate(predictions)]
+    def add_new(self, rows: list[tuple[str, str | None, str]]) -> bool:
+        """Add (key, output, where) rows whose keys are not held yet, in order; False, adding none, when one
+        of the keys is held already (the caller then sorts the repeats out)."""
         try:
             with self._db:
-                self._db.executemany("INSERT INTO p VALUES (?, ?, ?, ?)", rows)
+                self._db.executemany("INSERT INTO p VALUES (?, ?, ?)", rows)
         except sqlite3.IntegrityError:
             return False
-        self._next += len(rows)
         return True
 
-    def put_many(self, predictions: Iterable[Prediction]) -> None:
-        """Add predictions, or replace those whose key is held (a replaced one keeps its place in the order)."""
-        rows = []
-        for pred in predictions:
-            rows.append((pred.key, pred.output, pred.where, self._next))
-            self._next += 1
+    def put_many(self, rows: Iterable[tuple[str, str | None, str]]) -> None:
+        """Add (key, output, where) rows, or replace those whose key is held (a replaced one keeps its place
+        in the order)."""
         with self._db:
             self._db.executemany(
-                "INSERT INTO p VALUES (?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET output = excluded.output, "
+                "INSERT INTO p VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE SET output = excluded.output, "
                 "loc = excluded.loc",
                 rows,
             )
 
     def __setitem__(self, key: str, pred: Prediction) -> None:
-        self.put_many([Prediction(key, pred.output, pred.where)])
+        self.put_many([(key, pred.output, pred.where)])
 
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM p").fetchone()[0]
 
     def items(self) -> Iterator[tuple[str, Prediction]]:
-        for key, output, loc, order in self._db.execute("SELECT key, output, loc, ord FROM p ORDER BY ord"):
+        for key, output, loc, order in self._db.execute("SELECT key, output, loc, rowid FROM p ORDER BY rowid"):
             yield key, Prediction(key, output, loc, order)
 
     def known_among(self, keys: list[str]) -> set[str]:
@@ -140,7 +135,7 @@ class PredictionStore:
     def unknown(self) -> Iterator[Prediction]:
         """The predictions whose key the data does not have (``look_up``), in the order they were read."""
         for key, output, loc, order in self._db.execute(
-            "SELECT key, output, loc, ord FROM p WHERE key NOT IN (SELECT key FROM d) ORDER BY ord"
+            "SELECT key, output, loc, rowid FROM p WHERE key NOT IN (SELECT key FROM d) ORDER BY rowid"
         ):
             yield Prediction(key, output, loc, order)
 
@@ -272,17 +267,15 @@ def read_predictions(
     official script keeps the last). Ids not in ``known`` are reported (with ``known=None``, the caller finds
     them with the store's ``mark_known`` and ``unknown``)."""
     result = PredictionSet()
-    batch: dict[str, Prediction] = {}
+    batch: dict[str, tuple[str, str | None, str]] = {}  # key → (key, output, where)
 
     def flush() -> None:
-        if result.by_key.add_new(list(batch.values())):
-            batch.clear()
-            return
-        held = result.by_key.get_many(batch)  # a key read in an earlier batch: sort the repeats out
-        result.by_key.put_many(
-            p for key, p in batch.items() if key not in held or _repeat(result, held[key], p, repeats)
-        )
+        rows = list(batch.values())
         batch.clear()
+        if result.by_key.add_new(rows):
+            return
+        held = result.by_key.get_many(row[0] for row in rows)  # a key read in an earlier batch: sort it out
+        result.by_key.put_many(row for row in rows if row[0] not in held or _repeat(result, held[row[0]], row, repeats))
 
     for raw in paths:
         path = Path(raw)
@@ -304,24 +297,23 @@ def read_predictions(
                 if known is not None and key not in known:
                     result.unknown.append(f"{where}: id {key}")
                     continue
-                pred = Prediction(key, output, where)
                 prior = batch.get(key)
-                if prior is None:
-                    batch[key] = pred
-                elif _repeat(result, prior, pred, repeats):
-                    batch[key] = pred
-                if len(batch) >= 5000:
-                    flush()
+                if prior is None or _repeat(result, Prediction(*prior), (key, output, where), repeats):
+                    batch[key] = (key, output, where)
+                    if len(batch) >= 5000:
+                        flush()
     flush()
     return result
 
 
-def _repeat(result: PredictionSet, prior: Prediction, pred: Prediction, repeats: str) -> bool:
-    """An id read again: whether the new prediction replaces the one held (warned), or an error."""
-    if prior.output == pred.output:
-        result.warnings.append(f"{pred.where}: id {pred.key} repeats {prior.where} identically; kept once")
+def _repeat(result: PredictionSet, prior: Prediction, row: tuple[str, str | None, str], repeats: str) -> bool:
+    """An id read again (``row``: key, output, where): whether it replaces the one held (warned), or an
+    error."""
+    key, output, where = row
+    if prior.output == output:
+        result.warnings.append(f"{where}: id {key} repeats {prior.where} identically; kept once")
         return False
     if repeats != "last":
-        raise InputError(pred.where, f"id {pred.key} conflicts with {prior.where} (different outputs)")
-    result.warnings.append(f"{pred.where}: id {pred.key} repeats {prior.where} with another output; the last is kept")
+        raise InputError(where, f"id {key} conflicts with {prior.where} (different outputs)")
+    result.warnings.append(f"{where}: id {key} repeats {prior.where} with another output; the last is kept")
     return True

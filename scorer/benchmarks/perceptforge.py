@@ -34,7 +34,7 @@ from perceptforge.scorer.result import ItemLog, ScoreResult, Table
 
 def iter_data(paths: list[Path]) -> Iterator[dict]:
     """Flat question records, one at a time (a split is never held whole): id, kind, category, level,
-    question, options, answer (or yes/no per image)."""
+    question, options, answer (or yes/no per image), and where the record was read."""
     found = False
     for path in map(Path, paths):
         if path.suffix == ".tsv":
@@ -42,17 +42,19 @@ def iter_data(paths: list[Path]) -> Iterator[dict]:
             found = found or bool(rows)
             yield from rows
         elif path.suffix.lower() not in TABLE_SUFFIXES and is_json_lines(path):
-            # An exported item is mostly lineage and image records: read as pairs, only the question and
-            # the category are made into dicts (and checked for keys given twice).
+            # An exported item is mostly lineage and image records: read as pairs, only the item, its
+            # question and its category are made into dicts (and checked for keys given twice).
+            name = str(path)
             for lineno, pairs in iter_jsonl(path, pairs=True):
-                where = f"{path}:{lineno}"
-                rec = pairs_object(pairs, where, "item")
+                rec = dict(pairs)
+                if len(rec) != len(pairs):
+                    pairs_object(pairs, f"{name}:{lineno}", "item")  # raises, naming the key given twice
                 found = True
-                yield _row(where, rec, lambda value, name, where=where: pairs_object(value, where, name))
+                yield _row((name, lineno), rec, _from_pairs)
         else:
             for where, rec in iter_records(path):
                 found = True
-                yield _row(where, rec, _as_dict)
+                yield _row((where, None), rec, _as_dict)
     if not found:
         raise InputError(", ".join(map(str, paths)), "no items")
 
@@ -62,13 +64,28 @@ def read_data(paths: list[Path]) -> list[dict]:
     return [{k: v for k, v in row.items() if k != "where"} for row in iter_data(paths)]
 
 
+def _where(place: tuple[str, int | None]) -> str:
+    """ "file:line" of a record (``_row``'s ``where``)."""
+    return place[0] if place[1] is None else f"{place[0]}:{place[1]}"
+
+
 def _as_dict(value: object, name: str) -> dict:
     if not isinstance(value, dict):
         raise TypeError(name)
     return value
 
 
-def _row(where: str, rec: dict, obj: Callable[[object, str], dict]) -> dict:
+def _from_pairs(value: object, name: str) -> dict:
+    """A nested object read as pairs (``iter_jsonl(pairs=True)``), as a dict."""
+    if not isinstance(value, list) or value and not isinstance(value[0], tuple):
+        raise TypeError(name)
+    out = dict(value)
+    if len(out) != len(value):
+        raise ValueError(name)
+    return out
+
+
+def _row(where: tuple[str, int | None], rec: dict, obj: Callable[[object, str], dict]) -> dict:
     """One exported item as a flat question record (``obj`` reads a nested object: the question, the
     category)."""
     try:
@@ -82,7 +99,10 @@ def _row(where: str, rec: dict, obj: Callable[[object, str], dict]) -> dict:
         else:
             base["options"], base["answer"] = q["options"], q["answer"]
     except (KeyError, TypeError, IndexError) as exc:
-        raise InputError(where, f"not a perceptforge item: missing {exc}") from None
+        raise InputError(_where(where), f"not a perceptforge item: missing {exc}") from None
+    except ValueError as exc:  # a nested object read as pairs gives a key twice: name it
+        pairs_object(rec[exc.args[0]], _where(where), exc.args[0])
+        raise
     base["where"] = where
     return base
 
@@ -249,8 +269,11 @@ def score_rows(
         if track_known:
             held, again = preds.by_key.look_up(keys)
             for key in again:
-                where = next((r.get("where", "") for r in reversed(batch) if key in _row_keys(r)), "")
-                raise InputError(where or key, f"id {key.rpartition('#')[0] or key} again: each item is scored once")
+                place = next((r["where"] for r in reversed(batch) if "where" in r and key in _row_keys(r)), None)
+                raise InputError(
+                    _where(place) if place else key,
+                    f"id {key.rpartition('#')[0] or key} again: each item is scored once",
+                )
         else:
             held = {key: pred.output for key, pred in preds.by_key.get_many(keys).items()}
         for r in batch:
