@@ -460,6 +460,13 @@ class ChoiceText:
         return own_letters and not paired
 
     @_computed_once
+    def first_capital(self) -> int:
+        """Where the first valid capital standing alone is (-1: none). Every letter a rule reads is one, so
+        without any only the option texts can decide."""
+        found = _standalone_capital(self.valid).search(self.text)
+        return found.start() if found else -1
+
+    @_computed_once
     def lead(self) -> tuple[str, str] | None:
         """The letter the output opens with, and the text after it (``_find_lead``)."""
         return _find_lead(self)
@@ -485,6 +492,8 @@ def conflicting_letters(c: ChoiceText) -> bool | None:
 
 def declaration(c: ChoiceText) -> bool | str | None:
     # Letters must be capitals in the text: "the answer is a pen" does not read as "A".
+    if c.first_capital < 0:
+        return None
     text, lower, valid = c.text, c.lower, c.valid
     found = []
     find = lower.find
@@ -605,6 +614,8 @@ def sole_paren(c: ChoiceText) -> str | None:
 
 def lead_subject(c: ChoiceText) -> str | None:
     first_sentence = c.first_sentence
+    if not 0 <= c.first_capital < len(first_sentence):
+        return None
     first = _lead_subject(c.valid).match(first_sentence)
     named = c.named(0, len(first_sentence))
     if first and first.group(1).isupper() and named <= {first.group(1)}:
@@ -636,6 +647,8 @@ def _concluded_options(c: ChoiceText) -> set[str]:
 
 
 def conclusion(c: ChoiceText) -> bool | str | None:
+    if c.first_capital < 0:
+        return None
     mentions = c.mentions
     if not mentions:
         return None
@@ -664,6 +677,8 @@ def option_text(c: ChoiceText) -> str | None:
 
 
 def named_letter(c: ChoiceText) -> str | None:
+    if c.first_capital < 0:
+        return None
     named = c.named()
     return named.pop() if len(named) == 1 else None
 
@@ -713,10 +728,24 @@ def extract_choice(output: str | None, n_options: int = 4, options: Sequence[str
     if output is None:
         return UNPARSED_EMPTY
     text = output if isinstance(output, str) else str(output)
-    if len(text) <= 4:
-        known = _BARE_FORMS.get(text)  # "A", "(B)", "C.": a third of all outputs
-        if known is not None and str(known.value) in LETTERS[:n_options]:
-            return known
+    if len(text) < 100:
+        if len(text) <= 4:
+            known = _BARE_FORMS.get(text)  # "A", "(B)", "C.": a third of all outputs
+            if known is not None and str(known.value) in LETTERS[:n_options]:
+                return known
+        # Models repeat their short answers ("(A) Point A", "(A) A is closer to the camera."): each is read
+        # once per process
+        key = (text, n_options, tuple(options) if options else None)
+        remembered = _SHORT.get(key)
+        if remembered is None:
+            if len(_SHORT) >= _SHORT_MAX:
+                _SHORT.clear()
+            remembered = _SHORT[key] = _extract_text(text, n_options, options)
+        return remembered
+    return _extract_text(text, n_options, options)
+
+
+def _extract_text(text: str, n_options: int, options: Sequence[str] | None) -> Extraction:
     if "*" in text or "_" in text or "`" in text:  # markdown emphasis is rare: skip the regex without it
         text = _MD.sub("", text)
     if "（" in text:  # full-width brackets: "（C）Point C"
@@ -730,18 +759,11 @@ def extract_choice(output: str | None, n_options: int = 4, options: Sequence[str
         return UNPARSED_EMPTY
     valid = LETTERS[:n_options]
     if len(text) < 48:
-        # Models repeat their short answers ("(A) Point A", "A is closer"): each is read once per process
-        key = (text, n_options, tuple(options) if options else None)
-        remembered = _SHORT.get(key)
-        if remembered is None:
-            if len(_SHORT) >= _SHORT_MAX:
-                _SHORT.clear()
-            remembered = _SHORT[key] = _extract_short(text, valid, options)
-        return remembered
+        return _extract_short(text, valid, options)
     return _extract(text, valid, options)
 
 
-# short outputs already read: (text, n_options, options) → Extraction; cleared when full, so bounded
+# short outputs already read: (output, n_options, options) → Extraction; cleared when full, so bounded
 _SHORT: dict[tuple, Extraction] = {}
 _SHORT_MAX = 20_000
 
