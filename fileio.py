@@ -195,12 +195,13 @@ def iter_jsonl(path: str | os.PathLike, pairs: bool = False) -> Iterator[tuple[i
     decode = (_PAIRS_DECODER if pairs else _LINE_DECODER).raw_decode
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
-            if not raw.strip():
+            if not raw or raw.isspace():  # (isspace stops at the first other byte; strip would copy the line)
                 continue
             try:
                 text = raw.decode("utf-8-sig" if empty else "utf-8")  # a byte-order mark may open the file
-                obj, end = decode(text, len(text) - len(text.lstrip()))
-                if end < len(text) and not text[end:].isspace():
+                obj, end = decode(text, 0 if text[0] == "{" else len(text) - len(text.lstrip()))
+                rest = len(text) - end  # most lines end with the object and a newline
+                if rest and not (rest == 1 and text[-1] == "\n") and not text[end:].isspace():
                     raise json.JSONDecodeError("Extra data", text, end)
             except _KeyTwice as exc:
                 raise InputError(f"{path}:{lineno}", f"key {exc.args[0]!r} is given twice") from None
@@ -211,7 +212,7 @@ def iter_jsonl(path: str | os.PathLike, pairs: bool = False) -> Iterator[tuple[i
                 if lineno == 1 and b"," in raw and not raw.lstrip().startswith((b"{", b"[")):
                     hint = " (this looks like CSV, expected JSON Lines: one JSON object per line)"
                 raise InputError(f"{path}:{lineno}", f"not a JSON object: {exc}{hint}") from None
-            if not (_is_pairs(obj) if pairs else isinstance(obj, dict)):
+            if not (type(obj) is list and (not obj or type(obj[0]) is tuple) if pairs else type(obj) is dict):
                 raise InputError(f"{path}:{lineno}", f"expected a JSON object, got {_json_type(obj)}")
             empty = False
             yield lineno, obj

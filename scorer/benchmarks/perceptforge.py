@@ -61,7 +61,7 @@ def iter_data(paths: list[Path]) -> Iterator[dict]:
 
 def read_data(paths: list[Path]) -> list[dict]:
     """``iter_data``'s records, all of them (without the place each was read from)."""
-    return [{k: v for k, v in row.items() if k != "where"} for row in iter_data(paths)]
+    return [{k: v for k, v in row.items() if k not in ("where", "keys")} for row in iter_data(paths)]
 
 
 def _where(place: tuple[str, int | None]) -> str:
@@ -104,6 +104,7 @@ def _row(where: tuple[str, int | None], rec: dict, obj: Callable[[object, str], 
         pairs_object(rec[exc.args[0]], _where(where), exc.args[0])
         raise
     base["where"] = where
+    base["keys"] = _row_keys(base)
     return base
 
 
@@ -232,40 +233,25 @@ def score_rows(
     at a time (one look-up of the predictions per batch). ``track_known`` records the data's keys in the
     prediction store, so that the caller can ask it for the predictions the data lacks."""
     scored, missing, pairs = ItemLog(keep_items), [], _PairTally()
-    tallies: dict[str, dict[str, list[int]]] = {
-        "kind": defaultdict(lambda: [0, 0]),
-        "category": defaultdict(lambda: [0, 0]),
-    }
     n_options: dict[str, Counter[int]] = defaultdict(Counter)  # kind → options an item offers → items
     batch: list[dict] = []
 
-    kinds, categories = tallies["kind"], tallies["category"]
-    # Models repeat their short answers ("A", "Yes"): each is read once per run. Only short outputs are kept,
-    # and at most _MEMO of them, so memory stays bounded.
-    memo: dict[tuple, Extraction] = {}
-
-    def read_choice(output: str | None, options: tuple[str, ...]) -> Extraction:
-        if output is None or len(output) > 64:
-            return extract_choice(output, len(options), options)
-        ex = memo.get((output, options))
-        if ex is None:
-            if len(memo) >= _MEMO:
-                memo.clear()
-            ex = memo[(output, options)] = extract_choice(output, len(options), options)
-        return ex
+    # per (kind, category): right, total — one count per item; by kind and by category at the end
+    counts: dict[tuple[str, str], list[int]] = {}
+    yes_no: dict[str | None, Extraction] = {}  # Yes/No outputs read (models repeat them); bounded
 
     def read_yes_no(output: str | None) -> Extraction:
-        if output is None or len(output) > 64:
-            return extract_yes_no(output)
-        ex = memo.get((output,))
+        ex = yes_no.get(output)
         if ex is None:
-            if len(memo) >= _MEMO:
-                memo.clear()
-            ex = memo[(output,)] = extract_yes_no(output)
+            if len(yes_no) >= _MEMO:
+                yes_no.clear()
+            ex = extract_yes_no(output)
+            if output is None or len(output) < 100:
+                yes_no[output] = ex
         return ex
 
     def run(batch: list[dict]) -> None:
-        keys = [key for r in batch for key in _row_keys(r)]
+        keys = [key for r in batch for key in (r.get("keys") or _row_keys(r))]
         if track_known:
             held, again = preds.by_key.look_up(keys)
             for key in again:
@@ -304,9 +290,9 @@ def score_rows(
                         missing.append(key)
                     right, total = right + correct, total + 1
             else:
-                options = tuple(r["options"])
+                options = r["options"]
                 output = held.get(r["id"])
-                ex = read_choice(output, options)
+                ex = extract_choice(output, len(options), options)
                 if judge is not None and ex.value is None:
                     listed = "\n".join(f"{LETTERS[k]}. {o}" for k, o in enumerate(options))
                     ex = judge_unparsed(ex, judge, r["question"] + "\n" + listed, LETTERS[: len(options)], output)
@@ -316,9 +302,11 @@ def score_rows(
                     missing.append(r["id"])
                 right, total = right + correct, total + 1
                 n_options[kind][len(options)] += 1
-            for tally in (kinds[kind], categories[category]):
-                tally[0] += right
-                tally[1] += total
+            count = counts.get((kind, category))
+            if count is None:
+                count = counts[(kind, category)] = [0, 0]
+            count[0] += right
+            count[1] += total
 
     for row in rows:
         batch.append(row)
@@ -327,12 +315,19 @@ def score_rows(
             batch = []
     run(batch)
 
+    by_kind: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    by_category: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for (kind, category), (right, total) in counts.items():
+        for tally in (by_kind[kind], by_category[category]):
+            tally[0] += right
+            tally[1] += total
+
     def pct(tally: dict[str, list[int]]) -> dict[str, float]:
         return {k: 100.0 * right / total for k, (right, total) in sorted(tally.items())}
 
-    kinds, categories = pct(tallies["kind"]), pct(tallies["category"])
-    right = sum(r for r, _ in tallies["kind"].values())
-    total = sum(t for _, t in tallies["kind"].values())
+    kinds, categories = pct(by_kind), pct(by_category)
+    right = sum(r for r, _ in by_kind.values())
+    total = sum(t for _, t in by_kind.values())
     metrics = {
         "kinds": kinds,
         "categories": categories,
