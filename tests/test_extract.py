@@ -192,6 +192,15 @@ CASES = [
         IMAGES,
         None,
     ),
+    # a concluding sentence that names an option only by its text decides nothing when the output names
+    # both (the official judge read such conclusions otherwise one time in five): for the judge
+    (
+        "The second and third images both show a dog on grass. Therefore, the second image is most similar "
+        "to the first one.",
+        2,
+        IMAGES,
+        None,
+    ),
     # a negation ("cannot") and an elided list ("the second or third image") name no choice
     (
         "Based on the information provided, I cannot accurately determine which of the second or third image "
