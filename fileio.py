@@ -127,11 +127,41 @@ class _KeyTwice(ValueError):
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``json``'s object hook: a key given twice in one object is an error (``json`` keeps the last silently)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _KeyTwice(key)
-        out[key] = value
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _KeyTwice(key)
+            seen.add(key)
+    return out
+
+
+# One decoder for every line: ``json.loads`` would build one per call (and guess the encoding of bytes)
+_LINE_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
+_PAIRS_DECODER = json.JSONDecoder(object_pairs_hook=list)
+
+
+def _is_pairs(value: Any) -> bool:
+    """Whether a value read with ``pairs`` is an object (a list of pairs; an empty list is ``{}`` or ``[]``)."""
+    return isinstance(value, list) and (not value or isinstance(value[0], tuple))
+
+
+def _json_type(value: Any) -> str:
+    return "array" if isinstance(value, list) else type(value).__name__
+
+
+def pairs_object(value: Any, where: str, name: str) -> dict[str, Any]:
+    """An object read with ``iter_jsonl(pairs=True)`` as a dict (its values stay as read); one line naming
+    ``where`` and the field ``name`` when it is not an object or gives a key twice."""
+    if not _is_pairs(value):
+        raise InputError(where, f"{name} must be a JSON object, got {_json_type(value)}")
+    out = dict(value)
+    if len(out) != len(value):
+        try:
+            _unique_keys(value)
+        except _KeyTwice as exc:
+            raise InputError(where, f"{name}: key {exc.args[0]!r} is given twice") from None
     return out
 
 
@@ -157,19 +187,27 @@ def read_json(path: str | os.PathLike) -> Any:
         raise InputError(str(path), "JSON nested too deeply to read") from None
 
 
-def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
-    """Yield ``(line_number, object)`` for each non-blank line; a bad line raises naming file and line."""
+def iter_jsonl(path: str | os.PathLike, pairs: bool = False) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, object)`` for each non-blank line; a bad line raises naming file and line.
+
+    With ``pairs``, every object comes as its list of ``(key, value)`` pairs (``json``'s object_pairs_hook
+    ``list``, which runs in C): a reader of a few fields of large records then builds dicts, and checks for
+    keys given twice (``pairs_object``), only where it reads."""
     path = Path(path)
     if not path.exists():
         raise InputError(str(path), "file not found")
     empty = True
+    decode = (_PAIRS_DECODER if pairs else _LINE_DECODER).raw_decode
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
-            if not raw.strip():
+            if not raw or raw.isspace():  # (isspace stops at the first other byte; strip would copy the line)
                 continue
-            empty = False
             try:
-                obj = json.loads(raw, object_pairs_hook=_unique_keys)
+                text = raw.decode("utf-8-sig" if empty else "utf-8")  # a byte-order mark may open the file
+                obj, end = decode(text, 0 if text[0] == "{" else len(text) - len(text.lstrip()))
+                rest = len(text) - end  # most lines end with the object and a newline
+                if rest and not (rest == 1 and text[-1] == "\n") and not text[end:].isspace():
+                    raise json.JSONDecodeError("Extra data", text, end)
             except _KeyTwice as exc:
                 raise InputError(f"{path}:{lineno}", f"key {exc.args[0]!r} is given twice") from None
             except RecursionError:
@@ -179,8 +217,9 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
                 if lineno == 1 and b"," in raw and not raw.lstrip().startswith((b"{", b"[")):
                     hint = " (this looks like CSV, expected JSON Lines: one JSON object per line)"
                 raise InputError(f"{path}:{lineno}", f"not a JSON object: {exc}{hint}") from None
-            if not isinstance(obj, dict):
-                raise InputError(f"{path}:{lineno}", f"expected a JSON object, got {type(obj).__name__}")
+            if not (type(obj) is list and (not obj or type(obj[0]) is tuple) if pairs else type(obj) is dict):
+                raise InputError(f"{path}:{lineno}", f"expected a JSON object, got {_json_type(obj)}")
+            empty = False
             yield lineno, obj
     if empty:
         raise InputError(str(path), "file is empty")

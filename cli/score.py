@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import inspect
 from pathlib import Path
 from typing import Optional
 
@@ -80,7 +82,20 @@ def score(
         from perceptforge.scorer.judge import Judge
 
         judge_client = Judge.from_spec(judge)
-    result = module.score(data=list(data), predictions=list(predictions), protocol=protocol, judge=judge_client)
+    options = {}
+    if "keep_items" in inspect.signature(module.score).parameters:  # a plug-in need not know the option
+        options["keep_items"] = bool(items_out or csv_out or xlsx_out or bootstrap)  # kept only to be read
+    # Reading makes many small objects and no reference cycles: the cyclic collector, which would walk
+    # them over and over, is paused while the scorer runs (reference counting still frees everything).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        result = module.score(
+            data=list(data), predictions=list(predictions), protocol=protocol, judge=judge_client, **options
+        )
+    finally:
+        if collecting:
+            gc.enable()
     if bootstrap:
         intervals = bootstrap_groups([(i.group, i.correct) for i in result.items], bootstrap, seed)
         result.metrics["bootstrap_95"] = {k: list(v) if v else None for k, v in intervals.items()}

@@ -3,17 +3,29 @@
 Rules, in order (``CHOICE_RULES``: the first that decides wins, and its name is the item's ``method``):
 
 1. ``empty`` / ``refusal``: nothing to read, or a refusal ("I cannot determine …") → unparsed.
-2. ``declaration``: the *last* explicit answer declaration — "the answer is (B)", "Answer: B",
-   "correct choice is:\n(D) Point D", "**B**" — naming a valid letter.
-3. ``leading``: the output opens with a letter: "B", "(B)", "B.", "B)", "B:", "**B**", "(B) Point B".
-4. ``sole_paren``: exactly one distinct valid letter appears in parentheses anywhere: "… so (C) it is".
-5. ``lead_subject``: the first sentence is about one letter: "Point A is closer to the camera.",
+2. ``conflicting_letters``: the output letters things its own way — a valid letter in brackets beside
+   another option's text or another image ("the second image (B)" where "the second image" is A) → unparsed:
+   its letters may be its own labels, not the options.
+3. ``declaration``: the *last* explicit answer declaration — "the answer is (B)", "Answer: B",
+   "correct choice is:\n(D) Point D", "I would select Point C", "Therefore, the corresponding point is
+   Point B" — naming a valid letter. A letter that opens a list of the options ("The choices are:\n(A) …\n(B)
+   …") is not one; three different declared letters, two hedged ones, or a later conclusion naming several
+   options together ("the corresponding points are (B) and (C)") → unparsed.
+4. ``lead_contradicted``: the output opens with a letter and the statement after it names another option
+   ("B\nThe second image fits best.") → unparsed.
+5. ``leading``: the output opens with a letter: "B", "(B)", "B.", "B)", "B:", "**B**", "(B) Point B".
+6. ``sole_paren``: exactly one distinct valid letter appears in parentheses anywhere: "… so (C) it is".
+7. ``lead_subject``: the first sentence is about one letter: "Point A is closer to the camera.",
    "Box B more accurately localizes …".
-6. ``option_text_lead``: the first sentence contains exactly one option's text (options known).
-7. ``conclusion``: the last sentence with a conclusion cue ("therefore", "most similar", "I would
+8. ``option_text_lead``: the first sentence contains exactly one option's text (options known), unless the
+   last concluding sentence names another option's text (then unparsed: the first sentence described).
+9. ``conclusion``: the last sentence with a conclusion cue ("therefore", "most similar", "I would
    choose") that names letters names exactly one.
-8. ``option_text``: exactly one option's text appears in the output (when the options are known).
-9. ``named_letter``: exactly one distinct valid letter is named anywhere ("Point C", "Box B", "(D)").
+10. ``option_text``: exactly one option's text appears in the output (when the options are known).
+11. ``named_letter``: exactly one distinct valid letter is named anywhere ("Point C", "Box B", "(D)").
+
+Lists name every option they list: "box (A or B)", "the second or third image". A negation ("not",
+"cannot") in a first sentence keeps it from deciding.
 
 Anything else is *unparsed*: never a guess, never a random letter. Only the item's valid letters count
 ("E" on a four-option item is not an answer).
@@ -22,7 +34,7 @@ Anything else is *unparsed*: never a guess, never a random letter. Only the item
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Generic, TypeVar
@@ -38,41 +50,107 @@ class Extraction:
 
 UNPARSED_EMPTY = Extraction(None, "empty")
 
+# How the rules stay fast on long outputs (a BLINK answer runs to 2,000 characters): a case-insensitive
+# pattern that opens with an alternation makes Python's regex engine try every position of the text, so
+# the words a pattern needs are found with ``str.find`` on the lower-case text and the pattern is matched
+# there, anchored; scans left to the engine open with one character class (``[.!?\n]``, ``[(\[]``),
+# which it runs in C.
+
 _REFUSAL = re.compile(
-    r"^\W*(i\s*(?:'m| am)\s*(?:sorry|unable)|i\s+(?:can(?:not|'t)|am not able to)|sorry\b|unable to|"
+    r"^\W*+(i\s*(?:'m| am)\s*(?:sorry|unable)|i\s+(?:can(?:not|'t)|am not able to)|sorry\b|unable to|"
     r"as an ai\b|there is no (?:correct )?(?:answer|option)|none of the (?:options|above|choices))",
     re.I,
 )
 _MD = re.compile(r"[*_`]+")
 _WORD_AFTER = re.compile(r"\s+[a-z]")
-_CONTRAST = re.compile(r"\b(?:differs?|different|less|unlike|not)\b", re.I)
-_HEDGED_VERB = re.compile(r"\b(?:could|might|may)\s+be\b", re.I)
-_HEDGE = re.compile(r"\b(?:could be|might|it's possible|it is possible|if we consider|depending on)\b", re.I)
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
+# Word patterns applied to lower-case text (``ChoiceText.lower``, or ``.lower()`` of a short piece): a
+# case-insensitive scan costs about twice as much.
+_CONTRAST = re.compile(r"\b(?:differs?|different|less|unlike|not)\b")
+_HEDGED_VERB = re.compile(r"\b(?:could|might|may)\s+be\b")
+_HEDGE = re.compile(r"\b(?:could be|might|it's possible|it is possible|if we consider|depending on)\b")
+_CONCLUSION = re.compile(
+    r"\b(?:therefore|thus|hence|so the|in conclusion|"
+    r"based on (?:these|this|the|my) (?:observations?|analysis|comparisons?)|"
+    r"overall|correct|closest|most similar|most likely|best|"
+    r"i would (?:choose|say|select|pick)|lean towards)\b|\bso,"
+)
+_NEGATION = re.compile(r"\b(not|no|neither|nor|cannot|can't|unable|least|unlikely|incorrect|wrong)\b")
 _LONE_CAPITAL = re.compile(r"\b([A-H])\b")
 _ARTICLE = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = re.compile(r"[^\w\s]")
+_CAPITAL = re.compile(r"[A-H]")
+
+# --- normalised text (option texts, CODIS answers) ---------------------------------------------------------
+
+
+def _norm_text(text: str) -> str:
+    # A lone capital letter is a label ("Point A"), not the article "a": keep it distinct.
+    text = _LONE_CAPITAL.sub(r"letter\1", text)
+    text = text.lower()
+    text = _ARTICLE.sub(" ", text)
+    text = _PUNCTUATION.sub(" ", text)
+    return " ".join(text.split())
+
+
+@lru_cache(maxsize=4096)
+def _norm_options(options: tuple[str, ...]) -> tuple[str, ...]:
+    """A task's option texts are the same for all its items: normalised once."""
+    return tuple(_norm_text(o) for o in options)
+
+
+# --- sentences ----------------------------------------------------------------------------------------------
+
+# A newline, or ".", "!" or "?" before a space: scanned far faster than "(?<=[.!?])\s+|\n+", and a run of
+# dots is passed over in C rather than visited one by one.
+_BREAK_CHAR = re.compile(r"[.!?\n](?:(?<=\n)|(?=\s))")
+_SPACES = re.compile(r"\s+")
+_NEWLINES = re.compile(r"\n+")
+
+
+def _breaks(text: str, pos: int = 0, first: bool = False) -> list[tuple[int, int]]:
+    """Where sentences break from ``pos`` on: the spaces after ".", "!" or "?", and runs of newlines (spans,
+    in order; only the first with ``first``)."""
+    spans: list[tuple[int, int]] = []
+    done = pos
+    for m in _BREAK_CHAR.finditer(text, pos):
+        at = m.start()
+        if at < done:
+            continue
+        gap = _NEWLINES.match(text, at) if text[at] == "\n" else _SPACES.match(text, at + 1)
+        if gap:  # always: the pattern saw the newline or the space
+            spans.append(gap.span())
+            if first:
+                break
+            done = gap.end()
+    return spans
+
+
+def _pieces(text: str, breaks: list[tuple[int, int]], pos: int = 0) -> list[tuple[int, int]]:
+    """The spans between the breaks (from ``pos``)."""
+    return list(zip([pos, *(e for _, e in breaks)], [*(s for s, _ in breaks), len(text)]))
+
+
+def _first_sentence(text: str) -> str:
+    breaks = _breaks(text, first=True)
+    return text[: breaks[0][0]] if breaks else text
+
+
+# --- letters: declared, leading, named ------------------------------------------------------------------
 
 
 def _letter_class(valid: str) -> str:
     return "[" + valid + "]"
 
 
-_NAMED = r"(?:point|box|option|choice|picture|image|figure)"
-_CONCLUSION = re.compile(
-    r"\b(therefore|thus|hence|so the|so,|in conclusion|"
-    r"based on (?:these|this|the|my) (?:observations?|analysis|comparisons?)|"
-    r"overall|correct|closest|most similar|most likely|best|"
-    r"i would (?:choose|say|select|pick)|lean towards)\b",
-    re.I,
-)
-
-
-_NEGATION = re.compile(r"\b(not|no|neither|nor|least|unlikely|incorrect|wrong)\b", re.I)
-
-
-def _at_word(text: str, at: int) -> tuple[int, ...]:
-    return (at,)
+# what may stand between a declaration and its letter: "the answer is option (B)", "I would select Point C"
+_NOUN = r"(?:option|choice|point|box|picture)"
+# the nouns a named letter follows: "Point B", "box B", "option (C)"
+_NOUNS = ("point", "box", "option", "choice", "picture", "image", "figure")
+_NAMED = "(?:" + "|".join(_NOUNS) + ")"
+_NAMED_AFTER_NOUN = re.compile(r"\s*[\"'“(]?([a-h])\b")  # on the lower-case text; the letter checked there
+# "A or B", "A, B, C, or D" (the capital first, its boundary after it: the engine scans for a character class)
+_LETTER_LIST = re.compile(r"[A-H](?<!\w.)\)?(?:\s*(?:,|/|,?\s*or\b|,?\s*and\b)\s*\(?[A-H]\b)+")
+_BRACKETED_LETTER = re.compile(r"\(([A-H])\)")
 
 
 def _verb_before_colon(text: str, at: int) -> tuple[int, ...]:
@@ -82,47 +160,53 @@ def _verb_before_colon(text: str, at: int) -> tuple[int, ...]:
     return (end - 2, end - 3)
 
 
-def _i_before_verb(text: str, at: int) -> tuple[int, ...]:
-    """Where "i ", "i'd ", "i'll ", "i will " or "i would " would start before the verb at ``at``."""
-    return tuple(at - k for k in (2, 4, 5, 7, 8))
-
-
-# Words each declaration pattern needs, in order, and where a match may start given such a word: each
-# candidate start is tried with one anchored match, far cheaper than a case-insensitive scan of a long
-# output. A text without the words cannot match the pattern.
-_DECLARATION_WORDS: tuple[tuple[tuple[str, ...], Callable[[str, int], tuple[int, ...]]], ...] = (
-    (("therefore", "thus", "hence"), _at_word),
-    (("answer", "choice", "option", "response", "selection"), _at_word),
-    ((":",), _verb_before_colon),
-    (("choose", "pick", "select", "go with"), _i_before_verb),
-)
+@cache
+def _declaration_plan(valid: str) -> tuple[tuple[str, tuple[tuple[re.Pattern[str], tuple[int, ...] | None], ...]], ...]:
+    """Each word a declaration needs, the patterns it may open, and where a match may start relative to the
+    word (None: before the colon, see ``_verb_before_colon``). A text without the words declares nothing."""
+    L = _letter_class(valid)
+    end = r"(?=[\)\]\.:,;!?]|\s|$)"
+    # "Therefore:\n\n(B) B is darker"; "Therefore, the corresponding point for the reference point is Point B.",
+    # "So, the cube that can be folded is option (B)."
+    concluding = re.compile(
+        r"\b(?:therefore|thus|hence|so)(?:\s*[:,]?\s*[\(\[](" + L + r")[\)\]]|"
+        r",?\s+[^.\n]{0,80}?\b(?:is|would be)\s*:?\s*(?:" + _NOUN + r"\s+)?[\(\[]?(" + L + r")" + end + ")",
+        re.I,
+    )
+    # "the answer is (B)", "Answer: B", "correct option would be: C", "the answer is:\n\n(D) Point D"
+    answer = re.compile(
+        r"\b(?:answer|choice|option|response|selection)\s*(?:is|would be|will be|should be|must be|=|:)"
+        r"(?:\s+(?:most likely|likely|probably|therefore|thus|clearly))?\s*:?\s*"
+        r"(?:" + _NOUN + r"\s+)?[\(\[]?\s*(" + L + r")" + end,
+        re.I,
+    )
+    # "… the correct corresponding point is: (A) Point A"
+    colon = re.compile(r"\b(?:is|are|be)\s*:\s*[\(\[](" + L + r")[\)\]]", re.I)
+    # "I would choose (C)", "I'll go with B", "I would select Point C"
+    chosen = re.compile(
+        r"\bi(?: would|'d| will|'ll)? (?:choose|pick|select|go with)\s*:?\s*(?:"
+        + _NOUN
+        + r"\s+)?[\(\[]?("
+        + L
+        + r")"
+        + end,
+        re.I,
+    )
+    at_word = (0,)
+    i_before = (-2, -4, -5, -7, -8)  # "i ", "i'd ", "i'll ", "i will ", "i would "
+    return (
+        *((word, ((concluding, at_word),)) for word in ("therefore", "thus", "hence", "so,")),
+        *((word, ((answer, at_word),)) for word in ("answer", "choice", "option", "response")),
+        ("select", ((answer, at_word), (chosen, i_before))),  # "selection is B", "I would select B"
+        (":", ((colon, None),)),
+        *((word, ((chosen, i_before),)) for word in ("choose", "pick", "go with")),
+    )
 
 
 @cache
-def _declarations(valid: str) -> tuple[re.Pattern[str], ...]:
-    L = _letter_class(valid)
-    end = r"(?=[\)\]\.:,;!?]|\s|$)"
-    return (
-        # "Therefore:\n\n(B) B is darker"
-        re.compile(r"\b(?:therefore|thus|hence)\s*[:,]?\s*[\(\[](" + L + r")[\)\]]", re.I),
-        # "the answer is (B)", "Answer: B", "correct option would be: C", "the answer is:\n\n(D) Point D"
-        re.compile(
-            r"\b(?:answer|choice|option|response|selection)\s*(?:is|would be|will be|should be|must be|=|:)"
-            r"(?:\s+(?:most likely|likely|probably|therefore|thus|clearly))?\s*:?\s*"
-            r"(?:option\s+|choice\s+)?[\(\[]?\s*(" + L + r")" + end,
-            re.I,
-        ),
-        # "… the correct corresponding point is: (A) Point A"
-        re.compile(r"\b(?:is|are|be)\s*:\s*[\(\[](" + L + r")[\)\]]", re.I),
-        # "I would choose (C)", "I'll go with B"
-        re.compile(
-            r"\bi(?: would|'d| will|'ll)? (?:choose|pick|select|go with)\s*:?\s*(?:option\s+)?[\(\[]?("
-            + L
-            + r")"
-            + end,
-            re.I,
-        ),
-    )
+def _standalone_capital(valid: str) -> re.Pattern[str]:
+    """A valid capital with no letter on either side ("(B)", "is B.", "B"), in text read either way."""
+    return re.compile(r"[" + valid + r"](?![A-Za-z])(?<![A-Za-z].)")
 
 
 @cache
@@ -153,38 +237,136 @@ def _naming_patterns(valid: str) -> tuple[re.Pattern[str], re.Pattern[str], re.P
     )
 
 
-def _letters_named(text: str, valid: str) -> set[str]:
-    """Valid letters the text names as "(B)", "Point B", "box B"."""
-    bracketed, named, _ = _naming_patterns(valid)
-    found = {m.group(1) for m in bracketed.finditer(text)}
-    found |= {m.group(1) for m in named.finditer(text) if m.group(1).isupper()}
-    return found
+def _find_mentions(text: str, lower: str, valid: str, start: int, end: int) -> list[tuple[int, int, str]]:
+    """Where ``text[start:end]`` names a valid letter — "(B)", "[B]", "Point B", "box B" — as (start, end,
+    letter) of the letter, in order (the second of ``_naming_patterns``, found from its nouns)."""
+    found = [(m.start(1), m.end(1), m.group(1)) for m in _naming_patterns(valid)[0].finditer(text, start, end)]
+    whole = start == 0 and end == len(lower)
+    for noun in _NOUNS:
+        if whole and noun not in lower:
+            continue
+        at = lower.find(noun, start, end)
+        while at >= 0:
+            if at == 0 or not (lower[at - 1].isalnum() or lower[at - 1] == "_"):
+                m = _NAMED_AFTER_NOUN.match(lower, at + len(noun), end)
+                if m and text[m.start(1)] in valid:
+                    found.append((m.start(1), m.end(1), text[m.start(1)]))
+            at = lower.find(noun, at + 1, end)
+    return sorted(set(found))
 
 
-# "the third image (C)": a letter in brackets, then the ordinal image before it (looked for only before
-# such a letter, in the lower-cased text: a case-insensitive scan of the whole output costs far more).
-_BRACKETED_LETTER = re.compile(r"\(([A-Za-z])\)")
-_ORDINAL_IMAGE_BEFORE = re.compile(r"\b(first|second|third|fourth)\s+(?:image|picture|photo)\s*\Z")
+# --- option texts ------------------------------------------------------------------------------------------
+
+_WORD_GAP = r"[^\w]+(?:(?:a|an|the)[^\w]+)*"  # what normalising turns into one space: punctuation, articles
+_ORDINAL = r"(?:first|second|third|fourth|fifth)"
+# "A, B", "A or B", "(A), (B) and (C)"
+_LIST_GAP = r"\)?(?:[ \t]*[,/&][ \t]*(?:(?:or|and)[ \t]+)?|[ \t]+(?:or|and)[ \t]+)"
+_ORDINAL_IMAGE = re.compile(r"\b" + _ORDINAL + r" image\b")
+_LABEL = re.compile(r"\b(?:point|box|picture|image|option|choice) letter[a-h]\b")
+_LABEL_WORD = re.compile(r"letter([a-h])")
 
 
-def _sentences(text: str) -> list[str]:
-    return [p for p in _SENTENCE_BREAK.split(text) if p.strip()]
+def _phrase_pattern(normalised: str, gap: str = r"[ \t]+") -> str:
+    """A normalised option text as a pattern over the text as written: "point lettera" → "Point A" (the
+    label's capital kept, the words in any case), ``gap`` between the words."""
+    words = []
+    for word in normalised.split():
+        label = _LABEL_WORD.fullmatch(word)
+        words.append("(?-i:" + label.group(1).upper() + ")" if label else "(?i:" + re.escape(word) + ")")
+    return gap.join(words)
 
 
-def _norm_text(text: str) -> str:
-    # A lone capital letter is a label ("Point A"), not the article "a": keep it distinct.
-    text = _LONE_CAPITAL.sub(r"letter\1", text)
-    text = text.lower()
-    text = _ARTICLE.sub(" ", text)
-    text = _PUNCTUATION.sub(" ", text)
-    return " ".join(text.split())
+class _OptionTexts:
+    """An item's option texts as one pattern over outputs as written, so that no output is normalised:
+    "point lettera" matches "Point A" (the label's capital kept, the words in any case, punctuation and
+    articles between them). Lists name every option they list: "the second or third image", "the second
+    and third images", "box (A or B)", "points A, B, C and D"."""
+
+    def __init__(self, options: tuple[str, ...]) -> None:
+        self.options = options
+        alternatives, starts = [], set()
+        if any(_ORDINAL_IMAGE.search(o) for o in options):
+            alternatives.append(
+                f"(?P<first>{_ORDINAL})" + r"[ \t,]+(?:or|and)[ \t]+(?:the[ \t]+)?" + f"(?P<then>{_ORDINAL})"
+                r"[ \t]+images?(?!\w)"
+            )
+            starts |= {"first", "second", "third", "fourth", "fifth"}
+        if any(_LABEL.search(o) for o in options):
+            alternatives.append(
+                r"(?P<noun>point|box|picture|image|option|choice)s?[ \t,:]*\(?"
+                r"(?P<listed>(?-i:[A-H])(?:" + _LIST_GAP + r"\(?(?-i:[A-H]))+)(?!\w)"
+            )
+            starts |= {"point", "box", "picture", "image", "option", "choice"}
+        for k, option in sorted(enumerate(options), key=lambda x: -len(x[1])):
+            if option:
+                alternatives.append(f"(?P<o{k}>{_phrase_pattern(option, _WORD_GAP)}(?!\\w))")
+                first = option.split()[0]
+                label = _LABEL_WORD.fullmatch(first)
+                starts.add(label.group(1) if label else first)
+        self.pattern = re.compile("|".join(f"(?:{a})" for a in alternatives), re.I)
+        self.starts = tuple(sorted(starts))  # every match opens with one of these words
+
+    def hits(self, text: str) -> set[str]:
+        """The letters of the options the text names."""
+        lower = text.lower()
+        if len(lower) != len(text):  # the rare characters whose lower case is longer: scan it whole
+            return self._read(self.pattern.finditer(text))
+        matches = []
+        for word in self.starts:
+            at = lower.find(word)
+            while at >= 0:
+                if at == 0 or not (lower[at - 1].isalnum() or lower[at - 1] == "_"):
+                    m = self.pattern.match(text, at)
+                    if m:
+                        matches.append(m)
+                at = lower.find(word, at + 1)
+        return self._read(matches)
+
+    def _read(self, matches: Iterable[re.Match[str]]) -> set[str]:
+        found = set()
+        for m in matches:
+            kind = str(m.lastgroup)
+            if kind == "then":  # "the second or third image"
+                named = {f"{m.group('first').lower()} image", f"{m.group('then').lower()} image"}
+            elif kind == "listed":  # "box (A or B)"
+                noun = m.group("noun").lower()
+                named = {f"{noun} letter{x.lower()}" for x in _CAPITAL.findall(m.group("listed"))}
+            else:
+                found.add(LETTERS[int(kind[1:])])
+                continue
+            found |= {LETTERS[k] for k, o in enumerate(self.options) if o in named}
+        return found
 
 
-@lru_cache(maxsize=4096)
-def _norm_options(options: tuple[str, ...]) -> tuple[str, ...]:
-    """A task's option texts are the same for all its items: normalised once."""
-    return tuple(_norm_text(o) for o in options)
+@lru_cache(maxsize=256)
+def _option_texts(options: tuple[str, ...]) -> _OptionTexts | None:
+    return _OptionTexts(options) if any(options) else None
 
+
+@lru_cache(maxsize=256)
+def _label_patterns(options: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+    """What a bracketed letter may label, for a set of normalised options: an option's text (group ``o<k>``)
+    or an ordinal image (group ``image``, where the options are images), right after the letter ("(B) the
+    third image") or right before it ("the third image (C)")."""
+    phrases = [f"(?P<o{k}>{_phrase_pattern(o)})" for k, o in enumerate(options) if o]
+    if not phrases:
+        return None
+    if any("image" in o for o in options):
+        phrases.append(r"(?P<image>(?i:first|second|third|fourth|fifth)[ \t]+(?i:image))")
+    either = "|".join(phrases)
+    after = re.compile(r"[ \t]*[:\-–—]?[ \t]*[\"'“‘]?(?:(?i:the|an?)[ \t]+)?(?:" + either + r")(?!\w)")
+    before = re.compile(r"(?<!\w)(?:" + either + r")[\"'”’]?[ \t]*[,:\-–—]?[ \t]*\Z")
+    return after, before
+
+
+def _labelled(label: re.Match[str], options: tuple[str, ...]) -> str:
+    """The normalised text a label match names (an option's, or "third image")."""
+    if label.lastgroup == "image":
+        return " ".join(label.group("image").lower().split())
+    return options[int(str(label.lastgroup)[1:])]
+
+
+# --- one output, prepared once ------------------------------------------------------------------------------
 
 T = TypeVar("T")
 
@@ -204,21 +386,11 @@ class _computed_once(Generic[T]):
 @dataclass
 class ChoiceText:
     """One output prepared once for the choice rules: markdown stripped, the valid letters, the options;
-    what only some rules need (sentences, lower case) is computed on first use."""
+    what only some rules need (sentences, lower case, the letters named) is computed on first use."""
 
     text: str
     valid: str
     options: tuple[str, ...]  # normalised option texts ("" where unknown)
-
-    @_computed_once
-    def sentences(self) -> tuple[str, ...]:
-        return tuple(_sentences(self.text))
-
-    @_computed_once
-    def first_sentence(self) -> str:
-        """``sentences[0]`` without splitting the whole output (the text is stripped, so it is never empty)."""
-        end = _SENTENCE_BREAK.search(self.text)
-        return self.text[: end.start()] if end else self.text
 
     @_computed_once
     def lower(self) -> str:
@@ -230,68 +402,183 @@ class ChoiceText:
         return lower
 
     @_computed_once
-    def letters_label_images(self) -> bool:
-        """ "The third image (C)" where the option "the third image" is B: the output labels the images
-        with letters of its own, so a letter in brackets is not an option; only the option texts can say
-        which was chosen."""
-        if "(" not in self.text or not any("image" in o for o in self.options):
+    def spans(self) -> tuple[tuple[int, int], ...]:
+        """The sentences, as spans of ``text`` (the empty ones left out)."""
+        text = self.text
+        return tuple((s, e) for s, e in _pieces(text, _breaks(text)) if text[s:e].strip())
+
+    @_computed_once
+    def first_sentence(self) -> str:
+        """The first sentence, without splitting the whole output (the text is stripped: never empty)."""
+        return _first_sentence(self.text)
+
+    @_computed_once
+    def mentions(self) -> tuple[tuple[int, int, str], ...]:
+        """Every valid letter the output names (``_find_mentions``)."""
+        return tuple(_find_mentions(self.text, self.lower, self.valid, 0, len(self.text)))
+
+    def mentions_between(self, start: int, end: int) -> list[tuple[int, int, str]]:
+        if "mentions" in self.__dict__:
+            return [m for m in self.mentions if start <= m[0] < end]
+        return _find_mentions(self.text, self.lower, self.valid, start, end)
+
+    def named(self, start: int = 0, end: int | None = None) -> set[str]:
+        """Valid letters named between ``start`` and ``end``; a list names each letter it lists ("box (A or
+        B)", "options (A, B, C, D)")."""
+        end = len(self.text) if end is None else end
+        found = {letter for _, _, letter in self.mentions_between(start, end)}
+        if found:
+            for listed in _LETTER_LIST.finditer(self.text, start, end):
+                found |= set(listed.group(0)) & set(self.valid)
+        return found
+
+    @_computed_once
+    def letters_conflict(self) -> bool:
+        """The output letters things its own way: a bracketed letter beside a text that is not that letter's
+        option, "the second image (B)" or "(B) the second image" where the option "the second image" is A
+        (models often letter the images themselves, the first image A). Then a valid letter may be the
+        output's own label, not the option: neither says which option was meant. A label only with letters
+        the item does not have ("the third image (C)" of two options) leaves the valid letters meaning the
+        options, but only where the output also pairs a letter with its own option text ("(B) the third
+        image")."""
+        labels = _label_patterns(self.options)
+        if labels is None or "(" not in self.text:
             return False
+        after, before = labels
+        paired = own_letters = False
         for m in _BRACKETED_LETTER.finditer(self.text):
-            label = _ORDINAL_IMAGE_BEFORE.search(self.lower, max(0, m.start() - 40), m.start())
-            if not label:
+            label = after.match(self.text, m.end()) or before.search(self.text, max(0, m.start() - 40), m.start())
+            if label is None:
                 continue
-            phrase = _norm_text(f"{label.group(1)} image")
-            if phrase in self.options and self.valid[self.options.index(phrase)] != m.group(1):
+            letter, phrase = m.group(1), _labelled(label, self.options)
+            if letter in self.valid and self.options[self.valid.index(letter)] == phrase:
+                paired = True
+            elif letter in self.valid:
                 return True
-        return False
+            else:
+                own_letters = True
+        return own_letters and not paired
+
+    @_computed_once
+    def first_capital(self) -> int:
+        """Where the first valid capital standing alone is (-1: none). Every letter a rule reads is one, so
+        without any only the option texts can decide."""
+        found = _standalone_capital(self.valid).search(self.text)
+        return found.start() if found else -1
+
+    @_computed_once
+    def lead(self) -> tuple[str, str] | None:
+        """The letter the output opens with, and the text after it (``_find_lead``)."""
+        return _find_lead(self)
+
+    @_computed_once
+    def option_texts(self) -> _OptionTexts | None:
+        return _option_texts(self.options)
 
     def option_hits(self, sentence: str) -> set[str]:
-        padded = f" {_norm_text(sentence)} "
-        return {self.valid[i] for i, o in enumerate(self.options) if o and f" {o} " in padded}
+        return self.option_texts.hits(sentence) if self.option_texts else set()
+
+
+# --- the rules ----------------------------------------------------------------------------------------------
 
 
 def refusal(c: ChoiceText) -> bool | str | None:
-    return False if _REFUSAL.search(c.text) else None
+    return False if _REFUSAL.match(c.text) else None  # anchored: "search" would try every position
 
 
-# Most outputs hold none of the words a declaration needs: checking for them first settles those. str's
-# substring search is several times faster than a regex alternation of the same words.
-_ANY_DECLARATION_WORD = tuple(n for group, _ in _DECLARATION_WORDS for n in group)
-
-
-def _holds_any(text: str, words: tuple[str, ...]) -> bool:
-    for word in words:  # a plain loop: any() over a generator costs half as much again here
-        if word in text:
-            return True
-    return False
+def conflicting_letters(c: ChoiceText) -> bool | None:
+    return False if c.letters_conflict else None
 
 
 def declaration(c: ChoiceText) -> bool | str | None:
     # Letters must be capitals in the text: "the answer is a pen" does not read as "A".
-    if not _holds_any(c.lower, _ANY_DECLARATION_WORD):
+    if c.first_capital < 0:
         return None
-    found = set()
-    for pattern, (needles, starts) in zip(_declarations(c.valid), _DECLARATION_WORDS):
-        for needle in needles:
-            at = c.lower.find(needle)
-            while at >= 0:
-                for start in starts(c.text, at):
-                    m = pattern.match(c.text, start) if start >= 0 else None
-                    if m and m.group(1).isupper():
-                        found.add((start, m.group(1)))
-                at = c.lower.find(needle, at + 1)
+    text, lower, valid = c.text, c.lower, c.valid
+    found = []
+    find = lower.find
+    for word, patterns in _declaration_plan(valid):
+        if word not in lower:  # most words are absent: "in" costs less than a call of find
+            continue
+        at = find(word)
+        while at >= 0:
+            for pattern, offsets in patterns:
+                if offsets is None:  # the colon: a declaration only when a bracketed letter follows it
+                    bracket = lower[at + 1 : at + 8].lstrip()[:1] in ("(", "[")
+                    starts = _verb_before_colon(text, at) if bracket else ()
+                else:
+                    starts = tuple(at + k for k in offsets)
+                for start in starts:
+                    m = pattern.match(text, start) if start >= 0 else None
+                    if m:
+                        letter = m.group(m.lastindex or 1)
+                        if letter.isupper() and not _opens_list(text, m.end(m.lastindex or 1), letter, valid):
+                            found.append((m.start(), letter))
+            at = find(word, at + 1)
     if not found:
         return None
     at, letter = max(found)
-    hedged = _HEDGED_VERB.search(c.text[max(0, at - 24) : at + 8])
-    if (hedged or len({x for _, x in found}) > 1 and _HEDGE.search(c.text)) and len(
-        _letters_named(c.text, c.valid)
-    ) > 1:
+    declared = {x for _, x in found}
+    if len(declared) > 2:
+        return False  # "the answer is (A) … the answer is (B) … the answer is (C)": one per option, none chosen
+    hedged = _HEDGED_VERB.search(lower, max(0, at - 24), at + 8)
+    if (hedged or len(declared) > 1 and _HEDGE.search(lower)) and len(c.named()) > 1:
         return False  # "it might be (A) … but the answer could be (C)": two answers, hedged: never guess
+    if _concludes_several(c, at, letter):
+        return False  # "… the answer is (B). So, the corresponding points are (B) and (C).": no one answer
     return letter
 
 
-def leading(c: ChoiceText) -> str | None:
+def _opens_list(text: str, end: int, letter: str, valid: str) -> bool:
+    """Whether the letter at ``end`` opens a list of the options ("The choices are:\n(A) Point A\n(B) Point B"):
+    the next line starts with another letter."""
+    line_end = text.find("\n", end)
+    if line_end < 0:
+        return False
+    following = _LIST_ITEM.match(text, line_end)
+    return following is not None and following.group(1) != letter and following.group(1) in valid
+
+
+_LIST_ITEM = re.compile(r"\s*[-*]?\s*(?:option\s+)?[\(\[]?([A-H])[\)\]\.:]", re.I)
+
+
+def _concludes_several(c: ChoiceText, after: int, letter: str) -> bool:
+    """Whether a concluding sentence after the one at ``after`` (declaring ``letter``) names several options
+    together as its answer: "So, the corresponding points are (B) Point B and (C) Point C."."""
+    if not any(c.text.find(other, after) >= 0 for other in c.valid if other != letter):
+        return False  # most declarations come last: nothing after them names another letter
+    text = c.text
+    breaks = _breaks(text, after)
+    for start, end in _pieces(text, breaks[1:], breaks[0][1]) if breaks else ():
+        mentions = c.mentions_between(start, end)
+        if len({letter for _, _, letter in mentions}) < 2:
+            continue
+        sentence = c.lower[start:end]
+        if _CONCLUSION.search(sentence) and not _CONTRAST.search(sentence) and _several_together(text, mentions):
+            return True
+    return False
+
+
+_JOINED = re.compile(r"(?:\s|,|&|\band\b|\bor\b|\bpoints?\b|\bpictures?\b|\bboxe?s?\b|\boptions?\b|[A-H]|[()])*", re.I)
+_JOINING = re.compile(r",|&|\band\b|\bor\b", re.I)
+
+
+def _several_together(text: str, mentions: list[tuple[int, int, str]]) -> bool:
+    """Two different letters with only "and", "or", commas and their own labels between them: "(A) and (B)",
+    "Point A and Point B", "(B) Point B and (C) Point C"."""
+    for (_, end, first), (start, _, second) in zip(mentions, mentions[1:]):
+        gap = text[end:start]
+        if first != second and _JOINED.fullmatch(gap) and _JOINING.search(gap):
+            return True
+    return False
+
+
+def _lead_letter(c: ChoiceText) -> tuple[str, str] | None:
+    """The letter the output opens with, and the text after it ("B\nThe second image …")."""
+    return c.lead
+
+
+def _find_lead(c: ChoiceText) -> tuple[str, str] | None:
     lead = _leading_pattern(c.valid).match(c.text)
     if not lead or not lead.group(1).isupper():
         return None
@@ -299,45 +586,88 @@ def leading(c: ChoiceText) -> str | None:
     # "A cat is …" starts with the article A: only a letter followed by punctuation, end, or a bracket
     # counts when the letter is also a word.
     if letter != "A" or not _WORD_AFTER.match(rest) or c.text.lstrip().startswith(("(", "[")):
-        return letter
+        return letter, rest
     return None
 
 
-def sole_paren(c: ChoiceText) -> str | None:
-    if c.letters_label_images:
+def lead_contradicted(c: ChoiceText) -> bool | None:
+    """ "B\nThe second image fits best." where the option "the second image" is A: the opening letter and
+    the statement after it name different options."""
+    lead = _lead_letter(c)
+    if not lead or not any(c.options):
         return None
+    letter, rest = lead
+    statement = _first_sentence(rest.lstrip(" )].:,\n"))
+    hits = c.option_hits(statement)
+    return False if len(hits) == 1 and letter not in hits and not _NEGATION.search(statement.lower()) else None
+
+
+def leading(c: ChoiceText) -> str | None:
+    lead = _lead_letter(c)
+    return lead[0] if lead else None
+
+
+def sole_paren(c: ChoiceText) -> str | None:
     parens = {m.group(1) for m in _naming_patterns(c.valid)[2].finditer(c.text)}
     return parens.pop() if len(parens) == 1 else None
 
 
 def lead_subject(c: ChoiceText) -> str | None:
-    if c.letters_label_images:
-        return None
     first_sentence = c.first_sentence
+    if not 0 <= c.first_capital < len(first_sentence):
+        return None
     first = _lead_subject(c.valid).match(first_sentence)
-    if first and first.group(1).isupper() and _letters_named(first_sentence, c.valid) <= {first.group(1)}:
+    named = c.named(0, len(first_sentence))
+    if first and first.group(1).isupper() and named <= {first.group(1)}:
         return first.group(1)
-    if not first_sentence.rstrip().endswith(":"):
-        named = _letters_named(first_sentence, c.valid)
-        if len(named) == 1 and not _NEGATION.search(first_sentence):
-            return named.pop()
+    if len(named) == 1 and not first_sentence.rstrip().endswith(":") and not _NEGATION.search(first_sentence.lower()):
+        return named.pop()
     return None
 
 
-def option_text_lead(c: ChoiceText) -> str | None:
+def option_text_lead(c: ChoiceText) -> bool | str | None:
     if not any(c.options):
         return None
     hits = c.option_hits(c.first_sentence)
-    return hits.pop() if len(hits) == 1 and not _NEGATION.search(c.first_sentence) else None
+    if len(hits) != 1 or _NEGATION.search(c.lower, 0, len(c.first_sentence)):
+        return None
+    # "The first image shows a wok, while the second image is empty. … Therefore, the third image is most
+    # similar": the opening sentence describes; a concluding one naming another option contradicts it.
+    concluded = _concluded_options(c)
+    return False if concluded and concluded != hits else hits.pop()
+
+
+def _concluded_options(c: ChoiceText) -> set[str]:
+    """The options the last concluding sentence that names any option names by text."""
+    for start, end in reversed(c.spans[1:]):
+        hits = c.option_hits(c.text[start:end])
+        if hits and _CONCLUSION.search(c.lower, start, end) and not _CONTRAST.search(c.lower, start, end):
+            return hits
+    return set()
 
 
 def conclusion(c: ChoiceText) -> bool | str | None:
-    for sentence in reversed(c.sentences):
+    if c.first_capital < 0:
+        return None
+    mentions = c.mentions
+    if not mentions:
+        return None
+    spans = c.spans
+    # the sentences that name a letter, last first (each mention falls in one sentence)
+    k = len(spans) - 1
+    for at, _, _ in reversed(mentions):
+        while k >= 0 and spans[k][0] > at:
+            k -= 1
+        if k < 0:
+            break
+        start, end = spans[k]
+        if at >= end:
+            continue
+        named = c.named(start, end)
         # "The third image (B) is an illustration and thus differs …" concludes against B, not for it.
-        if _CONCLUSION.search(sentence) and not _CONTRAST.search(sentence):
-            named = _letters_named(sentence, c.valid) or c.option_hits(sentence)
-            if named:
-                return named.pop() if len(named) == 1 else None
+        if _CONCLUSION.search(c.lower, start, end) and not _CONTRAST.search(c.lower, start, end):
+            return named.pop() if len(named) == 1 else None
+        k -= 1
     return None
 
 
@@ -347,9 +677,9 @@ def option_text(c: ChoiceText) -> str | None:
 
 
 def named_letter(c: ChoiceText) -> str | None:
-    if c.letters_label_images:
+    if c.first_capital < 0:
         return None
-    named = _letters_named(c.text, c.valid)
+    named = c.named()
     return named.pop() if len(named) == 1 else None
 
 
@@ -357,7 +687,9 @@ def named_letter(c: ChoiceText) -> str | None:
 # A rule returns a letter (decided), False (decided: unparsed, e.g. a refusal) or None (not mine).
 CHOICE_RULES = (
     refusal,
+    conflicting_letters,
     declaration,
+    lead_contradicted,
     leading,
     sole_paren,
     lead_subject,
@@ -367,26 +699,111 @@ CHOICE_RULES = (
     named_letter,
 )
 
+# "B", "(B)", "B.", "(B) the third image", "B) the third image." (the text is stripped)
+_BARE_LETTER = re.compile(r"[\(\[]?([A-H])(?:[\)\]]?\.?\Z|[\)\]\.:]\s*(.*?)\.?\Z)", re.S)
+_DECLARATION_WORDS = (*(word for word, _ in _declaration_plan(LETTERS)), "i ")
+
+
+def _holds_any(text: str, words: tuple[str, ...]) -> bool:
+    for word in words:  # a plain loop: any() over a generator costs half as much again here
+        if word in text:
+            return True
+    return False
+
+
+@cache
+def _result(value: str | None, method: str) -> Extraction:
+    """One shared (immutable) Extraction per answer and rule: creating a frozen dataclass costs more than
+    reading most outputs."""
+    return Extraction(value, method)
+
+
+_BARE_FORMS = {
+    form.format(x): Extraction(x, "leading") for x in LETTERS for form in ("{}", "({})", "{}.", "({}).", "{})", "[{}]")
+}
+
 
 def extract_choice(output: str | None, n_options: int = 4, options: Sequence[str] | None = None) -> Extraction:
     """The chosen letter among the first ``n_options`` letters, or unparsed."""
-    if output is None or not str(output).strip():
+    if output is None:
         return UNPARSED_EMPTY
-    text = str(output)
+    text = output if isinstance(output, str) else str(output)
+    if len(text) < 100:
+        if len(text) <= 4:
+            known = _BARE_FORMS.get(text)  # "A", "(B)", "C.": a third of all outputs
+            if known is not None and str(known.value) in LETTERS[:n_options]:
+                return known
+        # Models repeat their short answers ("(A) Point A", "(A) A is closer to the camera."): each is read
+        # once per process
+        key = (text, n_options, tuple(options) if options else None)
+        remembered = _SHORT.get(key)
+        if remembered is None:
+            if len(_SHORT) >= _SHORT_MAX:
+                _SHORT.clear()
+            remembered = _SHORT[key] = _extract_text(text, n_options, options)
+        return remembered
+    return _extract_text(text, n_options, options)
+
+
+def _extract_text(text: str, n_options: int, options: Sequence[str] | None) -> Extraction:
     if "*" in text or "_" in text or "`" in text:  # markdown emphasis is rare: skip the regex without it
         text = _MD.sub("", text)
+    if "（" in text:  # full-width brackets: "（C）Point C"
+        text = text.replace("（", "(").replace("）", ")")
     text = text.strip()
-    if text.startswith("<s>"):
+    if text.startswith("<s>"):  # the tokenizer's markers some released outputs keep
         text = text[3:].lstrip()
+    if text.endswith("</s>"):
+        text = text[:-4].rstrip()
+    if not text:
+        return UNPARSED_EMPTY
     valid = LETTERS[:n_options]
-    prepared = ChoiceText(text, valid, _norm_options(tuple((options or [])[:n_options])))
+    if len(text) < 48:
+        return _extract_short(text, valid, options)
+    return _extract(text, valid, options)
+
+
+# short outputs already read: (output, n_options, options) → Extraction; cleared when full, so bounded
+_SHORT: dict[tuple, Extraction] = {}
+_SHORT_MAX = 20_000
+
+
+def forget_short_outputs() -> None:
+    """Forget the short outputs read (a benchmark clears them before each pass it times)."""
+    _SHORT.clear()
+
+
+def _extract_short(text: str, valid: str, options: Sequence[str] | None) -> Extraction:
+    # Most outputs are a letter, or a letter and its option's text (or, options unknown, a short phrase
+    # without a declaration's words): no other rule could decide them otherwise.
+    bare = _BARE_LETTER.match(text)
+    if bare and bare.group(1) in valid:
+        rest = bare.group(2)
+        if (
+            not rest
+            or options
+            and rest.lower() == str(options[valid.index(bare.group(1))]).lower()
+            or not options
+            and not _holds_any(text.lower(), _DECLARATION_WORDS)
+        ):
+            return _result(bare.group(1), "leading")
+    return _extract(text, valid, options)
+
+
+def _extract(text: str, valid: str, options: Sequence[str] | None) -> Extraction:
+    """The rules over a prepared output."""
+    n_options = len(valid)
+    prepared = ChoiceText(text, valid, _norm_options(tuple(options[:n_options])) if options else ())
+    lower = text.lower()
+    if len(lower) == len(text):  # else ChoiceText.lower keeps the offsets
+        prepared.__dict__["lower"] = lower
     for rule in CHOICE_RULES:
         decided = rule(prepared)
         if decided is False:
-            return Extraction(None, rule.__name__)
+            return _result(None, rule.__name__)
         if decided:
-            return Extraction(str(decided), rule.__name__)
-    return Extraction(None, "unparsed")
+            return _result(str(decided), rule.__name__)
+    return _result(None, "unparsed")
 
 
 _YES = re.compile(r"^\W*(yes|yeah|yep|true|correct)\b", re.I)

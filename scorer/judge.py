@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from perceptforge.backends.chat import ChatClient, DiskCache
 from perceptforge.errors import PerceptforgeError
 from perceptforge.prompts.library import load_prompt
 from perceptforge.settings import state_dir
 
+if TYPE_CHECKING:
+    from perceptforge.backends.chat import ChatClient
+
+# backends.chat (the HTTP client) is imported where a judge is made: scoring without --judge never needs it
+
 
 class Judge:
     def __init__(self, client: ChatClient, cache_dir: Path | None = None):
+        from perceptforge.backends.chat import DiskCache
+
         self.client = client
         self.cache = DiskCache(cache_dir or state_dir() / "judge-cache")
 
@@ -26,12 +33,14 @@ class Judge:
         match = re.fullmatch(r"openai:([^@]+)@(.+)", spec)
         if not match:
             raise PerceptforgeError(f"--judge must look like openai:MODEL@BASE_URL, got {spec!r}")
+        from perceptforge.backends.chat import ChatClient
+
         return cls(ChatClient(base_url=match.group(2), model=match.group(1), seed=0))
 
-    def _ask(self, prompt_id: str, **values: str) -> str:
+    def _ask(self, prompt_id: str, suffix: str = "", **values: str) -> str:
         prompt = load_prompt(prompt_id)
-        text = prompt.render(**values)
-        key = DiskCache.key(self.client.model, prompt.sha256, text)
+        text = prompt.render(**values) + suffix
+        key = self.cache.key(self.client.model, prompt.sha256, text)
         cached = self.cache.get(key)
         if cached is not None:
             return cached["reply"]
@@ -47,6 +56,12 @@ class Judge:
         if reply.startswith("wrong"):
             return False
         return None
+
+    def codis_official(self, question: str, groundtruth: str, output: str) -> bool:
+        """CODIS ``data/eval.py``: its prompt, every output; right when "right" is anywhere in the reply."""
+        # the script's prompt ends with a newline, which a prompt file cannot keep (the loader strips it)
+        reply = self._ask("judge/codis_official", "\n", question=question, groundtruth=groundtruth, output=output)
+        return "right" in reply
 
     def yes_no(self, question: str, output: str) -> str | None:
         """MVP-Bench's GPT match for Yes/No answers the rule cannot read: "yes", "no", or None (Unknown)."""

@@ -10,8 +10,6 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 
 def pct(flags: Sequence[bool]) -> float | None:
     return 100.0 * sum(flags) / len(flags) if flags else None
@@ -43,26 +41,31 @@ class YesNoRecord:
 
 
 def mvp_yes_no(records: Sequence[YesNoRecord], official: bool = False) -> dict:
-    """accuracy per side × level, qAcc per level, iAcc per side, aAcc, mAcc.
+    """accuracy per side × level and pooled per level, qAcc per level and over all, iAcc per side and over
+    all, aAcc, mAcc.
 
     qAcc: a question is right only if right on both images of its pair. iAcc: an image is right only if
     all its questions are right. mAcc: a pair is right only if every question on both images is right.
     ``official=True`` applies the release script's filters: iAcc counts only images with more than one
     question, mAcc only pairs with more than three records.
     """
-    out: dict = {"accuracy": {}, "qAcc": {}, "iAcc": {}}
+    out: dict = {"accuracy": {}, "pooled": {}, "qAcc": {}, "iAcc": {}}
     for side in ("S", "E"):
         for level in ("low", "high"):
             out["accuracy"][f"{side}_{level}"] = pct(
                 [r.correct for r in records if r.side == side and r.level == level]
             )
     for level in ("low", "high"):
+        out["pooled"][level] = pct([r.correct for r in records if r.level == level])
+    for level in ("low", "high"):
         out["qAcc"][level] = pct(group_all(((r.pair, r.question), r.correct) for r in records if r.level == level))
+    out["qAcc"]["all"] = pct(group_all(((r.pair, r.question), r.correct) for r in records))
     image_min = 2 if official else 1
     for side in ("S", "E"):
         out["iAcc"][side] = pct(
             group_all((((r.pair, r.side), r.correct) for r in records if r.side == side), image_min)
         )
+    out["iAcc"]["all"] = pct(group_all((((r.pair, r.side), r.correct) for r in records), image_min))
     out["aAcc"] = pct([r.correct for r in records])
     out["mAcc"] = pct(group_all(((r.pair, r.correct) for r in records), 4 if official else 1))
     return out
@@ -98,6 +101,7 @@ def bootstrap_ci(
     if len(units) == 1:  # every resample is the sample itself, and scipy wants two observations
         value = statistic(list(units))
         return None if value is None else (float(value), float(value))
+    import numpy as np  # here: scoring without --bootstrap never needs it, and it costs a tenth of a second
     from scipy import stats  # imported here: scipy.stats takes a second to import, and only --bootstrap needs it
 
     def at(positions: np.ndarray) -> float:
@@ -155,10 +159,12 @@ class MMERecord:
     domain: str  # the release's "Subtask", e.g. Autonomous_Driving
     category: str
     correct: bool
+    chose_e: bool = False  # the answer read is E ("the image does not feature it")
 
 
 def mme_realworld(records: Sequence[MMERecord]) -> dict:
-    """Per domain: Avg over items, Avg_C unweighted over categories; per task: Avg over items, Avg_C over domains."""
+    """Per domain: Avg over items, Avg_C unweighted over categories, E (answers read as E); per task: Avg over
+    items, Avg_C over domains, E; ``overall``: Avg over all items (the official script's "Overall Acc")."""
     out: dict = {}
     for task in sorted({r.task for r in records}):
         rs = [r for r in records if r.task == task]
@@ -166,8 +172,18 @@ def mme_realworld(records: Sequence[MMERecord]) -> dict:
         for d in sorted({r.domain for r in rs}):
             ds = [r for r in rs if r.domain == d]
             cats = per_group((r.category, r.correct) for r in ds)
-            domains[d] = {"Avg": pct([r.correct for r in ds]), "Avg_C": mean(cats.values())}
-        out[task] = {**domains, "Avg": pct([r.correct for r in rs]), "Avg_C": mean(v["Avg"] for v in domains.values())}
+            domains[d] = {
+                "Avg": pct([r.correct for r in ds]),
+                "Avg_C": mean(cats.values()),
+                "E": sum(r.chose_e for r in ds),
+            }
+        out[task] = {
+            **domains,
+            "Avg": pct([r.correct for r in rs]),
+            "Avg_C": mean(v["Avg"] for v in domains.values()),
+            "E": sum(r.chose_e for r in rs),
+        }
+    out["overall"] = pct([r.correct for r in records])
     return out
 
 

@@ -5,8 +5,8 @@ VLMEvalKit result tables (``.xlsx``, ``.tsv``, ``.csv`` with a ``prediction`` co
 else ``index``) and lmms-eval sample logs (``samples_*.jsonl``: ``doc_id``, ``doc``, ``filtered_resps``).
 
 Identical repeats of an id are dropped with a warning; conflicting repeats are an error naming both
-lines; ids that the data does not have are reported; items without a prediction are listed and count
-as wrong.
+lines (BLINK keeps the last, as its official script does); ids that the data does not have are reported;
+items without a prediction are listed and count as wrong.
 """
 
 from __future__ import annotations
@@ -17,41 +17,134 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from perceptforge.errors import InputError
 from perceptforge.fileio import iter_jsonl, read_json
 
 
-@dataclass(frozen=True)
-class Prediction:
+class Prediction(NamedTuple):
     key: str
     output: str | None
     where: str  # "file:line" or "file[index]"
+    order: int = 0  # its place among the predictions read (MVP-Bench's first rotation is the first read)
 
 
 class PredictionStore:
-    """key → Prediction, kept in a temporary SQLite file so memory stays flat for any number of predictions."""
+    """key → Prediction, kept in a temporary SQLite file so memory stays flat for any number of predictions.
+
+    Written a batch at a time (``add_new``, ``put_many``) and read one key (``get``) or a batch of keys
+    (``get_many``) at a time: one statement per batch, not per key. It also holds the keys the data has
+    (``look_up`` records them as it reads their predictions), so that the predictions the data lacks are
+    found at the end (``unknown``) without a set of every id in memory.
+    """
+
+    _BATCH = 900  # keys per "IN (…)" query: under SQLite's oldest limit on parameters (999)
 
     def __init__(self) -> None:
         self._db = sqlite3.connect("", check_same_thread=False)  # "": a temporary on-disk database
-        self._db.execute("CREATE TABLE p (key TEXT PRIMARY KEY, output TEXT, is_null INTEGER, loc TEXT)")
+        self._db.execute("PRAGMA journal_mode = OFF")  # a scratch file: nothing to recover after a crash
+        self._db.execute("PRAGMA synchronous = OFF")
+        # rowid: the order predictions were first read in (a replaced one keeps its row)
+        self._db.execute("CREATE TABLE p (key TEXT PRIMARY KEY, output TEXT, loc TEXT)")
+        self._db.execute("CREATE TABLE d (key TEXT PRIMARY KEY) WITHOUT ROWID")  # the index alone: cheaper to fill
 
     def get(self, key: str) -> Prediction | None:
-        row = self._db.execute("SELECT output, is_null, loc FROM p WHERE key = ?", (key,)).fetchone()
-        return Prediction(key, None if row[1] else row[0], row[2]) if row else None
+        row = self._db.execute("SELECT output, loc, rowid FROM p WHERE key = ?", (key,)).fetchone()
+        return Prediction(key, row[0], row[1], row[2]) if row else None
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Prediction]:
+        """The predictions of those keys that have one."""
+        keys = list(dict.fromkeys(keys))
+        found: dict[str, Prediction] = {}
+        for k in range(0, len(keys), self._BATCH):
+            chunk = keys[k : k + self._BATCH]
+            marks = ",".join("?" * len(chunk))
+            for key, output, loc, order in self._db.execute(
+                f"SELECT key, output, loc, rowid FROM p WHERE key IN ({marks})",  # noqa: S608 (only "?"s)
+                chunk,
+            ):
+                found[key] = Prediction(key, output, loc, order)
+        return found
+
+    def outputs(self, keys: list[str]) -> dict[str, str | None]:
+        """The outputs of those keys that have a prediction (``get_many`` without building Predictions)."""
+        found: dict[str, str | None] = {}
+        for k in range(0, len(keys), self._BATCH):
+            chunk = keys[k : k + self._BATCH]
+            marks = ",".join("?" * len(chunk))
+            found.update(self._db.execute(f"SELECT key, output FROM p WHERE key IN ({marks})", chunk))  # noqa: S608
+        return found
+
+    def look_up(self, keys: list[str]) -> tuple[dict[str, str | None], list[str]]:
+        """The outputs of a batch of the data's keys (those that have a prediction), and the keys of it that
+        the data gave before (or twice in it); the keys are recorded as the data's (``unknown``)."""
+        again: list[str] = []
+        try:
+            with self._db:
+                self._db.executemany("INSERT INTO d VALUES (?)", zip(keys))  # zip: the one-field rows, in C
+        except sqlite3.IntegrityError:  # a key given twice: find which, then record the batch once
+            held = set(self.known_among(list(set(keys))))
+            again = sorted(held | {key for key, n in _counts(keys).items() if n > 1})
+            with self._db:
+                self._db.executemany("INSERT OR IGNORE INTO d VALUES (?)", zip(keys))
+        return self.outputs(keys), again
 
     def __contains__(self, key: object) -> bool:
         return self._db.execute("SELECT 1 FROM p WHERE key = ?", (key,)).fetchone() is not None
 
+    def add_new(self, rows: list[tuple[str, str | None, str]]) -> bool:
+        """Add (key, output, where) rows whose keys are not held yet, in order; False, adding none, when one
+        of the keys is held already (the caller then sorts the repeats out)."""
+        try:
+            with self._db:
+                self._db.executemany("INSERT INTO p VALUES (?, ?, ?)", rows)
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+    def put_many(self, rows: Iterable[tuple[str, str | None, str]]) -> None:
+        """Add (key, output, where) rows, or replace those whose key is held (a replaced one keeps its place
+        in the order)."""
+        with self._db:
+            self._db.executemany(
+                "INSERT INTO p VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE SET output = excluded.output, "
+                "loc = excluded.loc",
+                rows,
+            )
+
     def __setitem__(self, key: str, pred: Prediction) -> None:
-        self._db.execute("INSERT INTO p VALUES (?, ?, ?, ?)", (key, pred.output or "", pred.output is None, pred.where))
+        self.put_many([(key, pred.output, pred.where)])
 
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM p").fetchone()[0]
 
     def items(self) -> Iterator[tuple[str, Prediction]]:
-        for key, output, is_null, loc in self._db.execute("SELECT key, output, is_null, loc FROM p ORDER BY rowid"):
-            yield key, Prediction(key, None if is_null else output, loc)
+        for key, output, loc, order in self._db.execute("SELECT key, output, loc, rowid FROM p ORDER BY rowid"):
+            yield key, Prediction(key, output, loc, order)
+
+    def known_among(self, keys: list[str]) -> set[str]:
+        """Those of ``keys`` the data has (``look_up``)."""
+        found: set[str] = set()
+        for k in range(0, len(keys), self._BATCH):
+            chunk = keys[k : k + self._BATCH]
+            marks = ",".join("?" * len(chunk))
+            found.update(r[0] for r in self._db.execute(f"SELECT key FROM d WHERE key IN ({marks})", chunk))  # noqa: S608
+        return found
+
+    def unknown(self) -> Iterator[Prediction]:
+        """The predictions whose key the data does not have (``look_up``), in the order they were read."""
+        for key, output, loc, order in self._db.execute(
+            "SELECT key, output, loc, rowid FROM p WHERE key NOT IN (SELECT key FROM d) ORDER BY rowid"
+        ):
+            yield Prediction(key, output, loc, order)
+
+
+def _counts(keys: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 @dataclass
@@ -68,6 +161,16 @@ class PredictionSet:
 TABLE_SUFFIXES = (".xlsx", ".tsv", ".csv")
 
 
+def _records(path: Path) -> Iterator[tuple[str, dict]]:
+    """``iter_records``, with JSON Lines read in this one loop (one generator fewer per record)."""
+    if path.suffix.lower() in TABLE_SUFFIXES or path.is_dir() or not is_json_lines(path):
+        yield from iter_records(path)
+        return
+    name = str(path)
+    for lineno, row in iter_jsonl(path):
+        yield f"{name}:{lineno}", lmms_eval_record(row) if "doc_id" in row and is_lmms_eval_sample(row) else row
+
+
 def iter_records(path: Path) -> Iterator[tuple[str, dict]]:
     """Records of a JSON Lines file, a JSON list, a JSON object holding a list (``{"val": [...]}``), a
     VLMEvalKit-style table, or an lmms-eval sample log.
@@ -79,9 +182,10 @@ def iter_records(path: Path) -> Iterator[tuple[str, dict]]:
     if path.suffix.lower() in TABLE_SUFFIXES:
         yield from iter_table_rows(path)
         return
-    if _is_json_lines(path):
+    if is_json_lines(path):
+        name = str(path)
         for lineno, row in iter_jsonl(path):
-            yield f"{path}:{lineno}", lmms_eval_record(row) if is_lmms_eval_sample(row) else row
+            yield f"{name}:{lineno}", lmms_eval_record(row) if "doc_id" in row and is_lmms_eval_sample(row) else row
         return
     doc = read_json(path)
     rows = [doc]
@@ -151,7 +255,7 @@ def logged_doc(row: dict) -> dict:
     return {}
 
 
-def _is_json_lines(path: Path) -> bool:
+def is_json_lines(path: Path) -> bool:
     """JSON Lines unless the file is one JSON document: it opens with "[", or its first line alone is not
     a complete JSON value (pretty-printed), or nothing follows that first line in a file not named ``.jsonl``."""
     if not path.exists():
@@ -177,33 +281,62 @@ def read_predictions(
     paths: Iterable[str | Path],
     key_of: Callable[[dict], Iterable[tuple[str, str | None]]],
     known: set[str] | None = None,
+    repeats: str = "error",
 ) -> PredictionSet:
-    """``key_of(record)`` yields ``(key, output)`` pairs (a CODIS record can hold two outputs)."""
+    """``key_of(record)`` yields ``(key, output)`` pairs (a CODIS record can hold two outputs).
+
+    An id given twice with the same output is kept once, with a warning; with different outputs it is an
+    error naming both lines, or, with ``repeats="last"``, the later one is kept, with a warning (BLINK's
+    official script keeps the last). Ids not in ``known`` are reported (with ``known=None``, the caller finds
+    them with the store's ``mark_known`` and ``unknown``)."""
     result = PredictionSet()
+    batch: dict[str, tuple[str, str | None, str]] = {}  # key → (key, output, where)
+
+    def flush() -> None:
+        rows = list(batch.values())
+        batch.clear()
+        if result.by_key.add_new(rows):
+            return
+        held = result.by_key.get_many(row[0] for row in rows)  # a key read in an earlier batch: sort it out
+        result.by_key.put_many(row for row in rows if row[0] not in held or _repeat(result, held[row[0]], row, repeats))
+
     for raw in paths:
         path = Path(raw)
-        for where, record in iter_records(path):
+        for where, record in _records(path):
             try:
                 pairs = list(key_of(record))
             except KeyError as exc:
                 raise InputError(where, f"prediction record lacks {exc}") from None
             for key, output in pairs:
-                if isinstance(key, bool) or not isinstance(key, str | int):
-                    raise InputError(where, f"a prediction's id must be a text or a number, got {key!r}")
-                key = str(key)
-                if output is None:  # a null or absent output is no prediction: counted as missing, said so
-                    result.warnings.append(f"{where}: id {key} has no output; counted as missing")
-                    continue
-                if not isinstance(output, str):
+                if type(key) is not str:
+                    if isinstance(key, bool) or not isinstance(key, int):
+                        raise InputError(where, f"a prediction's id must be a text or a number, got {key!r}")
+                    key = str(key)
+                if type(output) is not str:
+                    if output is None:  # a null or absent output is no prediction: counted as missing, said so
+                        result.warnings.append(f"{where}: id {key} has no output; counted as missing")
+                        continue
                     output = json.dumps(output) if not isinstance(output, (int, float)) else str(output)
                 if known is not None and key not in known:
                     result.unknown.append(f"{where}: id {key}")
                     continue
-                prior = result.by_key.get(key)
-                if prior is not None:
-                    if prior.output == output:
-                        result.warnings.append(f"{where}: id {key} repeats {prior.where} identically; kept once")
-                        continue
-                    raise InputError(where, f"id {key} conflicts with {prior.where} (different outputs)")
-                result.by_key[key] = Prediction(key, output, where)
+                prior = batch.get(key)
+                if prior is None or _repeat(result, Prediction(*prior), (key, output, where), repeats):
+                    batch[key] = (key, output, where)
+                    if len(batch) >= 5000:
+                        flush()
+    flush()
     return result
+
+
+def _repeat(result: PredictionSet, prior: Prediction, row: tuple[str, str | None, str], repeats: str) -> bool:
+    """An id read again (``row``: key, output, where): whether it replaces the one held (warned), or an
+    error."""
+    key, output, where = row
+    if prior.output == output:
+        result.warnings.append(f"{where}: id {key} repeats {prior.where} identically; kept once")
+        return False
+    if repeats != "last":
+        raise InputError(where, f"id {key} conflicts with {prior.where} (different outputs)")
+    result.warnings.append(f"{where}: id {key} repeats {prior.where} with another output; the last is kept")
+    return True

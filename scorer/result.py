@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import tempfile
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -29,43 +28,68 @@ class ScoredItem:
 
 
 class ItemLog:
-    """Scored items, spooled to a temporary file so memory stays flat however many items are scored.
+    """Scored items, kept in a temporary SQLite file so memory stays flat however many items are scored
+    (written a batch at a time: one statement per batch, not per item).
 
     It behaves as a read-only list (iterate, ``len``, index) and keeps the counts reports need.
     """
 
-    def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile("w+", encoding="utf-8")
+    _BATCH = 5000
+
+    def __init__(self, keep: bool = True) -> None:
+        """``keep=False`` keeps the counts only (when nobody will read the items: no ``--items``, ``--csv``…)."""
+        self.keep = keep
+        self._db = sqlite3.connect("", check_same_thread=False)  # "": a temporary on-disk database
+        self._db.execute("PRAGMA journal_mode = OFF")  # a scratch file: nothing to recover after a crash
+        self._db.execute("PRAGMA synchronous = OFF")
+        self._db.execute(
+            "CREATE TABLE i (id TEXT, grp TEXT, output TEXT, extracted TEXT, method TEXT, correct INTEGER)"
+        )
+        self._pending: list[tuple] = []
         self._count = 0
         self.answered = 0  # items with an output
         self.unparsed = 0  # outputs that gave no answer (missing predictions are counted apart)
 
-    def append(self, item: ScoredItem) -> None:
-        self._file.seek(0, 2)
-        self._file.write(
-            json.dumps([item.id, item.group, item.output, item.extracted, item.method, item.correct]) + "\n"
-        )
+    def add(self, id: str, group: str, output: str | None, extracted: str | None, method: str, correct: bool) -> None:
+        """``append`` without building a ScoredItem (the scorers' loops call this once per output)."""
+        if self.keep:
+            self._pending.append((id, group, output, extracted, method, correct))
         self._count += 1
-        if item.output is not None:
+        if output is not None:
             self.answered += 1
-            self.unparsed += item.extracted is None
+            self.unparsed += extracted is None
+        if len(self._pending) >= self._BATCH:
+            self._flush()
+
+    def append(self, item: ScoredItem) -> None:
+        self.add(item.id, item.group, item.output, item.extracted, item.method, item.correct)
+
+    def _flush(self) -> None:
+        if self._pending:
+            with self._db:
+                self._db.executemany("INSERT INTO i VALUES (?, ?, ?, ?, ?, ?)", self._pending)
+            self._pending.clear()
 
     def __len__(self) -> int:
         return self._count
 
+    def _kept(self) -> None:
+        if not self.keep and self._count:
+            raise RuntimeError("the scored items were not kept (score with keep_items=True to read them)")
+
     def __iter__(self) -> Iterator[ScoredItem]:
-        self._file.flush()
-        self._file.seek(0)
-        for _ in range(self._count):
-            yield ScoredItem(*json.loads(self._file.readline()))
+        self._kept()
+        self._flush()
+        for id, group, output, extracted, method, correct in self._db.execute("SELECT * FROM i ORDER BY rowid"):
+            yield ScoredItem(id, group, output, extracted, method, bool(correct))
 
     def __getitem__(self, index: int) -> ScoredItem:
         if not -self._count <= index < self._count:
             raise IndexError(index)
-        for k, item in enumerate(self):
-            if k == index % self._count:
-                return item
-        raise IndexError(index)
+        self._kept()
+        self._flush()
+        row = self._db.execute("SELECT * FROM i ORDER BY rowid LIMIT 1 OFFSET ?", (index % self._count,)).fetchone()
+        return ScoredItem(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
 
 
 @dataclass

@@ -6,6 +6,7 @@ import pytest
 from perceptforge.scorer.extract import extract_choice, extract_yes_no, normalise_answer
 
 POINTS = ["Point A", "Point B", "Point C", "Point D"]
+IMAGES = ["the second image", "the third image"]
 
 CASES = [
     # (output, number of options, options or None, expected letter or None)
@@ -147,15 +148,117 @@ CASES = [
         "B",
     ),
     # misreads found on BLINK's released outputs: the model lettering the images itself ("the third image
-    # (C)" where the option "the third image" is B) must not be read as an option letter
+    # (C)" where the option "the third image" is B). A valid letter beside another option's text makes the
+    # output ambiguous (its letters or the options'?): unparsed, for the judge.
     (
         "The third image (C) is most similar to the first one. Both the first and third images feature a "
         "grilled cheese sandwich, whereas the second image (B) shows a salad.",
         2,
-        ["the second image", "the third image"],
+        IMAGES,
+        None,
+    ),
+    (
+        "Based on the context, the second image (B) is more appropriate to place in the missing spot.\n\n"
+        "So, the answer is:\n**(A) the second image**",
+        2,
+        IMAGES,
+        None,
+    ),
+    ("So, the answer is: **(B) the second image**", 2, IMAGES, None),
+    ("The second image (A) matches the first one best.", 2, IMAGES, "A"),
+    # only letters the item lacks as labels ("(C)" of two options): unparsed unless the output also pairs a
+    # letter with its own option text
+    ("Therefore, the third image (C) is the missing part of the first image.", 2, IMAGES, None),
+    (
+        "Comparing these, the third image (C) is most similar to the first one. Therefore, the answer is:\n"
+        "(B) the third image.",
+        2,
+        IMAGES,
         "B",
     ),
-    ("The second image (A) matches the first one best.", 2, ["the second image", "the third image"], "A"),
+    # the opening letter and the statement after it name different options
+    (
+        "B\nThe missing part of the first image would be more appropriate to place with the second image, as "
+        "both show a blue curtain.",
+        2,
+        IMAGES,
+        None,
+    ),
+    # an opening sentence that describes, contradicted by the concluding one
+    (
+        "The first image shows a wok with vegetables, while the second image shows an empty wok. The third "
+        "image also shows a wok with vegetables. Therefore, the third image is most similar to the first image.",
+        2,
+        IMAGES,
+        None,
+    ),
+    # a concluding sentence that names an option only by its text decides nothing when the output names
+    # both (the official judge read such conclusions otherwise one time in five): for the judge
+    (
+        "The second and third images both show a dog on grass. Therefore, the second image is most similar "
+        "to the first one.",
+        2,
+        IMAGES,
+        None,
+    ),
+    # a negation ("cannot") and an elided list ("the second or third image") name no choice
+    (
+        "Based on the information provided, I cannot accurately determine which of the second or third image "
+        "is the missing part.",
+        2,
+        IMAGES,
+        None,
+    ),
+    # "box (A or B)" names both boxes, not A
+    (
+        "To determine which bounding box (A or B) more accurately localizes the sweater, we compare how "
+        "closely each fits it.",
+        2,
+        ["Box A", "Box B"],
+        None,
+    ),
+    # a list of the options after "are:" is not a declaration; the concluding one is
+    (
+        "The choices provided are:\n\n(A) Point A - at the top of a hammer\n(B) Point B - at the face of a "
+        "hammer\n(C) Point C - at the handle of a hammer\n\nTherefore, the corresponding point is (C) Point C.",
+        4,
+        POINTS,
+        "C",
+    ),
+    ("The correct answer is:\n\n(A) picture A\n(B) picture B\n(C) picture C\n(D) picture D", 4, None, None),
+    # one declaration per option: none chosen
+    (
+        "Point A is on the head. Therefore, the answer is (A).\n\nPoint B is on the tail. Therefore, the "
+        "answer is (B).\n\nPoint C is on the paw. Therefore, the answer is (C).",
+        4,
+        POINTS,
+        None,
+    ),
+    # a declaration, then a conclusion naming two options together
+    (
+        "The handle is used to hold it, so the corresponding point is:\n\n(B) Point B\n\nSo, the "
+        "corresponding points for the reference point (REF) are (B) Point B and (C) Point C.",
+        4,
+        POINTS,
+        None,
+    ),
+    # a conclusion that refers to other options is not two answers
+    (
+        "The correct answer is (D) picture D. The first picture (A) is flipped to create the second picture "
+        "(B), and the third picture (C) is flipped to create the fourth picture (D), which is the correct answer.",
+        4,
+        None,
+        "D",
+    ),
+    # declarations through "So/Therefore, … is X" and through a named option
+    (
+        "(A) Point A is below REF.\n(B) Point B is above REF.\n\nSo, the corresponding point for REF is (C).",
+        4,
+        POINTS,
+        "C",
+    ),
+    ("Therefore, the corresponding point for the reference point is Point B.", 4, POINTS, "B"),
+    ("I would select Point C as the corresponding point to the reference point labeled REF.", 4, POINTS, "C"),
     # two hedged answers: strict never guesses
     (
         "Point A is in a shadow, so it might give the impression that:\n\n(A) A is darker\n\nBut without the "

@@ -178,6 +178,8 @@ class RuleJudge:
     def codis(self, question, groundtruth, output):
         return groundtruth.lower() in output.lower()
 
+    codis_official = codis
+
 
 def test_codis_official_averages_over_the_submitted_pairs(tmp_path):
     rng = random.Random(2)
@@ -204,3 +206,213 @@ def test_codis_official_averages_over_the_submitted_pairs(tmp_path):
     strict = codis.score([tmp_path / "data.json"], [tmp_path / "out.jsonl"], "strict", judge=judge)
     assert strict.metrics["overall"]["Acc_p"] == pytest.approx(100 * sum(acc_p) / len(data))
     assert strict.metrics["absent_pairs"] == official.metrics["absent_pairs"] == 10
+
+
+# --- MVP-Bench: questions without a prediction, and every figure the script prints -----------------------
+# Expected numbers below are what the release's evaluate.py (GuanzhenLi/MVP-Bench at 89cc622) prints for
+# these files, run with its GPT judge stubbed out (no Yes/No answer here needs it).
+
+MCQ_TEXT = "Which aspect has been altered?\nA. clothes\nB. background\nC. gesture\nD. identity\nE. emotion"
+
+
+def _yn(qid, pair, side, question, answer, level):
+    return {"question_id": qid, "id": pair, "image": f"Single_Images/{pair}_{side}.jpg", "question": question,
+            "answer": answer, "type": f"y/n-{side}", "level": level}  # fmt: skip
+
+
+def _mcq(qid, pair, kind, answer, level):
+    image = f"Cross_Images/{pair}_concat.jpg" if kind == "mcq-cross" else f"Single_Images/{pair}_e.jpg"
+    return {"question_id": qid, "id": pair, "image": image, "question": MCQ_TEXT, "answer": answer, "type": kind,
+            "level": level}  # fmt: skip
+
+
+def _rotation(qid, mcq_id, pair, cross, answer, level, k):
+    image = f"Cross_Images/{pair}_concat.jpg" if cross else f"Single_Images/{pair}_e.jpg"
+    return {"question_id": qid, "id": pair, "mcq_id": mcq_id, "image": image, "index": f"{k + 1}/5",
+            "question": MCQ_TEXT, "answer": answer, "type": "mcq-e", "level": level}  # fmt: skip
+
+
+def _write_mvp(tmp_path, data, circular, predictions, circular_predictions):
+    for name, rows in (
+        ("all.json", data),
+        ("mcq.json", circular),
+        ("pred.jsonl", [{"question_id": q, "output": o} for q, o in predictions]),
+        ("mcq_pred.jsonl", [{"question_id": q, "output": o} for q, o in circular_predictions]),
+    ):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return [tmp_path / "all.json", tmp_path / "mcq.json"], [tmp_path / "pred.jsonl", tmp_path / "mcq_pred.jsonl"]
+
+
+def test_mvp_bench_official_leaves_out_questions_without_a_prediction(tmp_path):
+    """The issue's minimal case: only question 4 and rotation 4__0__0 of the MCQs are predicted."""
+    yes_no = [
+        _yn(0, 1, "s", "Is the man smiling?", "Yes", "low"), _yn(1, 1, "e", "Is the man smiling?", "No", "low"),
+        _yn(2, 1, "s", "Is the man standing?", "No", "low"), _yn(3, 1, "e", "Is the man standing?", "Yes", "low"),
+    ]  # fmt: skip
+    data = [*yes_no, _mcq(4, 2, "mcq-cross", "A", "low"), _mcq(5, 2, "mcq-cross", "B", "low")]
+    circular = [_rotation("4__0__0", 0, 2, True, "A", "low", 0), _rotation("4__0__1", 0, 2, True, "B", "low", 1)]
+    predictions = [(0, "Yes"), (1, "No"), (2, "No"), (3, "Yes"), (4, "A")]
+    files = _write_mvp(tmp_path, data, circular, predictions, [("4__0__0", "A")])
+    official = mvp_bench.score(*files, "official")
+    # evaluate.py: "-------- (mcq-cross) 1.0" for low, "low mcq-c 1.0 1" twice (circular, first rotation)
+    assert official.metrics["mcq"]["vanilla"]["cross_low"] == 100.0
+    assert official.metrics["mcq"]["circular"]["cross_low"] == 100.0
+    assert official.metrics["mcq"]["circular_first_rotation"]["cross_low"] == 100.0
+    assert official.metrics["yes_no"]["aAcc"] == 100.0 and official.metrics["missing_counted"] == "left out (official)"
+    assert official.missing == ["5", "4__0__1"]
+    assert "2 questions have no prediction: left out of every figure" in official.warnings[-1]
+    strict = mvp_bench.score(*files, "strict")  # ours counts them wrong, and says so
+    assert (
+        strict.metrics["mcq"]["vanilla"]["cross_low"] == 50.0 and strict.metrics["mcq"]["circular"]["cross_low"] == 0.0
+    )
+
+
+def test_mvp_bench_official_reports_every_figure_the_script_prints(tmp_path):
+    data = [
+        _yn(0, 1, "s", "Is the man smiling?", "Yes", "low"), _yn(1, 1, "e", "Is the man smiling?", "No", "low"),
+        _yn(2, 1, "s", "Is the man standing?", "No", "low"), _yn(3, 1, "e", "Is the man standing?", "Yes", "low"),
+        _yn(4, 2, "s", "Is the woman happy?", "Yes", "high"), _yn(5, 2, "e", "Is the woman happy?", "No", "high"),
+        _yn(6, 2, "s", "Is it indoors?", "No", "high"), _yn(7, 2, "e", "Is it indoors?", "Yes", "high"),
+        _mcq(8, 1, "mcq-cross", "A", "low"), _mcq(9, 2, "mcq-cross", "B", "high"),
+        _mcq(10, 2, "mcq-e", "C", "high"), _mcq(11, 2, "mcq-e", "D", "high"),
+    ]  # fmt: skip
+    circular = [
+        _rotation("8__0__0", 0, 1, True, "A", "low", 0), _rotation("8__0__1", 0, 1, True, "B", "low", 1),
+        _rotation("8__0__2", 0, 1, True, "C", "low", 2),
+        _rotation("10__1__0", 1, 2, False, "A", "high", 0), _rotation("10__1__1", 1, 2, False, "E", "high", 1),
+    ]  # fmt: skip
+    predictions = [(0, "Yes"), (1, "Yes"), (2, "No"), (3, "Yes"), (4, "Yes"), (5, "No"), (6, "Yes"), (7, "Yes"),
+                   (8, "A"), (9, "C"), (10, "(c) gesture")]  # fmt: skip
+    # the first rotation the predictions give is 8__0__2 (wrong), though rotation 0 is right
+    circular_predictions = [("8__0__2", "D"), ("8__0__0", "A"), ("8__0__1", "B"), ("10__1__0", "A")]
+    metrics = mvp_bench.score(*_write_mvp(tmp_path, data, circular, predictions, circular_predictions), "official")
+    yn, mcq = metrics.metrics["yes_no"], metrics.metrics["mcq"]
+    # "-------- (y/n-s) 1.0", "(y/n-e) 0.5", "==== [low] 0.75", "(y/n-s) 0.5", "(y/n-e) 1.0", "==== [high] 0.75"
+    assert yn["accuracy"] == {"S_low": 100.0, "E_low": 50.0, "S_high": 50.0, "E_high": 100.0}
+    assert yn["pooled"] == {"low": 75.0, "high": 75.0} and yn["aAcc"] == 75.0  # "## y/n: 0.75"
+    assert yn["qAcc"] == {"all": 50.0, "low": 50.0, "high": 50.0}  # "qAcc 0.5 0.5 0.5 2 2"
+    assert yn["iAcc"] == {"all": 50.0, "S": 50.0, "E": 50.0}  # "iAcc 0.5 0.5 0.5 2 2"
+    assert yn["mAcc"] == 0.0  # "mAcc 0.0 2"
+    # "(mcq-cross) 1.0", "==== [low] 1.0", "(mcq-cross) 0.0", "(mcq-e) 1.0", "==== [high] 0.5", "## mcq: 0.666…"
+    assert mcq["vanilla"] == {"cross_low": 100.0, "cross_high": 0.0, "single_high": 100.0}
+    assert mcq["vanilla_pooled"] == pytest.approx({"low": 100.0, "high": 50.0, "all": 200 / 3})
+    # "low mcq-c 0.0 1" (all rotations), "low mcq-c 0.0 1" (first read), "high mcq-e 1.0 1" twice
+    assert mcq["circular"] == {"cross_low": 0.0, "cross_high": None, "single_high": 100.0}
+    assert mcq["circular_first_rotation"] == {"cross_low": 0.0, "cross_high": None, "single_high": 100.0}
+
+
+# --- CODIS: every output to the judge, as data/eval.py does ------------------------------------------------
+
+
+class RecordingClient:
+    """A chat client that records what it is asked and replies from a table (else "wrong")."""
+
+    model = "judge"
+
+    def __init__(self, replies):
+        self.replies, self.prompts = replies, []
+
+    def complete(self, text):
+        self.prompts.append(text)
+        return next((r for key, r in self.replies.items() if f"Here is the output: {key}\n" in text), "wrong")
+
+
+CODIS_PAIR = {"id": "007", "image_id": "x.jpg", "question": "Which way is the arrow pointing?",
+              "context": {"context_1": "c1", "context_2": "c2"}, "answer": {"answer_1": "Down.", "answer_2": "Up."},
+              "category": "Location and Orientation"}  # fmt: skip
+
+
+def test_codis_official_sends_every_output_to_the_judge_and_no_rule_decides(tmp_path):
+    from perceptforge.scorer.judge import Judge
+
+    (tmp_path / "data.json").write_text(json.dumps([CODIS_PAIR, {**CODIS_PAIR, "id": "008"}]))
+    outputs = [{"id": "007", "output": {"output_1": "It is not down.", "output_2": "Up."}},
+               {"id": "008", "output": {"output_1": "", "output_2": "It points up."}}]  # fmt: skip
+    (tmp_path / "out.json").write_text(json.dumps(outputs))
+    # data/eval.py counts an output right when "right", in lower case, is anywhere in the reply: "not right" is
+    # right, "Right." is not
+    replies = {"It is not down.": "wrong", "Up.": "That is right.", "": "not right", "It points up.": "Right."}
+    client = RecordingClient(replies)
+    r = codis.score([tmp_path / "data.json"], [tmp_path / "out.json"], "official", judge=Judge(client, tmp_path / "c"))
+    assert len(client.prompts) == 4  # every output, the empty one and "Up." too (a rule would have read it)
+    # the script's own prompt, to the newline it ends with (its PROMPT in data/eval.py, formatted)
+    first = client.prompts[0]
+    assert first.startswith(
+        "\nPlease evaluate the output of models based on the given question and groundtruth and tell me whether "
+        "the output is right.\n\nPlease pay attention to the following rules:\n1. The output contains rationale"
+    )
+    assert (
+        "2. The answer is right if it follows the question in meaning and be consistent with the groundtruth." in first
+    )
+    assert first.endswith(
+        "Here is the question: Which way is the arrow pointing?\nHere is the groundtruth: Down.\n"
+        "Here is the output: It is not down.\n"
+    )
+    # 007: wrong + right; 008: right ("not right") + wrong ("Right.")
+    assert r.metrics["overall"] == {"Acc_p": 0.0, "Acc_q": 50.0}
+    assert {i.id: i.method for i in r.items} == {"007#1": "judge", "007#2": "judge", "008#1": "judge", "008#2": "judge"}
+
+    without = codis.score([tmp_path / "data.json"], [tmp_path / "out.json"], "official")
+    assert without.metrics["needs_judge"] == 4 and without.metrics["overall"] == {"Acc_p": None, "Acc_q": None}
+    assert all(i.method == "needs_judge" and not i.correct for i in without.items)
+    assert without.warnings[-1].startswith("4 outputs need the judge: --protocol official sends every output to it")
+
+
+def test_codis_strict_never_reads_a_negated_answer_as_that_answer(tmp_path):
+    (tmp_path / "data.json").write_text(json.dumps([CODIS_PAIR]))
+    preds = tmp_path / "p.jsonl"
+    for output, expected in [
+        ("It is not down.", "unjudged"),  # the issue's case: ground truth "Down."
+        ("It isn't down, I think.", "unjudged"),
+        ("No, not up.", "unjudged"),
+        ("Down.", "rule_own_answer"),
+        ("It points down.", "rule_own_answer"),
+        ("Up.", "rule_other_answer"),
+    ]:
+        preds.write_text(json.dumps({"id": "007", "context": 1, "output": output}) + "\n")
+        item = next(i for i in codis.score([tmp_path / "data.json"], [preds]).items if i.id == "007#1")
+        assert item.method == expected, output
+        assert item.correct is (expected == "rule_own_answer"), output
+
+
+# --- MME-RealWorld: results as JSON Lines; the overall accuracy and the E counts -------------------------
+
+
+def test_mme_realworld_reads_json_lines_and_reports_overall_accuracy_and_e_counts(tmp_path):
+    """Expected numbers: what evaluation/eval_your_results.py (yfzhang114/MME-RealWorld at 87096fc) prints for
+    this results.jsonl."""
+    choices = ["(A) red car", "(B) 244", "(C) blue truck", "(D) dog", "(E) The image does not feature the cat"]
+
+    def rec(qid, task, subtask, category, truth, output):
+        return {"Question_id": qid, "Task": task, "Subtask": subtask, "Category": category, "Text": "Q?",
+                "Answer choices": choices, "Ground truth": truth, "Output": output}  # fmt: skip
+
+    records = [
+        rec("q1", "Perception", "Monitoring", "Vehicle/attribute/color", "A", "A"),
+        rec("q2", "Perception", "Monitoring", "person/counting", "B", "E"),
+        rec("q3", "Reasoning", "Diagram and Table", "table/reading", "B", "Best answer: C"),  # read as B
+        rec("q4", "Perception", "Remote Sensing", "position", "E", "(E)"),
+    ]
+    jsonl = tmp_path / "results.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "results.json").write_text(json.dumps(records))
+    for path in (jsonl, tmp_path / "results.json"):
+        r = mme_realworld.score([path], [], "official").metrics
+        # "Acc 0.5000  E choice 1  Monitoring (2 items)", "Acc 1.0000  E choice 1  Remote Sensing (1 items)"
+        assert (r["perception"]["Monitoring"]["Avg"], r["perception"]["Monitoring"]["E"]) == (50.0, 1)
+        assert (r["perception"]["Remote Sensing"]["Avg"], r["perception"]["Remote Sensing"]["E"]) == (100.0, 1)
+        # "Acc 1.0000  E choice 0  Diagram and Table (1 items)" under Reasoning
+        assert (r["reasoning"]["Diagram and Table"]["Avg"], r["reasoning"]["Diagram and Table"]["E"]) == (100.0, 0)
+        # "Acc 0.6667  E choice 2  Perception (3 items)", "Acc 1.0000  E choice 0  Reasoning (1 items)"
+        assert (round(r["perception"]["Avg"], 2), r["perception"]["E"]) == (66.67, 2)
+        assert (r["reasoning"]["Avg"], r["reasoning"]["E"]) == (100.0, 0)
+        assert r["overall"] == 75.0  # "Overall Acc 0.7500"
+
+
+def test_mme_realworld_json_lines_errors_name_the_line(tmp_path):
+    from perceptforge.errors import InputError
+
+    path = tmp_path / "results.jsonl"
+    path.write_text('{"Question_id": "q1"}\n{"Question_id": \n')
+    with pytest.raises(InputError, match=r"results.jsonl:(1|2)"):
+        mme_realworld.score([path], [], "official")

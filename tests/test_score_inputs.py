@@ -56,11 +56,23 @@ def test_identical_repeat_warns_conflict_fails_unknown_reported(answers, tmp_pat
     r = blink.score([answers], [same])
     assert r.warnings == [f"{same}:2: id val_Counting_1 repeats {same}:1 identically; kept once"]
     assert r.unknown == [f"{same}:3: id val_Nope_9"]
+    # BLINK keeps the last of two different predictions, as its official script does; others stop
     clash = write(
         tmp_path, "clash.jsonl", '{"idx": "val_Counting_1", "output": "A"}\n{"idx": "val_Counting_1", "output": "B"}\n'
     )
-    with pytest.raises(InputError, match=r"clash.jsonl:2: id val_Counting_1 conflicts with .*clash.jsonl:1"):
-        blink.score([answers], [clash])
+    r = blink.score([answers], [clash])
+    assert r.metrics["tasks"]["Counting"] == 0.0  # "B" kept, and val_Counting_1's answer is A
+    assert r.warnings == [f"{clash}:2: id val_Counting_1 repeats {clash}:1 with another output; the last is kept"]
+    from perceptforge.scorer.benchmarks import mvp_bench
+
+    data = write(
+        tmp_path,
+        "q.jsonl",
+        json.dumps({"question_id": 1, "question": "Q?", "answer": "A", "type": "mcq-e", "level": "high"}) + "\n",
+    )
+    mvp_clash = write(tmp_path, "m.jsonl", '{"question_id": 1, "output": "A"}\n{"question_id": 1, "output": "B"}\n')
+    with pytest.raises(InputError, match=r"m.jsonl:2: id 1 conflicts with .*m.jsonl:1"):
+        mvp_bench.score([data], [mvp_clash])
 
 
 @pytest.mark.parametrize(
@@ -215,3 +227,63 @@ def test_predict_stops_on_an_out_file_that_holds_other_content(tmp_path):
     out = write(tmp_path, "p.jsonl", '{"question_id": 1, "output": "A"}\nmy notes\n')
     with pytest.raises(PerceptforgeError, match=r"p.jsonl:2: not a prediction line"):
         done_keys(out)
+
+
+def test_our_split_random_choice_row_is_the_mean_over_items_of_one_over_options(tmp_path):
+    """One cross_mcq item offers 4 options, four offer 5: chance is (1/4 + 4 × 1/5) / 5 = 21%, read from
+    val.jsonl or from the VLMEvalKit TSV alike (not 1/options of whichever item came last)."""
+    from perceptforge.scorer.benchmarks import perceptforge as pf_scorer
+
+    counts = [5, 5, 4, 5, 5]
+    records, tsv = [], ["id\tquestion\tA\tB\tC\tD\tE\tanswer\tcategory\tlevel\tkind"]
+    for k, n in enumerate(counts):
+        options = [f"option {x}" for x in "ABCDE"[:n]]
+        records.append(
+            {
+                "id": f"i{k}",
+                "category": {"name": "Scenario-Background"},
+                "question": {
+                    "kind": "cross_mcq",
+                    "question": "What changed?",
+                    "options": options,
+                    "answer": "A",
+                    "level": "low",
+                },
+            }  # fmt: skip
+        )
+        tsv.append("\t".join([f"i{k}", "What changed?", *options, *[""] * (5 - n), "A", "Scenario-Background", "low",
+                              "cross_mcq"]))  # fmt: skip
+    (tmp_path / "val.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "mcq.tsv").write_text("\n".join(tsv) + "\n")
+    preds = write(tmp_path, "p.jsonl", "".join(json.dumps({"id": f"i{k}", "output": "A"}) + "\n" for k in range(5)))
+    for data in (tmp_path / "val.jsonl", tmp_path / "mcq.tsv"):
+        r = pf_scorer.score([data], [preds])
+        assert r.metrics["random_choice"]["cross_mcq"] == pytest.approx(21.0), data
+        assert r.metrics["kinds"]["cross_mcq"] == 100.0
+
+
+BLINK_TASKS = ["Visual_Similarity", "Counting", "Relative_Depth", "Jigsaw", "Art_Style", "Functional_Correspondence",
+               "Semantic_Correspondence", "Spatial_Relation", "Object_Localization", "Visual_Correspondence",
+               "Multi-view_Reasoning", "Relative_Reflectance", "Forensic_Detection", "IQ_Test"]  # fmt: skip
+
+
+@pytest.mark.parametrize("protocol", ["official", "strict"])
+def test_blink_keeps_the_last_of_an_idx_given_twice_and_scores_an_empty_task_file_zero(tmp_path, protocol):
+    """Expected numbers: what eval/evaluate.py (zeyofu/BLINK_Benchmark at 2d6a779) prints for these files —
+    every task 1.0, Jigsaw 0.0 (its file's "val" is empty), "Average Accuracy … is 92.86%"."""
+    answers = {f"val_{t}_1": "(B)" if t == "Counting" else "(A)" for t in BLINK_TASKS}
+    write(tmp_path, "val_answers.json", json.dumps(answers))
+    outputs = tmp_path / "saved_outputs_m"
+    outputs.mkdir()
+    for t in BLINK_TASKS:
+        if t == "Counting":  # "(A)" then "(B)": the last is kept
+            val = [{"idx": "val_Counting_1", "full_prediction": "A", "prediction": "(A)"},
+                   {"idx": "val_Counting_1", "full_prediction": "B", "prediction": "(B)"}]  # fmt: skip
+        elif t == "Jigsaw":
+            val = []
+        else:
+            val = [{"idx": f"val_{t}_1", "full_prediction": "(A)", "prediction": "(A)"}]
+        write(outputs, f"{t.replace('_', ' ')}.json", json.dumps({"val": val}))
+    r = blink.score([tmp_path / "val_answers.json"], sorted(outputs.glob("*.json")), protocol)
+    assert r.metrics["tasks"] == {t: 0.0 if t == "Jigsaw" else 100.0 for t in BLINK_TASKS}
+    assert round(r.metrics["overall"], 2) == 92.86

@@ -3,12 +3,14 @@
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import SHARED_REFERENCE as REF
 from helpers import perceptforge_cmd
 
 from perceptforge.scorer.benchmarks import blink, codis, mme_realworld, mvp_bench
+from perceptforge.scorer.extract import extract_choice
 
 pytestmark = pytest.mark.skipif(not REF.exists(), reason=f"reference release files not present at {REF}")
 
@@ -70,6 +72,32 @@ def test_blink_strict_extraction_agrees_with_official():
     agreement = sum(extracted[k] == official[k] for k in extracted) / len(extracted)
     assert coverage >= 0.95, coverage
     assert agreement >= 0.99, agreement
+
+
+def test_blink_strict_extraction_over_every_released_output():
+    """Every saved_outputs_<model>/ folder beside val_answers.json (val and test), or those of the folder
+    PERCEPTFORGE_BLINK_OUTPUTS names (all 21 released folders): strict extraction reads a letter for ≥ 97%
+    of the outputs that have an official one, and agrees with it on ≥ 99.9% of those."""
+    import os
+
+    import yaml
+
+    folder = Path(os.environ.get("PERCEPTFORGE_BLINK_OUTPUTS", REF / "blink"))
+    tasks = yaml.safe_load((Path(blink.__file__).parent / "blink_tasks.yaml").read_text())
+    graded = []
+    for path in sorted(folder.glob("saved_outputs_*/*.json")):
+        for part in json.loads(path.read_text()).values():
+            for rec in part:
+                official = re.fullmatch(r"\(?([A-E])\)?", (rec.get("prediction") or "").strip())
+                if official:
+                    info = tasks[blink.task_of(rec["idx"])]
+                    got = extract_choice(rec["full_prediction"], info["options"], info.get("choices")).value
+                    graded.append((got, official.group(1)))
+    read = [(got, official) for got, official in graded if got]
+    assert len(graded) > 7000
+    assert len(read) / len(graded) >= 0.97, len(read) / len(graded)
+    agree = sum(got == official for got, official in read)
+    assert agree / len(read) >= 0.999, (agree / len(read), len(read) - agree)
 
 
 def test_codis_and_mme_readers_load():

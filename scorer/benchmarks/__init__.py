@@ -31,6 +31,8 @@ def available() -> dict[str, str]:
 
 
 def get(name: str) -> ModuleType:
+    if name in REGISTRY:  # a built-in wins over a plug-in of the same name: no need to list the plug-ins
+        return import_module(REGISTRY[name])
     modules = available()
     if name not in modules:
         raise PerceptforgeError(f"unknown benchmark {name!r}: choose one of {', '.join(sorted(modules))}")

@@ -9,7 +9,9 @@ the parquet, each item's own choices.
 Predictions: the official ``saved_outputs/<Task>.json`` files (``{"val": [{idx, full_prediction,
 prediction}]}``) or JSON Lines ``{idx, output}``. ``--protocol official`` scores the official
 ``prediction`` field as the official script does (string equality with the answer, "(Z)" = failed);
-``strict`` extracts from the raw output (``full_prediction`` / ``output``) with our rules.
+``strict`` extracts from the raw output (``full_prediction`` / ``output``) with our rules. As in the
+official script, the same idx given twice keeps the last (with a warning), and a task whose file holds no
+prediction (``"val": []``) scores 0.00; a task no file names and no prediction reaches shows "—".
 """
 
 from __future__ import annotations
@@ -118,7 +120,8 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
             return [(rec["idx"], rec["prediction"])]
         return [(rec["idx"], rec.get("full_prediction", rec.get("output")))]
 
-    preds = read_predictions(predictions, key_of, known=set(items))
+    # the same idx twice: the official script keeps the last (a dict filled in reading order)
+    preds = read_predictions(predictions, key_of, known=set(items), repeats="last")
     scored, missing = ItemLog(), []
     for idx, item in items.items():
         pred = preds.by_key.get(idx)
@@ -140,8 +143,10 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
 
     flags = [(s.group, s.correct) for s in scored]
     counted = m.per_group(flags)  # missing predictions count as wrong in the overall means
-    answered = {s.group for s in scored if s.method != "missing"}
-    tasks = {t: (v if t in answered else None) for t, v in counted.items()}  # no prediction at all: "—", not 0
+    # A task with no prediction at all shows "—", not 0 — unless a predictions file is named for it (the
+    # official saved_outputs/<Task>.json): one with "val": [] is 0.00 in the official output.
+    answered = {s.group for s in scored if s.method != "missing"} | _tasks_named(predictions, counted)
+    tasks = {t: (v if t in answered else None) for t, v in counted.items()}
     sizes = Counter(group for group, _ in flags)
     task_options = {item["task"]: item["options"] for item in items.values()}
     random_row = {t: 100.0 / task_options[t] for t in tasks}
@@ -169,6 +174,17 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         dict(tasks),
         group_key="task",
     )
+
+
+def _tasks_named(predictions: list[Path], tasks: dict) -> set[str]:
+    """The tasks the prediction files are named for: ``Art Style.json``, ``Art_Style.json``,
+    ``Art Style_concat.json`` (the released folders' names) → Art_Style."""
+    named = set()
+    for path in map(Path, predictions):
+        stem = path.stem.replace(" ", "_").removesuffix("_concat")
+        if stem in tasks:
+            named.add(stem)
+    return named
 
 
 def requests(data: Path, images: Path) -> Iterator[Request]:

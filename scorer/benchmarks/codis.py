@@ -1,15 +1,19 @@
 """CODIS: one image, one question, two contexts with different answers (``data.json``).
 
 Predictions: ``{id, context: 1|2, output}`` records, or the release's example layout
-``{id, output: {output_1, output_2}}``. Without a judge an output is right when, after normalisation
-(case, punctuation, articles), it contains its own answer and not the other context's answer; it is
-wrong when it contains only the other answer; anything else is *unjudged* — reported and counted as
-not right. With ``--judge`` the unjudged ones go to the LLM judge (the paper's Table 12 prompt).
+``{id, output: {output_1, output_2}}``.
+
+``strict`` (default) decides by rule first: after normalisation (case, punctuation, articles) an output is
+right when it contains its own answer and not the other context's answer, wrong when it contains only the
+other's; a negated answer ("It is not down.") is never read as that answer, and both answers, a negated one
+or neither leave the output *unjudged*. With ``--judge`` the unjudged ones go to the LLM judge (the paper's
+Table 12 prompt); without, they count as not right and are reported. A pair absent from the predictions
+counts as wrong.
 
 ``--protocol official`` is the release's ``data/eval.py``: it averages over the pairs the predictions
-submit (a pair absent from them is not counted), where every output goes to its GPT judge; without
-``--judge`` the outputs rules cannot decide are reported as needing a judge and counted as not right.
-``strict`` counts an absent pair as wrong, and the summary says how many were absent.
+submit (a pair absent from them is not counted) and sends every output, empty or not, to its GPT judge
+with its own prompt, counting an output right when "right" appears in the reply. No rule decides: without
+``--judge`` every output is reported as ``needs_judge`` and no accuracy is computed.
 """
 
 from __future__ import annotations
@@ -52,9 +56,25 @@ def read_data(paths: list[Path]) -> dict[str, dict]:
     return pairs
 
 
-def _contains(text: str, phrase: str) -> bool:
-    # Both sides are normalised (single spaces), so whole-word containment is a padded substring test.
-    return bool(phrase) and f" {phrase} " in f" {text} "
+def _occurrences(text: str, phrase: str) -> list[int]:
+    """Where the phrase starts in the text, as whole words (both normalised: single spaces)."""
+    if not phrase:
+        return []
+    padded, needle = f" {text} ", f" {phrase} "
+    found, at = [], padded.find(needle)
+    while at >= 0:
+        found.append(at)
+        at = padded.find(needle, at + 1)
+    return found
+
+
+# "not", "no", "never", and the tail of "isn't" ("isn t" once normalised)
+_NEGATIONS = frozenset({"not", "no", "never", "neither", "nor", "cannot", "t", "without", "instead"})
+
+
+def _negated(text: str, at: int) -> bool:
+    """Whether one of the three words before position ``at`` of the padded text negates what follows."""
+    return any(word in _NEGATIONS for word in f" {text} "[:at].split()[-3:])
 
 
 def judge_by_rule(output: str | None, own: str, other: str) -> tuple[bool | None, str]:
@@ -62,10 +82,12 @@ def judge_by_rule(output: str | None, own: str, other: str) -> tuple[bool | None
     if output is None or not output.strip():
         return None, "empty"
     text, mine, theirs = normalise_answer(output), normalise_answer(own), normalise_answer(other)
-    has_mine, has_theirs = _contains(text, mine), _contains(text, theirs)
-    if has_mine and not has_theirs:
+    at_mine, at_theirs = _occurrences(text, mine), _occurrences(text, theirs)
+    if any(_negated(text, at) for at in at_mine + at_theirs):
+        return None, "unjudged"  # "It is not down.": a negated answer is never read as that answer
+    if at_mine and not at_theirs:
         return True, "rule_own_answer"
-    if has_theirs and not has_mine:
+    if at_theirs and not at_mine:
         return False, "rule_other_answer"
     return None, "unjudged"
 
@@ -100,9 +122,12 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
             output = preds.output(key)
             if key not in preds.by_key:
                 missing.append(key)
-            correct, method = judge_by_rule(output, own, other)
-            if correct is None and judge is not None and output:
-                correct, method = judge.codis(pair["question"], own, output), "judge"
+            if official:
+                correct, method = _judged_officially(judge, pair["question"], own, output)
+            else:
+                correct, method = judge_by_rule(output, own, other)
+                if correct is None and judge is not None and output:
+                    correct, method = judge.codis(pair["question"], own, output), "judge"
             scored.append(
                 ScoredItem(
                     key, pair["category"], output, output if correct is not None else None, method, bool(correct)
@@ -112,7 +137,17 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
             outs.append(normalise_answer(output or ""))
         codis_pairs.append(m.CodisPair(pair["category"], (flags[0], flags[1]), outs[0] != outs[1]))
     metrics = m.codis(codis_pairs)
+    needs_judge = sum(1 for s in scored if s.method == "needs_judge")
+    if needs_judge:  # official without a judge: nothing may be decided by rule, so nothing is computed
+        for block in (*metrics["categories"].values(), metrics["overall"]):
+            block.update(Acc_p=None, Acc_q=None)
+        preds.warnings.append(
+            f"{needs_judge} outputs need the judge: --protocol official sends every output to it, as the "
+            "official script does (data/eval.py, GPT-4); pass --judge openai:MODEL@BASE_URL. No accuracy is "
+            "computed without it."
+        )
     metrics["unjudged"] = sum(1 for s in scored if s.method in ("unjudged", "empty"))
+    metrics["needs_judge"] = needs_judge
     metrics["absent_pairs"] = absent
     metrics["absent_pairs_counted"] = "not counted (official)" if official else "counted as wrong"
     rows = [[c, v["Acc_p"], v["Acc_q"]] for c, v in metrics["categories"].items()]
@@ -125,12 +160,22 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
             [
                 ["context awareness", metrics["context_awareness"]],
                 ["unjudged outputs", metrics["unjudged"]],
+                ["outputs that need the judge", needs_judge],
                 [f"absent pairs ({metrics['absent_pairs_counted']})", absent],
             ],
         ),
     ]
     bars = {c: v["Acc_p"] for c, v in metrics["categories"].items()}
     return ScoreResult("codis", protocol, metrics, tables, scored, preds.warnings, missing, preds.unknown, bars)
+
+
+def _judged_officially(judge, question: str, own: str, output: str | None) -> tuple[bool | None, str]:
+    """``data/eval.py``: every submitted output goes to the judge (an empty one too); none is read by rule."""
+    if output is None:
+        return False, "missing"  # a context the predictions leave out of a submitted pair
+    if judge is None:
+        return None, "needs_judge"
+    return judge.codis_official(question, own, output), "judge"
 
 
 def requests(data: Path, images: Path, with_context: bool = True) -> Iterator[Request]:

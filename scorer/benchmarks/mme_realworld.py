@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from perceptforge.errors import InputError
-from perceptforge.fileio import read_json
+from perceptforge.fileio import iter_jsonl, read_json
 from perceptforge.scorer import metrics as m
 from perceptforge.scorer.extract import Extraction, extract_choice
 from perceptforge.scorer.judge import judge_unparsed
@@ -81,15 +81,23 @@ def check_record(where: str, rec: dict) -> None:
         raise InputError(where, f"Ground truth {rec['Ground truth']!r} is not one of the options {', '.join(letters)}")
 
 
+def _records(path: Path) -> Iterator[tuple[str, object]]:
+    """(where, record) of a results file: JSON Lines when it is named ``.jsonl`` (as the official script
+    reads it), else one JSON list."""
+    if path.suffix.lower() == ".jsonl":
+        yield from ((f"{path}:{n}", rec) for n, rec in iter_jsonl(path))
+        return
+    doc = read_json(path)
+    if not isinstance(doc, list):
+        raise InputError(str(path), "expected a list of MME-RealWorld records")
+    yield from ((f"{path}[{k}]", rec) for k, rec in enumerate(doc))
+
+
 def read_data(paths: list[Path]) -> list[dict]:
     records = []
     for path in map(Path, paths):
-        doc = read_json(path)
-        if not isinstance(doc, list):
-            raise InputError(str(path), "expected a list of MME-RealWorld records")
         seen: set[str] = set()
-        for k, rec in enumerate(doc):
-            where = f"{path}[{k}]"
+        for where, rec in _records(path):
             if not isinstance(rec, dict):
                 raise InputError(where, f"expected an MME-RealWorld record (an object), got {type(rec).__name__}")
             missing = [
@@ -145,7 +153,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         task = str(rec["Task"]).lower()
         scored.append(ScoredItem(qid, f"{task}/{rec['Subtask']}", output, ex.value, ex.method, correct))
         category = official_category(rec["Category"]) if official else rec["Category"]
-        mme.append(m.MMERecord(task, rec["Subtask"], category, correct))
+        mme.append(m.MMERecord(task, rec["Subtask"], category, correct, ex.value == "E"))
         model_e.append(ex.value == "E")
     metrics = m.mme_realworld(mme)
     metrics["E_rate"] = {
@@ -157,11 +165,12 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     for task in ("perception", "reasoning"):
         for domain, v in metrics.get(task, {}).items():
             if isinstance(v, dict):
-                rows.append([task, domain, v["Avg"], v["Avg_C"]])
+                rows.append([task, domain, v["Avg"], v["Avg_C"], v["E"]])
         if task in metrics:
-            rows.append([task, "(all)", metrics[task]["Avg"], metrics[task]["Avg_C"]])
+            rows.append([task, "(all)", metrics[task]["Avg"], metrics[task]["Avg_C"], metrics[task]["E"]])
+    rows.append(["overall", "(all)", metrics["overall"], None, sum(model_e)])
     tables = [
-        Table("MME-RealWorld", ["task", "domain", "Avg", "Avg-C"], rows),
+        Table("MME-RealWorld", ["task", "domain", "Avg", "Avg-C", "answered E"], rows),
         Table(
             "MME-RealWorld answers 'E'",
             ["who", "share of E"],

@@ -121,6 +121,16 @@ def _mcq(rec: dict, output: str | None, official: bool, judge=None) -> Extractio
     return judge_unparsed(ex, judge, rec["question"], LETTERS[: len(opts) or 5], output)
 
 
+def _kind(rec: dict, official: bool) -> str:
+    """``cross`` or ``single``. The circular set marks every record "mcq-e": the official script tells the
+    kinds there by ``_e`` in the image's name (the edited single image); we, by the image folder."""
+    if official:
+        if "mcq_id" in rec:
+            return "single" if "_e" in str(rec.get("image", "")) else "cross"
+        return "cross" if rec["type"] == "mcq-cross" else "single"
+    return "cross" if rec["type"] == "mcq-cross" or str(rec.get("image", "")).startswith("Cross") else "single"
+
+
 def score(data: list[Path], predictions: list[Path], protocol: str = "strict", judge=None, **_) -> ScoreResult:
     official = protocol == "official"
     preds = read_predictions(predictions, lambda r: [(str(r["question_id"]), r.get("output", r.get("prediction")))])
@@ -129,30 +139,40 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     seen: set[str] = set()
     yes_no: list[m.YesNoRecord] = []
     vanilla: dict[str, list[bool]] = defaultdict(list)
-    rotations: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    # group → question → [(order, correct)] of its rotations
+    rotations: dict[str, dict[str, list[tuple[int, bool]]]] = defaultdict(lambda: defaultdict(list))
 
-    for rec in iter_data(data):
+    for n, rec in enumerate(iter_data(data)):
         qid = str(rec["question_id"])
         seen.add(qid)
         pred = preds.by_key.get(qid)
+        if rec["type"].startswith("y/n"):
+            side = "S" if rec["type"] == "y/n-s" else "E"
+            group = f"yes_no/{side}_{rec['level']}"
+        else:
+            group = f"{_kind(rec, official)}_{rec['level']}"
+            if "mcq_id" in rec:
+                group = f"circular/{group}"
         if pred is None:
             missing.append(qid)
+            if official:  # the official script reads the predictions: a question without one is left out
+                items.append(ScoredItem(qid, group, None, None, "missing", False))
+                continue
         output = pred.output if pred else None
         if rec["type"].startswith("y/n"):
             ex = _yes_no(rec, output, official, judge)
             correct = ex.value is not None and ex.value == str(rec["answer"]).strip().lower()
-            side = "S" if rec["type"] == "y/n-s" else "E"
             yes_no.append(m.YesNoRecord(rec["id"], side, rec["level"], rec["question"], correct))
-            group = f"yes_no/{side}_{rec['level']}"
         else:
             ex = _mcq(rec, output, official, judge)
             correct = ex.value == rec["answer"]
-            # The circular set marks every record "mcq-e"; cross vs single is told by the image folder.
-            kind = "cross" if rec["type"] == "mcq-cross" or str(rec.get("image", "")).startswith("Cross") else "single"
-            group = f"{kind}_{rec['level']}"
             if "mcq_id" in rec:
-                rotations[group][qid.split("__")[0]].append(correct)
-                group = f"circular/{group}"
+                # official: the rotations of one mcq_id, the first one the predictions give first;
+                # strict: the first in the data
+                key = str(rec["mcq_id"]) if official else qid.split("__")[0]
+                rotations[group.removeprefix("circular/")][key].append(
+                    (pred.order if official and pred else n, correct)
+                )
             else:
                 vanilla[group].append(correct)
         items.append(ScoredItem(qid, group, output, ex.value, ex.method if pred else "missing", correct))
@@ -160,31 +180,61 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
 
     yn = m.mvp_yes_no(yes_no, official=official)
     groups = ("cross_low", "cross_high", "single_high")
+    levels = ("low", "high")
+    circular = {g: {q: [c for _, c in sorted(r)] for q, r in rotations[g].items()} for g in groups if g in rotations}
     metrics = {
         "yes_no": yn,
         "mcq": {
             "vanilla": {g: m.pct(vanilla.get(g, [])) for g in groups},
-            "circular": {g: m.circular(rotations[g]) if g in rotations else None for g in groups},
+            "vanilla_pooled": {
+                **{
+                    level: m.pct([c for g in groups if g.endswith(level) for c in vanilla.get(g, [])])
+                    for level in levels
+                },
+                "all": m.pct([c for g in groups for c in vanilla.get(g, [])]),
+            },
+            "circular": {g: m.circular(circular[g]) if g in circular else None for g in groups},
+            "circular_first_rotation": {
+                g: m.pct([flags[0] for flags in circular[g].values()]) if g in circular else None for g in groups
+            },
         },
         "unparsed": items.unparsed,
         "needs_judge": sum(1 for i in items if i.method == "needs_judge"),
+        "missing_counted": "left out (official)" if official else "counted as wrong",
         "random_choice": {"yes_no": 50.0, "mcq_vanilla": 20.0, "mcq_circular": 100 * 0.2**5},
     }
+    pooled = metrics["mcq"]["vanilla_pooled"]
     tables = [
         Table(
             "MVP-Bench Yes/No",
             ["metric", "value"],
             [[f"accuracy {k}", v] for k, v in yn["accuracy"].items()]
+            + [[f"accuracy {k} (pooled)", v] for k, v in yn["pooled"].items()]
             + [[f"qAcc {k}", v] for k, v in yn["qAcc"].items()]
             + [[f"iAcc {k}", v] for k, v in yn["iAcc"].items()]
             + [["aAcc", yn["aAcc"]], ["mAcc", yn["mAcc"]], ["random choice (accuracy)", 50.0]],
         ),
         Table(
             "MVP-Bench MCQ",
-            ["set", "vanilla", "circular", "random (vanilla)"],
-            [[g, metrics["mcq"]["vanilla"][g], metrics["mcq"]["circular"][g], 20.0] for g in groups],
+            ["set", "vanilla", "circular", "circular, first rotation", "random (vanilla)"],
+            [
+                [
+                    g,
+                    metrics["mcq"]["vanilla"][g],
+                    metrics["mcq"]["circular"][g],
+                    metrics["mcq"]["circular_first_rotation"][g],
+                    20.0,
+                ]
+                for g in groups
+            ]
+            + [[f"{level} (pooled)", pooled[level], None, None, 20.0] for level in (*levels, "all")],
         ),
     ]
+    if missing:
+        preds.warnings.append(
+            f"{len(missing)} questions have no prediction: "
+            + ("left out of every figure, as the official script does" if official else "counted as wrong")
+        )
     bars = {f"Y/N {k}": v for k, v in yn["accuracy"].items()} | {
         f"MCQ {g}": metrics["mcq"]["vanilla"][g] for g in groups
     }

@@ -9,49 +9,103 @@ from __future__ import annotations
 
 import csv
 import sys
-from collections.abc import Iterator
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from fractions import Fraction
 from pathlib import Path
 
 from perceptforge.errors import InputError
+from perceptforge.fileio import iter_jsonl, pairs_object
 from perceptforge.prompts.library import load_prompt
 from perceptforge.scorer import metrics as m
 from perceptforge.scorer.benchmarks.codis import judge_by_rule
-from perceptforge.scorer.extract import LETTERS, extract_choice, extract_yes_no
+from perceptforge.scorer.extract import LETTERS, Extraction, extract_choice, extract_yes_no
 from perceptforge.scorer.judge import judge_unparsed
-from perceptforge.scorer.predictions import PredictionSet, iter_records, read_predictions
+from perceptforge.scorer.predictions import (
+    TABLE_SUFFIXES,
+    PredictionSet,
+    is_json_lines,
+    iter_records,
+    read_predictions,
+)
 from perceptforge.scorer.requests import Request, image_under
-from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
+from perceptforge.scorer.result import ItemLog, ScoreResult, Table
+
+
+def iter_data(paths: list[Path]) -> Iterator[dict]:
+    """Flat question records, one at a time (a split is never held whole): id, kind, category, level,
+    question, options, answer (or yes/no per image), and where the record was read."""
+    found = False
+    for path in map(Path, paths):
+        if path.suffix == ".tsv":
+            rows = read_vlmevalkit_tsv(path)
+            found = found or bool(rows)
+            yield from rows
+        elif path.suffix.lower() not in TABLE_SUFFIXES and is_json_lines(path):
+            # An exported item is mostly lineage and image records: read as pairs, only the item, its
+            # question and its category are made into dicts (and checked for keys given twice).
+            name = str(path)
+            for lineno, pairs in iter_jsonl(path, pairs=True):
+                rec = dict(pairs)
+                if len(rec) != len(pairs):
+                    pairs_object(pairs, f"{name}:{lineno}", "item")  # raises, naming the key given twice
+                found = True
+                yield _row((name, lineno), rec, _from_pairs)
+        else:
+            for where, rec in iter_records(path):
+                found = True
+                yield _row((where, None), rec, _as_dict)
+    if not found:
+        raise InputError(", ".join(map(str, paths)), "no items")
 
 
 def read_data(paths: list[Path]) -> list[dict]:
-    """Flat question records: id, kind, category, level, question, options, answer (or yes/no per image), pair."""
-    rows = []
-    for path in map(Path, paths):
-        if path.suffix == ".tsv":
-            rows += read_vlmevalkit_tsv(path)
-            continue
-        for where, rec in iter_records(path):
-            try:
-                q, cat = rec["question"], rec["category"]
-                base = {
-                    "id": rec["id"],
-                    "kind": q["kind"],
-                    "category": cat["name"],
-                    "level": q.get("level", ""),
-                    "question": q["question"],
-                }
-            except (KeyError, TypeError) as exc:
-                raise InputError(where, f"not a perceptforge item: missing {exc}") from None
-            if q["kind"] == "yes_no_pair":
-                base |= {"answers": {"natural": q["answer_natural"], "manipulated": q["answer_manipulated"]}}
-            elif q["kind"] == "context_pair":
-                base |= {"answers": {"1": q["answers"][0], "2": q["answers"][1]}}
-            else:
-                base |= {"options": q["options"], "answer": q["answer"]}
-            rows.append(base)
-    if not rows:
-        raise InputError(", ".join(map(str, paths)), "no items")
-    return rows
+    """``iter_data``'s records, all of them (without the place each was read from)."""
+    return [{k: v for k, v in row.items() if k not in ("where", "keys")} for row in iter_data(paths)]
+
+
+def _where(place: tuple[str, int | None]) -> str:
+    """ "file:line" of a record (``_row``'s ``where``)."""
+    return place[0] if place[1] is None else f"{place[0]}:{place[1]}"
+
+
+def _as_dict(value: object, name: str) -> dict:
+    if not isinstance(value, dict):
+        raise TypeError(name)
+    return value
+
+
+def _from_pairs(value: object, name: str) -> dict:
+    """A nested object read as pairs (``iter_jsonl(pairs=True)``), as a dict."""
+    if not isinstance(value, list) or value and not isinstance(value[0], tuple):
+        raise TypeError(name)
+    out = dict(value)
+    if len(out) != len(value):
+        raise ValueError(name)
+    return out
+
+
+def _row(where: tuple[str, int | None], rec: dict, obj: Callable[[object, str], dict]) -> dict:
+    """One exported item as a flat question record (``obj`` reads a nested object: the question, the
+    category)."""
+    try:
+        q, cat = obj(rec["question"], "question"), obj(rec["category"], "category")
+        base = {"id": rec["id"], "kind": q["kind"], "category": cat["name"], "level": q.get("level", ""),
+                "question": q["question"]}  # fmt: skip
+        if q["kind"] == "yes_no_pair":
+            base["answers"] = {"natural": q["answer_natural"], "manipulated": q["answer_manipulated"]}
+        elif q["kind"] == "context_pair":
+            base["answers"] = {"1": q["answers"][0], "2": q["answers"][1]}
+        else:
+            base["options"], base["answer"] = q["options"], q["answer"]
+    except (KeyError, TypeError, IndexError) as exc:
+        raise InputError(_where(where), f"not a perceptforge item: missing {exc}") from None
+    except ValueError as exc:  # a nested object read as pairs gives a key twice: name it
+        pairs_object(rec[exc.args[0]], _where(where), exc.args[0])
+        raise
+    base["where"] = where
+    base["keys"] = _row_keys(base)
+    return base
 
 
 def read_vlmevalkit_tsv(path: Path) -> list[dict]:
@@ -100,95 +154,191 @@ def _keys(rec: dict):
     return [(f"{rec['id']}#{image}" if image else str(rec["id"]), rec.get("output", rec.get("prediction")))]
 
 
-def score(data: list[Path], predictions: list[Path], protocol: str = "strict", judge=None, **_) -> ScoreResult:
-    rows = read_data(data)
-    known = set()
-    for r in rows:
-        known |= {f"{r['id']}#{k}" for k in r["answers"]} if "answers" in r else {r["id"]}
-    preds = read_predictions(predictions, _keys, known=known)
+def score(
+    data: list[Path], predictions: list[Path], protocol: str = "strict", judge=None, keep_items: bool = True, **_
+) -> ScoreResult:
+    """``keep_items=False``: the per-item results are counted, not kept (nobody asked for them)."""
+    preds = read_predictions(predictions, _keys)  # ids the data lacks: found at the end (the store's look_up)
+    result = score_rows(iter_data(data), preds, protocol, judge, track_known=True, keep_items=keep_items)
     # A pair's id without its image is a format slip, not an id the data lacks: say what is missing.
-    pairs = {
-        r["id"]: "image: natural|manipulated" if r["kind"] == "yes_no_pair" else "context: 1|2"
-        for r in rows
-        if "answers" in r
-    }
     unknown = []
-    for entry in preds.unknown:
-        where, _, key = entry.rpartition(": id ")
-        if key in pairs:
-            preds.warnings.append(f"{where}: id {key} is a pair: each prediction names its {pairs[key]}")
+    for pred in preds.by_key.unknown():
+        pair = _pair_of(preds, pred.key)
+        if pair:
+            result.warnings.append(f"{pred.where}: id {pred.key} is a pair: each prediction names its {pair}")
         else:
-            unknown.append(entry)
-    preds.unknown = unknown
-    return score_rows(rows, preds, protocol, judge)
+            unknown.append(f"{pred.where}: id {pred.key}")
+    result.unknown = unknown
+    return result
 
 
-def score_rows(rows: list[dict], preds: PredictionSet, protocol: str = "strict", judge=None) -> ScoreResult:
-    """Score flat question records (``read_data``'s) against predictions keyed as ``_keys`` keys them."""
-    scored, missing, yes_no = ItemLog(), [], []
-    for r in rows:
-        group = f"{r['category']}/{r['kind']}"
-        if r["kind"] == "yes_no_pair":
-            for image, answer in r["answers"].items():
-                key = f"{r['id']}#{image}"
-                output = preds.output(key)
-                ex = extract_yes_no(output)
-                correct = ex.value == answer
-                yes_no.append(
-                    m.YesNoRecord(r["id"], "S" if image == "natural" else "E", r["level"], r["question"], correct)
+def _pair_of(preds: PredictionSet, key: str) -> str | None:
+    """What a pair's prediction must name, when ``key`` is the id of a pair the data has."""
+    known = preds.by_key.known_among([f"{key}#natural", f"{key}#1"])
+    if f"{key}#natural" in known:
+        return "image: natural|manipulated"
+    if f"{key}#1" in known:
+        return "context: 1|2"
+    return None
+
+
+class _PairTally:
+    """MVP-Bench's Yes/No metrics (``metrics.mvp_yes_no``) counted as the items stream past: each item of our
+    split is one question on both images of its own pair, so every group (question, image, pair) is one
+    item's, and four counts per level give them all."""
+
+    def __init__(self) -> None:
+        self.counts = {"low": [0, 0, 0, 0], "high": [0, 0, 0, 0]}  # items, natural right, manipulated right, both
+
+    def add(self, level: str, natural: bool, manipulated: bool) -> None:
+        count = self.counts.setdefault(level, [0, 0, 0, 0])
+        count[0] += 1
+        count[1] += natural
+        count[2] += manipulated
+        count[3] += natural and manipulated
+
+    def metrics(self) -> dict | None:
+        n, s, e, both = (sum(c[k] for c in self.counts.values()) for k in range(4))
+        if not n:
+            return None
+
+        def pct(right: int, total: int) -> float | None:
+            return 100.0 * right / total if total else None
+
+        low, high = self.counts["low"], self.counts["high"]
+        return {
+            "accuracy": {
+                "S_low": pct(low[1], low[0]),
+                "S_high": pct(high[1], high[0]),
+                "E_low": pct(low[2], low[0]),
+                "E_high": pct(high[2], high[0]),
+            },  # fmt: skip
+            "pooled": {"low": pct(low[1] + low[2], 2 * low[0]), "high": pct(high[1] + high[2], 2 * high[0])},
+            "qAcc": {"low": pct(low[3], low[0]), "high": pct(high[3], high[0]), "all": pct(both, n)},
+            "iAcc": {"S": pct(s, n), "E": pct(e, n), "all": pct(s + e, 2 * n)},
+            "aAcc": pct(s + e, 2 * n),
+            "mAcc": pct(both, n),
+        }
+
+
+def score_rows(
+    rows: Iterable[dict],
+    preds: PredictionSet,
+    protocol: str = "strict",
+    judge=None,
+    track_known: bool = False,
+    keep_items: bool = True,
+) -> ScoreResult:
+    """Score flat question records (``iter_data``'s) against predictions keyed as ``_keys`` keys them, a batch
+    at a time (one look-up of the predictions per batch). ``track_known`` records the data's keys in the
+    prediction store, so that the caller can ask it for the predictions the data lacks."""
+    scored, missing, pairs = ItemLog(keep_items), [], _PairTally()
+    n_options: dict[str, Counter[int]] = defaultdict(Counter)  # kind → options an item offers → items
+    batch: list[dict] = []
+
+    # per (kind, category): right, total — one count per item; by kind and by category at the end
+    counts: dict[tuple[str, str], list[int]] = {}
+    yes_no: dict[str | None, Extraction] = {}  # Yes/No outputs read (models repeat them); bounded
+
+    def read_yes_no(output: str | None) -> Extraction:
+        ex = yes_no.get(output)
+        if ex is None:
+            if len(yes_no) >= _MEMO:
+                yes_no.clear()
+            ex = extract_yes_no(output)
+            if output is None or len(output) < 100:
+                yes_no[output] = ex
+        return ex
+
+    def run(batch: list[dict]) -> None:
+        keys = [key for r in batch for key in (r.get("keys") or _row_keys(r))]
+        if track_known:
+            held, again = preds.by_key.look_up(keys)
+            for key in again:
+                place = next((r["where"] for r in reversed(batch) if "where" in r and key in _row_keys(r)), None)
+                raise InputError(
+                    _where(place) if place else key,
+                    f"id {key.rpartition('#')[0] or key} again: each item is scored once",
                 )
-                scored.append(
-                    ScoredItem(key, group, output, ex.value, ex.method if output is not None else "missing", correct)
-                )
-                if key not in preds.by_key:
-                    missing.append(key)
-            continue
-        if r["kind"] == "context_pair":
-            for c, own in r["answers"].items():
-                key = f"{r['id']}#{c}"
-                other = r["answers"]["2" if c == "1" else "1"]
-                output = preds.output(key)
-                correct, method = judge_by_rule(output, own, other)
-                scored.append(
-                    ScoredItem(key, group, output, output if correct is not None else None, method, bool(correct))
-                )
-                if key not in preds.by_key:
-                    missing.append(key)
-            continue
-        output = preds.output(r["id"])
-        ex = extract_choice(output, len(r["options"]), r["options"])
-        ex = judge_unparsed(
-            ex,
-            judge,
-            r["question"] + "\n" + "\n".join(f"{LETTERS[k]}. {o}" for k, o in enumerate(r["options"])),
-            LETTERS[: len(r["options"])],
-            output,
-        )
-        scored.append(
-            ScoredItem(
-                r["id"],
-                group,
-                output,
-                ex.value,
-                ex.method if output is not None else "missing",
-                ex.value == r["answer"],
-            )
-        )
-        if r["id"] not in preds.by_key:
-            missing.append(r["id"])
-    kinds = m.per_group((s.group.rsplit("/", 1)[1], s.correct) for s in scored)
-    categories = m.per_group((s.group.split("/", 1)[0], s.correct) for s in scored)
+        else:
+            held = {key: pred.output for key, pred in preds.by_key.get_many(keys).items()}
+        for r in batch:
+            kind, category = r["kind"], r["category"]
+            group = f"{category}/{kind}"
+            right = total = 0
+            if kind == "yes_no_pair":
+                flags = {}
+                for image, answer in r["answers"].items():
+                    key = f"{r['id']}#{image}"
+                    output = held.get(key)
+                    ex = read_yes_no(output)
+                    flags[image] = correct = ex.value == answer
+                    scored.add(key, group, output, ex.value, ex.method if output is not None else "missing", correct)
+                    if output is None:
+                        missing.append(key)
+                    right, total = right + correct, total + 1
+                pairs.add(r["level"], flags.get("natural", False), flags.get("manipulated", False))
+            elif kind == "context_pair":
+                for c, own in r["answers"].items():
+                    key = f"{r['id']}#{c}"
+                    other = r["answers"]["2" if c == "1" else "1"]
+                    output = held.get(key)
+                    judged, method = judge_by_rule(output, own, other)
+                    correct = bool(judged)
+                    scored.add(key, group, output, output if judged is not None else None, method, correct)
+                    if output is None:
+                        missing.append(key)
+                    right, total = right + correct, total + 1
+            else:
+                options = r["options"]
+                output = held.get(r["id"])
+                ex = extract_choice(output, len(options), options)
+                if judge is not None and ex.value is None:
+                    listed = "\n".join(f"{LETTERS[k]}. {o}" for k, o in enumerate(options))
+                    ex = judge_unparsed(ex, judge, r["question"] + "\n" + listed, LETTERS[: len(options)], output)
+                correct = ex.value == r["answer"]
+                scored.add(r["id"], group, output, ex.value, ex.method if output is not None else "missing", correct)
+                if output is None:
+                    missing.append(r["id"])
+                right, total = right + correct, total + 1
+                n_options[kind][len(options)] += 1
+            count = counts.get((kind, category))
+            if count is None:
+                count = counts[(kind, category)] = [0, 0]
+            count[0] += right
+            count[1] += total
+
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= 2000:
+            run(batch)
+            batch = []
+    run(batch)
+
+    by_kind: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    by_category: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for (kind, category), (right, total) in counts.items():
+        for tally in (by_kind[kind], by_category[category]):
+            tally[0] += right
+            tally[1] += total
+
+    def pct(tally: dict[str, list[int]]) -> dict[str, float]:
+        return {k: 100.0 * right / total for k, (right, total) in sorted(tally.items())}
+
+    kinds, categories = pct(by_kind), pct(by_category)
+    right = sum(r for r, _ in by_kind.values())
+    total = sum(t for _, t in by_kind.values())
     metrics = {
         "kinds": kinds,
         "categories": categories,
         "overall": m.mean(categories.values()),
-        "overall_micro": m.pct([s.correct for s in scored]),
-        "yes_no": m.mvp_yes_no(yes_no) if yes_no else None,
+        "overall_micro": 100.0 * right / total if total else None,
+        "yes_no": pairs.metrics(),
         "unparsed": scored.unparsed,
     }
-    # random choice per kind: 1/2 for each image of a Yes/No pair (1/4 for the pair), 1/n for an MCQ
-    n_options = {r["kind"]: len(r["options"]) for r in rows if "options" in r}
-    random_kind = {k: 100.0 / n_options[k] if k in n_options else 50.0 for k in kinds}
+    # random choice per kind: 1/2 for each image of a Yes/No pair (1/4 for the pair), and for the MCQ kinds
+    # the mean over their items of 1/options (items of one kind may offer different numbers of options)
+    random_kind = {k: _mean_chance(n_options[k]) if k in n_options else 50.0 for k in kinds}
     metrics["random_choice"] = random_kind
     pair_rows = []
     if metrics["yes_no"]:
@@ -211,6 +361,21 @@ def score_rows(rows: list[dict], preds: PredictionSet, protocol: str = "strict",
     return ScoreResult(
         "perceptforge", protocol, metrics, tables, scored, preds.warnings, missing, preds.unknown, categories
     )
+
+
+_MEMO = 50_000
+
+
+def _mean_chance(options: Counter[int]) -> float:
+    """The mean over items of 1/options, in percent (exact: a sum of floats would drift)."""
+    return float(100 * sum(Fraction(items, n) for n, items in options.items()) / sum(options.values()))
+
+
+def _row_keys(row: dict) -> list[str]:
+    """The prediction keys of a question record: its id, or one per image or context of a pair."""
+    if "answers" in row:
+        return [f"{row['id']}#{k}" for k in row["answers"]]
+    return [row["id"]]
 
 
 def question_text(kind: str, question: str, options: list[str] | None = None, context: str | None = None) -> str:
