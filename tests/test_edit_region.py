@@ -124,3 +124,19 @@ def test_photo_filters_render_what_they_declare_and_nothing_else():
     request = EditRequest(Image.fromarray(image), None, "", 0, rendering=declared[1])
     out = editor.edit([request, request])
     assert np.array_equal(np.asarray(out[0]), np.asarray(out[1]))  # the same image gives the same bytes
+
+
+def test_what_a_background_edit_keeps_is_the_subject_cleaned():
+    from perceptforge.logic.edit_region import subject_only
+
+    keep = np.zeros((40, 40), bool)
+    keep[10:38, 10:30] = True  # the subject
+    keep[20:23, 15:18] = False  # a badge GrabCut took for background: a small hole
+    keep[10:14, 10:13] = False  # a notch bitten out of the outline at a corner
+    keep[2:6, 33:38] = True  # a fragment of old background outside the subject's box
+    cleaned = subject_only(keep, [(10, 10, 30, 38)])
+    assert cleaned[20:23, 15:18].all() and cleaned[10:38, 10:30].sum() >= 20 * 28 - 12  # hole filled, notch closed
+    assert not cleaned[2:6, 33:38].any()  # nothing outside the box
+    gap = keep.copy()
+    gap[15:35, 14:26] = False  # an enclosed gap of 15% of the image (between an arm and the body) stays open
+    assert not subject_only(gap, [(10, 10, 30, 38)])[20:30, 16:24].any()
