@@ -115,8 +115,10 @@ class CompositeInpainter:
         else:
             fill = cv2.resize(donor, (w, h), interpolation=cv2.INTER_AREA)
         alpha = feather(mask, self.feather_px)[..., None]
-        # Feather inwards only: pixels outside the mask stay exactly as they were.
-        alpha = np.where(mask[..., None], np.maximum(alpha, 0.5), 0.0)
+        # Feather inwards only: pixels outside the mask stay exactly as they were. A new scene replaces the old
+        # background almost wholly up to the subject (at least 85%): half of the old one left along the outline
+        # was a halo of it around her hair
+        alpha = np.where(mask[..., None], np.maximum(alpha, 0.5 if req.partial else 0.85), 0.0)
         out = base.astype(np.float32) * (1 - alpha) + fill.astype(np.float32) * alpha
         return Image.fromarray(np.clip(out + 0.5, 0, 255).astype(np.uint8))
 
