@@ -119,7 +119,7 @@ def label_studio(tmp_path_factory):
 @pytest.fixture(scope="session")
 def independent_servers(label_studio):
     """One more Label Studio server per independent annotator (solo1, solo2), each holding the admin's account
-    and that annotator's only; yields the admin's client of the main server with theirs beside it."""
+    and that annotator's only; yields the admin's clients of them."""
     from perceptforge.annotation.labelstudio import LabelStudio
     from perceptforge.annotation.server import add_account, start
 
@@ -130,8 +130,8 @@ def independent_servers(label_studio):
             shutil.copytree(label_studio.template, data_dir)
             add_account(LABEL_STUDIO_VENV, data_dir, label_studio.document_root, account)
             servers.append(start(LABEL_STUDIO_VENV, data_dir, label_studio.document_root))
-        members = tuple(LabelStudio(s.url, label_studio.admin.token) for s in servers)
-        yield LabelStudio(label_studio.url, label_studio.admin.token, independent=members)
+        # the annotators' servers; a test joins them to the main server by its URL *now* (a test restarts it)
+        yield tuple(LabelStudio(s.url, label_studio.admin.token) for s in servers)
     finally:
         for server in servers:
             server.stop()

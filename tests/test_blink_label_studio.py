@@ -122,7 +122,7 @@ def test_blink_run_verified_in_label_studio_then_exported(label_studio, sample_d
         assert link["task"] == tasks[d["item_id"]]["id"] and link["project"] == projects[d["kind"]]
         assert link["url"] == f"{label_studio.url}/projects/{link['project']}/data?task={link['task']}"
     kept = {p.stem: json.loads(p.read_text()) for p in sorted((run / "verification" / "items").glob("*.json"))}
-    assert sorted(kept) == [c1, j1]
+    assert sorted(kept) == sorted([c1, j1])
     assert (kept[c1]["answer"], kept[c1]["version"], kept[c1]["verified"]) == (fixed, 2, True)
     assert kept[c1]["lineage"]["parent_id"] == c1
     assert kept[c1]["lineage"]["artifacts"] == {"verification": "verification/decisions.jsonl"}

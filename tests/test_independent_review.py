@@ -28,7 +28,7 @@ def test_each_annotator_labels_alone_and_a_reviewer_settles_disputes(
 ):
     run = tmp_path / "run"
     run_flow("mvp", source=str(sample_dir), profile="local", out=str(run), seed=0, limit=1, categories=["S1"])
-    ls = independent_servers
+    ls = LabelStudio(label_studio.url, label_studio.admin.token, independent=independent_servers)
     server1, server2 = (m.url for m in ls.independent)
     solo1, solo2 = (LabelStudio(url, a.token) for url, a in zip((server1, server2), label_studio.independent))
     report = push(run, ls, label_studio.document_root)

@@ -146,7 +146,7 @@ def test_an_independent_annotator_cannot_reach_the_other_ones_answer(
 
     run = tmp_path / "run"
     run_flow("mvp", source=str(sample_dir), profile="local", out=str(run), seed=0, limit=1, categories=["S1"])
-    ls = independent_servers
+    ls = LabelStudio(label_studio.url, label_studio.admin.token, independent=independent_servers)
     server1, server2 = (m.url for m in ls.independent)
     solo1, solo2 = label_studio.independent
     projects = push(run, ls, label_studio.document_root)["annotator_projects"]["yes_no_pair"]

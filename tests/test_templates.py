@@ -74,9 +74,9 @@ def test_template_writer_gives_every_kind_for_every_category(template_id, sample
     entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("astronaut.jpg"))
     record = candidate_for(found[template_id], grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed=3)
     kinds = [(q["question"]["kind"], q["question"].get("level")) for q in record["questions"]]
-    # the single-image MCQ asks for the low-level value; I1's high-level Yes/No (is this hair dyed?) is asked
-    # only of a source that annotates it (the astronaut's file does not)
-    high_pair = [("yes_no_pair", "high")] if template_id != "I1" else []
+    # the single-image MCQ asks for the low-level value; I1's and S2's high-level Yes/No (is this hair dyed? does
+    # it look historical?) is asked only of a source that annotates it (the astronaut's file does not)
+    high_pair = [("yes_no_pair", "high")] if found[template_id].natural_high == "inferred" else []
     assert kinds == [
         ("yes_no_pair", "low"),
         *high_pair,
