@@ -16,7 +16,7 @@ pytest.importorskip("prefect_dask")
 pytest.importorskip("segment_anything")
 pytest.importorskip("diffusers")
 
-from helpers import perceptforge_cmd, prefect_servers_here  # noqa: E402
+from helpers import OPEN_GATES, perceptforge_cmd, prefect_servers_here  # noqa: E402
 from tiny_models import register_tiny_sam, save_tiny_sam, save_tiny_sd  # noqa: E402
 
 CATEGORIES = ["B1", "S1"]  # background (Eq. 1 over SAM's masks) and partial substitution, both by sd-inpaint
@@ -34,15 +34,7 @@ def tiny_profile(tmp_path_factory):
     profile["segmenter"] = {"backend": "sam", "checkpoint": str(sam), "model_type": sam_type}
     profile["inpainter"] = {"backend": "sd-inpaint", "model": str(sd), "steps": 2, "max_side": 64, "batch_size": 2}
     # random weights paint noise: the gates that judge pictures are opened, the flow's path is what is tested
-    profile["gates"] |= {
-        "min_phash_distance": 0,
-        "mask_area": {},
-        "max_subject_in_mask": {},
-        "max_old_kept": 1.0,
-        "max_protected_in_mask": 1.0,
-        "min_inside_change": 0.0,
-        "max_outside_change": 255.0,
-    }
+    profile["gates"] |= OPEN_GATES | {"min_phash_distance": 0, "min_inside_change": 0.0, "max_outside_change": 255.0}
     profile["runner"] = {"kind": "threads", "max_workers": 2}
     path = root / "tiny.yaml"
     path.write_text(yaml.safe_dump(profile))
