@@ -141,13 +141,9 @@ def flow_run(models: dict, device: str, dtype: str, steps: int, units: int, side
     common = {"steps": steps, "max_side": side}
     profile["inpainter"] = {"backend": "sd-inpaint", "model": str(models["inpaint"]), "batch_size": "auto", **common}
     profile["editor"] = {"backend": "instruct-pix2pix", "model": str(models["ip2p"]), "batch_size": "auto", **common}
-    profile["gates"] |= {
-        "min_phash_distance": 0,
-        "mask_area": {},
-        "max_subject_in_mask": {},
-        "max_old_kept": 1.0,
-        "max_protected_in_mask": 1.0,
-    }
+    from helpers import OPEN_GATES  # tests/ is on the path: the gates a flow test opens
+
+    profile["gates"] |= OPEN_GATES | {"min_phash_distance": 0}
     profile["runner"] = {"kind": "threads", "max_workers": 4}
     (work / "bench.yaml").write_text(yaml.safe_dump(profile))
     # In this process: the tiny SAM builder is registered here only, and the flow's own timings are wanted.

@@ -104,23 +104,6 @@ def localization_distractors(
             yield cand
 
 
-def localization_distractor(
-    box: Box,
-    size: tuple[int, int],
-    rng: np.random.Generator,
-    band: tuple[float, float] = (0.3, 0.6),
-    tries: int = 1000,
-    margin: float = 0.0,
-    tolerance: float = 0.1,
-) -> Box:
-    """The first of ``localization_distractors``; ValueError when there is none."""
-    for cand in localization_distractors(box, size, rng, band, tries, margin, tolerance):
-        return cand
-    raise ValueError(
-        f"no distractor box with IoU in {band} and a margin of {margin} for {box} in a {size} image after {tries} tries"
-    )
-
-
 def counting_options(count: int, rng: np.random.Generator, n: int = 4) -> tuple[list[int], int]:
     """``n`` distinct positive counts, the true one among them at a seeded place: (options, answer index).
     Distractors are near the truth (±1…3), as a person's miscount would be."""

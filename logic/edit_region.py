@@ -90,6 +90,26 @@ def subject_hints(grounding: Grounding, old_background: str) -> Hints:
     return Hints(inside, outside, grounding.subject.box.xyxy)
 
 
+def box_cells(box: Box, height: int, width: int) -> tuple[slice, slice]:
+    """The rows and columns of an image that a pixel box covers (edges rounded outwards, clipped to the image)."""
+    x0, y0, x1, y1 = box
+    rows = slice(max(0, int(y0)), min(height, int(np.ceil(y1))))
+    return rows, slice(max(0, int(x0)), min(width, int(np.ceil(x1))))
+
+
+def fill_holes(mask: np.ndarray, max_area: float | None = None) -> np.ndarray:
+    """``mask`` with the holes it encloses filled: the parts outside it that the image's border cannot reach
+    without crossing it (4-connected), each of at most ``max_area`` pixels when given."""
+    import cv2
+
+    count, labels, stats, _ = cv2.connectedComponentsWithStats((~mask).astype(np.uint8), connectivity=4)
+    border = set(np.unique(np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]])).tolist())
+    holes = [
+        k for k in range(1, count) if k not in border and (max_area is None or stats[k, cv2.CC_STAT_AREA] <= max_area)
+    ]
+    return mask | np.isin(labels, holes)
+
+
 def two_colours(lab: np.ndarray, iterations: int = 10) -> tuple[np.ndarray, np.ndarray]:
     """Two-means of ``(N, 3)`` CIELAB pixels, started from the darkest and the lightest tenth: (centres (2, 3),
     each pixel's cluster). Deterministic: no random start."""
@@ -114,17 +134,15 @@ def colour_region(image: np.ndarray, box: Box, faces: Sequence[Box] = (), tolera
     h, w = image.shape[:2]
     lab = np.asarray(cv2.cvtColor(image.astype(np.float32) / 255, cv2.COLOR_RGB2LAB), np.float32)
 
-    def cells(b: Box) -> tuple[slice, slice]:
-        x0, y0, x1, y1 = b
-        return slice(max(0, int(y0)), min(h, int(np.ceil(y1)))), slice(max(0, int(x0)), min(w, int(np.ceil(x1))))
-
     in_box, skin, hairline = np.zeros((h, w), bool), np.zeros((h, w), bool), np.zeros((h, w), bool)
-    in_box[cells(box)] = True
+    in_box[box_cells(box, h, w)] = True
     for fx0, fy0, fx1, fy1 in faces:  # surely skin: the face's middle below its hairline and below the hair's box
         top = max(fy0 + (fy1 - fy0) / 4, box[3])  # (hair frames its sides; a fringe may reach down the forehead)
-        skin[cells((fx0 + (fx1 - fx0) / 6, top, fx1 - (fx1 - fx0) / 6, fy1))] = True
+        skin[box_cells((fx0 + (fx1 - fx0) / 6, top, fx1 - (fx1 - fx0) / 6, fy1), h, w)] = True
         hairline[
-            cells((fx0 + (fx1 - fx0) / 4, fy0 - (fy1 - fy0) / 8, fx1 - (fx1 - fx0) / 4, fy0 + (fy1 - fy0) / 8))
+            box_cells(
+                (fx0 + (fx1 - fx0) / 4, fy0 - (fy1 - fy0) / 8, fx1 - (fx1 - fx0) / 4, fy0 + (fy1 - fy0) / 8), h, w
+            )
         ] = True
     core = in_box & ~skin
     if core.sum() < 2:
@@ -143,7 +161,9 @@ def colour_region(image: np.ndarray, box: Box, faces: Sequence[Box] = (), tolera
     reach = in_box.copy()
     for fx0, fy0, fx1, fy1 in faces:  # beside the face, below the box: no wider than the face and a little
         margin = (fx1 - fx0) / 8
-        reach[cells((max(box[0], fx0 - margin), box[1], min(box[2], fx1 + margin), fy0 + (fy1 - fy0) * 3 / 4))] = True
+        reach[
+            box_cells((max(box[0], fx0 - margin), box[1], min(box[2], fx1 + margin), fy0 + (fy1 - fy0) * 3 / 4), h, w)
+        ] = True
     _, labels = cv2.connectedComponents((similar & reach & ~skin).astype(np.uint8), connectivity=8)
     seeds = set(np.unique(labels[similar & core]).tolist()) - {0}
     region = np.isin(labels, sorted(seeds)) & (labels > 0)
@@ -151,11 +171,8 @@ def colour_region(image: np.ndarray, box: Box, faces: Sequence[Box] = (), tolera
         return similar & core
     # its highlights and strands of the other colour are the region too: close small gaps, fill the holes it
     # encloses (what the image's border cannot reach without crossing it)
-    closed = cv2.morphologyEx(region.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((11, 11), np.uint8))
-    outside = np.pad(1 - closed, 1, constant_values=1)
-    cv2.floodFill(outside, None, (0, 0), 2)
-    holes = outside[1:-1, 1:-1] == 1
-    return (closed.astype(bool) | holes) & reach & ~skin
+    closed = cv2.morphologyEx(region.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((11, 11), np.uint8)).astype(bool)
+    return fill_holes(closed) & reach & ~skin
 
 
 SHRINK_ONLY = JitterParams(resize_px=(-3, 0))
@@ -180,15 +197,11 @@ def subject_only(keep: np.ndarray, boxes: Sequence[Box], max_hole: float = 0.03)
 
     h, w = keep.shape
     inside = np.zeros((h, w), bool)
-    for x0, y0, x1, y1 in boxes:
-        inside[max(0, int(y0)) : min(h, int(np.ceil(y1))), max(0, int(x0)) : min(w, int(np.ceil(x1)))] = True
+    for box in boxes:
+        inside[box_cells(box, h, w)] = True
     # notches GrabCut bites out of the outline (a collar ring, an elbow) closed, never past the boxes
     kept = cv2.morphologyEx((keep & inside).astype(np.uint8), cv2.MORPH_CLOSE, np.ones((9, 9), np.uint8)).astype(bool)
-    kept &= inside
-    count, labels, stats, _ = cv2.connectedComponentsWithStats((~kept).astype(np.uint8), connectivity=4)
-    touches_edge = set(np.unique(np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]])).tolist())
-    small = [k for k in range(1, count) if k not in touches_edge and stats[k, cv2.CC_STAT_AREA] <= max_hole * h * w]
-    return kept | np.isin(labels, small)
+    return fill_holes(kept & inside, max_hole * h * w)
 
 
 def target_box(
