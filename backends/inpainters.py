@@ -3,8 +3,10 @@
 - ``composite`` (embedded default, CPU): fills the masked region from a photo of its labelled donor
   library (``store/donors.py``) — for background substitution the donor scene replaces everything outside
   the subject; for partial substitution a donor crop is resized into the mask's box and colour-matched to
-  its surroundings. Edges are feathered. It renders only what its library's labels say: a category is
-  offered the entries of its template's ``donor_kind`` that say what they mean at its high level.
+  its surroundings. A new scene meets the subject along a closed-form matte of the mask's outline
+  (``logic/matting.py``: no halo of the old background, hair kept soft); a pasted crop's edges are feathered.
+  It renders only what its library's labels say: a category is offered the entries of its template's
+  ``donor_kind`` that say what they mean at its high level.
 - ``sd-inpaint``: diffusers ``StableDiffusionInpaintPipeline`` (local folder or cached model id).
 Masks are ``(H, W)`` bool, True = the region to change.
 """
@@ -22,6 +24,7 @@ from perceptforge.backends.diffusion import DiffusersEditor, DiffusersSettings
 from perceptforge.backends.protocols import EditRequest
 from perceptforge.backends.registry import BackendSettings, Runtime, register
 from perceptforge.data.schema import Rendering
+from perceptforge.logic.matting import matte
 from perceptforge.logic.templates import Template
 from perceptforge.store.donors import DonorLibrary
 
@@ -30,6 +33,13 @@ class CompositeSettings(BackendSettings):
     backend: Literal["composite"]
     donors: str | None = Field(None, description="donor library folder (donors.yaml); default: the bundled one")
     feather_px: int = Field(7, ge=0, le=64)
+    matte_band: float = Field(
+        0.008,
+        ge=0,
+        le=0.1,
+        description="background edits: the matted band on each side of the outline, a share of "
+        "the image's longer side (0: a hard cut, feathered inwards)",
+    )
     colour_match: bool = True
     batch_size: int = Field(
         8, ge=1, description="units per edit task: no model to fill, but fewer tasks to orchestrate"
@@ -51,6 +61,11 @@ def feather(mask: np.ndarray, radius: int) -> np.ndarray:
     return alpha
 
 
+def matte_band_px(shape: tuple[int, ...], share: float = 0.008) -> int:
+    """The matted band on each side of a subject's outline, in pixels, for an image of ``shape``."""
+    return max(2, round(share * max(shape[:2])))
+
+
 def match_colour(patch: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """Shift the patch's per-channel mean and spread in Lab space to the reference pixels'."""
     src = cv2.cvtColor(patch, cv2.COLOR_RGB2LAB).astype(np.float32).reshape(-1, 3)
@@ -66,12 +81,20 @@ class CompositeInpainter:
 
     @classmethod
     def from_settings(cls, settings: CompositeSettings, runtime: Runtime) -> CompositeInpainter:
-        backend = cls(settings.feather_px, settings.colour_match, DonorLibrary.load(settings.donors))
+        backend = cls(
+            settings.feather_px, settings.colour_match, DonorLibrary.load(settings.donors), settings.matte_band
+        )
         backend.batch_size = settings.batch_size
         return backend
 
-    def __init__(self, feather_px: int = 7, colour_match: bool = True, library: DonorLibrary | None = None):
-        self.feather_px, self.colour_match = feather_px, colour_match
+    def __init__(
+        self,
+        feather_px: int = 7,
+        colour_match: bool = True,
+        library: DonorLibrary | None = None,
+        matte_band: float = 0.008,
+    ):
+        self.feather_px, self.colour_match, self.matte_band = feather_px, colour_match, matte_band
         self.library = library or DonorLibrary.load()
 
     def load(self) -> CompositeInpainter:
@@ -114,6 +137,12 @@ class CompositeInpainter:
             fill[y0:y1, x0:x1] = patch
         else:
             fill = cv2.resize(donor, (w, h), interpolation=cv2.INTER_AREA)
+            if self.matte_band > 0:
+                # a hard cut keeps a rim of the old background around hair and shoulders: the subject's own
+                # alpha and colours along its outline, over the new scene
+                alpha_s, subject = matte(base, ~mask, matte_band_px((h, w), self.matte_band))
+                out = alpha_s[..., None] * subject + (1 - alpha_s[..., None]) * fill.astype(np.float64)
+                return Image.fromarray(np.clip(out + 0.5, 0, 255).astype(np.uint8))
         alpha = feather(mask, self.feather_px)[..., None]
         # Feather inwards only: pixels outside the mask stay exactly as they were. A new scene replaces the old
         # background almost wholly up to the subject (at least 85%): half of the old one left along the outline

@@ -137,7 +137,9 @@ def colour_region(image: np.ndarray, box: Box, faces: Sequence[Box] = (), tolera
     in_box, skin, hairline = np.zeros((h, w), bool), np.zeros((h, w), bool), np.zeros((h, w), bool)
     in_box[box_cells(box, h, w)] = True
     for fx0, fy0, fx1, fy1 in faces:  # surely skin: the face's middle below its hairline and below the hair's box
-        top = max(fy0 + (fy1 - fy0) / 4, box[3])  # (hair frames its sides; a fringe may reach down the forehead)
+        # below the face's top quarter the middle is forehead, whatever the hair's box says (a fringe reaching
+        # further is left as it is: a recoloured forehead is worse than a fringe's tip kept)
+        top = fy0 + (fy1 - fy0) / 4
         skin[box_cells((fx0 + (fx1 - fx0) / 6, top, fx1 - (fx1 - fx0) / 6, fy1), h, w)] = True
         hairline[
             box_cells(
@@ -171,7 +173,9 @@ def colour_region(image: np.ndarray, box: Box, faces: Sequence[Box] = (), tolera
         return similar & core
     # its highlights and strands of the other colour are the region too: close small gaps, fill the holes it
     # encloses (what the image's border cannot reach without crossing it)
-    closed = cv2.morphologyEx(region.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((11, 11), np.uint8)).astype(bool)
+    # (a highlight at the crown opens to the light wall behind through a gap as wide as a tenth of the region)
+    side = max(11, round(0.2 * min(box[2] - box[0], box[3] - box[1])) | 1)
+    closed = cv2.morphologyEx(region.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((side, side), np.uint8)).astype(bool)
     return fill_holes(closed) & reach & ~skin
 
 

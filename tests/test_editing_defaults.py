@@ -1,12 +1,14 @@
 """The embedded defaults (GrabCut + composite) turn a bundled photo into a visibly different image."""
 
+import cv2
 import numpy as np
 import pytest
 
-from perceptforge.backends.inpainters import CompositeInpainter
+from perceptforge.backends.inpainters import CompositeInpainter, matte_band_px
 from perceptforge.backends.protocols import EditRequest
 from perceptforge.backends.segmenters import GrabCutSegmenter
 from perceptforge.logic.edit_region import edit_mask, pastes_into_box, target_box
+from perceptforge.logic.matting import matte
 from perceptforge.logic.templates import templates
 from perceptforge.store.images import load_rgb
 from perceptforge.store.sources import grounding_from_entry, read_source_dir
@@ -40,7 +42,32 @@ def test_composite_changes_inside_not_outside(astronaut, template_id):
     out = CompositeInpainter().edit([edit_request(template, image, mask, "x", 0, donor)])[0]
     assert out.size == image.size
     assert change(image, out, mask) > 25  # mean absolute change (0-255) inside the edit region
-    assert change(image, out, ~mask) == 0.0  # feathering is inward: nothing outside moves
+    if pastes_into_box(template):
+        assert change(image, out, ~mask) == 0.0  # feathering is inward: nothing outside moves
+    else:  # a new scene meets the subject along a matte: only the band along the outline may move
+        band = matte_band_px(mask.shape)
+        outline = cv2.dilate(mask.astype(np.uint8), np.ones((2 * band + 3, 2 * band + 3), np.uint8)).astype(bool)
+        assert change(image, out, ~outline) == 0.0
+        assert 0 < change(image, out, outline & ~mask)
+
+
+def test_matting_leaves_no_rim_of_the_old_background():
+    """A subject on a light wall, its edge soft over two pixels, pasted on a dark scene: with the hard cut the
+    outline keeps a light rim; the matte takes the wall's share out of the edge pixels."""
+    h = w = 64
+    yy, xx = np.mgrid[0:h, 0:w]
+    alpha = np.clip((20.5 - np.hypot(yy - 32, xx - 32)) / 2, 0, 1)  # a disc, its edge soft over 2 px
+    subject, wall, scene = np.array([200, 40, 40.0]), np.array([235, 235, 235.0]), np.zeros(3)
+    image = (alpha[..., None] * subject + (1 - alpha[..., None]) * wall).astype(np.uint8)
+    mask = alpha < 0.5  # what segmentation gives: the region to change
+    found, colours = matte(image, ~mask, band_px=3)
+    ring = (alpha > 0.05) & (alpha < 0.95)
+    assert np.abs(found - alpha)[ring].mean() < 0.2
+    pasted = found[..., None] * colours + (1 - found[..., None]) * scene
+    hard = np.where(mask[..., None], scene, image.astype(float))
+    # the edge's brightness over the dark scene: the hard cut keeps the wall's light in it, the matte does not
+    assert pasted[ring].mean() < hard[ring].mean() - 20
+    assert (found[np.hypot(yy - 32, xx - 32) < 14] == 1).all() and (found[np.hypot(yy - 32, xx - 32) > 26] == 0).all()
 
 
 def test_same_seed_same_mask_and_bytes(astronaut):
