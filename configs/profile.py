@@ -63,6 +63,15 @@ class Gates(Section):
         description="background edits: the largest share of a protected region (the middle of a face, the body below "
         "it, a held object) the mask may cover",
     )
+    max_object_cut: float = Field(
+        # 0.05: the tripod before the cameraman, 67% or 94% replaced, left its head and a stub of a leg standing on
+        # nothing in the new scene
+        0.05,
+        ge=0,
+        le=0.5,
+        description="background edits: an object standing before the old background (overlapping the subject's box "
+        "and reaching out of it) is kept or replaced whole, up to this share of it either way",
+    )
     max_old_kept: float = Field(
         # 0.005: measured on fragments apart from the subject, five stars of a flag left beside her (1.7%) show
         0.005,

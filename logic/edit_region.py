@@ -78,6 +78,25 @@ def protected_regions(grounding: Grounding) -> dict[str, Box]:
     return {k: v for k, v in out.items() if v[2] > v[0] and v[3] > v[1]}
 
 
+def standing_objects(grounding: Grounding) -> list[Region]:
+    """The objects a background edit may cut in two: each overlaps the subject's box and reaches out of it (a
+    tripod before the subject), and is neither held (kept whole) nor named by the old background (replaced with
+    it). What lies within the subject's box is on the subject (a patch, glasses) and stays with it."""
+    sx0, sy0, sx1, sy1 = grounding.subject.box.xyxy
+    background = grounding.attributes.get("background", "").lower()
+    held = {r.label for r in held_regions(grounding)}
+    out = []
+    for r in grounding.regions:
+        if r.role != "object" or r.label in held or r.label.lower() in background:
+            continue
+        x0, y0, x1, y1 = r.box.xyxy
+        area = max(1e-9, (x1 - x0) * (y1 - y0))
+        overlap = max(0.0, min(x1, sx1) - max(x0, sx0)) * max(0.0, min(y1, sy1) - max(y0, sy0))
+        if 0 < overlap and overlap / area < 0.9:
+            out.append(r)
+    return out
+
+
 def subject_hints(grounding: Grounding, old_background: str) -> Hints:
     """The object regions the old background value names (surely not the subject: its flag, its backdrop), less
     what overlaps a protected region, and the protected regions (surely the subject: the middle of its face, its
@@ -122,6 +141,10 @@ def two_colours(lab: np.ndarray, iterations: int = 10) -> tuple[np.ndarray, np.n
     return centres, nearest
 
 
+# brown hair is 31–33 from the face's middle in the bundled and scikit-image astronaut; grey hair beside a temple 6–15
+MIN_REGION_SKIN_CONTRAST = 20.0
+
+
 def colour_region(image: np.ndarray, box: Box, faces: Sequence[Box] = (), tolerance: float = 30.0) -> np.ndarray:
     """The pixels of a region annotated by its box (hair) as they are in the photo. The box's pixels, less the
     face below its hairline (the face box's top quarter stays: hair may cover the forehead), fall in two colours:
@@ -155,8 +178,10 @@ def colour_region(image: np.ndarray, box: Box, faces: Sequence[Box] = (), tolera
     region_colour, other = centres[int(np.argmax(votes))], centres[1 - int(np.argmax(votes))]
     near = np.linalg.norm(lab - region_colour, axis=2)
     similar = (near < tolerance) & (near < np.linalg.norm(lab - other, axis=2))
+    skin_like = np.zeros((h, w), bool)
     if skin.any():
-        similar &= near < np.linalg.norm(lab - np.median(lab[skin], axis=0), axis=2)
+        skin_like = np.linalg.norm(lab - np.median(lab[skin], axis=0), axis=2) <= near
+        similar &= ~skin_like
     if faces and float(np.median(np.abs(lab[core][:, 1:]).sum(axis=1))) < 4.0:
         # in a black-and-white photo the shadowed side of a face is as near the hair as the hair is
         raise ValueError("a black-and-white photo: its hair cannot be told from the skin beside it by colour")
@@ -171,12 +196,26 @@ def colour_region(image: np.ndarray, box: Box, faces: Sequence[Box] = (), tolera
     region = np.isin(labels, sorted(seeds)) & (labels > 0)
     if not region.any():
         return similar & core
+    if skin.any():
+        apart = float(np.linalg.norm(np.median(lab[region], axis=0) - np.median(lab[skin], axis=0)))
+        if apart < MIN_REGION_SKIN_CONTRAST:
+            # grey hair beside a pale temple: what the colours give is mostly skin, and recolouring it paints the face
+            raise ValueError(
+                f"the region found by colour is as skin-coloured as the face (CIELAB distance {apart:.1f}, at least "
+                f"{MIN_REGION_SKIN_CONTRAST:.0f} needed): its hair cannot be told from the skin beside it"
+            )
     # its highlights and strands of the other colour are the region too: close small gaps, fill the holes it
     # encloses (what the image's border cannot reach without crossing it)
     # (a highlight at the crown opens to the light wall behind through a gap as wide as a tenth of the region)
     side = max(11, round(0.2 * min(box[2] - box[0], box[3] - box[1])) | 1)
     closed = cv2.morphologyEx(region.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((side, side), np.uint8)).astype(bool)
-    return fill_holes(closed) & reach & ~skin
+    # what closing and filling add on the face (a forehead below a fringe, a cheek in shadow) is skin where it
+    # looks more like skin; above the face a highlight of the hair may look so too, and stays
+    face_area = np.zeros((h, w), bool)
+    for fx0, fy0, fx1, fy1 in faces:
+        margin = (fx1 - fx0) / 8
+        face_area[box_cells((fx0 - margin, fy0 + (fy1 - fy0) / 8, fx1 + margin, fy1), h, w)] = True
+    return fill_holes(closed) & reach & ~skin & ~(skin_like & face_area & ~region)
 
 
 SHRINK_ONLY = JitterParams(resize_px=(-3, 0))

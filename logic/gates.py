@@ -47,14 +47,19 @@ def _subject_parts(kept: np.ndarray, protected: Sequence[Box]) -> np.ndarray:
 
 
 def mask_measurements(
-    mask: np.ndarray, subject_box: Box, old_boxes: Sequence[Box] = (), protected: dict[str, Box] | None = None
+    mask: np.ndarray,
+    subject_box: Box,
+    old_boxes: Sequence[Box] = (),
+    protected: dict[str, Box] | None = None,
+    objects: dict[str, np.ndarray] | None = None,
 ) -> dict[str, float]:
     """``mask_area``: the share of the image the mask covers; ``subject_in_mask``: the share of the subject's
     box it covers (the subject must stay recognisable); with the ``protected`` regions (the middle of a face,
     the body below it, a held object: what the edit must leave), ``in_mask:<name>`` for each and
     ``protected_in_mask``, the largest; with the boxes of what the old value names (the flag of "a flag and a
     backdrop"), ``old_kept``: the share of them left in view as fragments apart from the subject (a flag box
-    reaching behind the subject's shoulder is not left in view where the subject covers it)."""
+    reaching behind the subject's shoulder is not left in view where the subject covers it); with the pixels of
+    objects standing before the old background (a tripod), ``replaced:<name>``: the share of each the mask covers."""
     inside = _box_pixels(mask, subject_box)
     measured = {
         "mask_area": round(float(mask.mean()), 6),
@@ -65,6 +70,8 @@ def mask_measurements(
         measured[f"in_mask:{name}"] = round(float(covered.mean()) if covered.size else 0.0, 6)
     if protected:
         measured["protected_in_mask"] = max(measured[f"in_mask:{n}"] for n in protected)
+    for name, pixels in (objects or {}).items():
+        measured[f"replaced:{name}"] = round(float(mask[pixels].mean()) if pixels.any() else 0.0, 6)
     if old_boxes:
         named = np.zeros_like(mask)
         for box in old_boxes:
@@ -80,6 +87,7 @@ def mask_verdict(
     max_subject: float | None,
     max_old_kept: float,
     max_protected: float = 1.0,
+    max_cut: float = 0.5,
 ) -> str | None:
     """Why a mask is degenerate for its edit kind (too small to show the change, so large it is a new image,
     swallowing the subject or what it holds, or leaving the old value in view), or None."""
@@ -91,6 +99,12 @@ def mask_verdict(
     worst = max(((v, k[8:]) for k, v in measured.items() if k.startswith("in_mask:")), default=None)
     if worst is not None and worst[0] > max_protected:
         return f"mask covers {worst[0]:.0%} of the {worst[1]} (at most {max_protected:.0%}): the edit would change it"
+    for key, share in sorted(measured.items()):
+        if key.startswith("replaced:") and max_cut < share < 1 - max_cut:
+            return (
+                f"the new background's outline cuts the {key[9:]} in two ({share:.0%} of it replaced; an object is "
+                f"kept or replaced whole, at most {max_cut:.0%} of it either way)"
+            )
     if measured.get("old_kept", 0.0) > max_old_kept:
         return f"{measured['old_kept']:.1%} of what the old value names stays in view (at most {max_old_kept:.1%})"
     return None

@@ -17,7 +17,7 @@ from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.backends.protocols import Segmenter
 from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import BackendRef, Candidate, Grounding, IngestedSource, MaskRecord
-from perceptforge.logic.edit_region import edit_mask, protected_regions
+from perceptforge.logic.edit_region import edit_mask, protected_regions, standing_objects
 from perceptforge.logic.gates import mask_measurements, mask_verdict
 from perceptforge.logic.ids import unit_rng
 from perceptforge.logic.templates import Template
@@ -29,7 +29,12 @@ from perceptforge.tasks.runner import StageRunner, Unit, unit_record
 
 
 def gate_mask(
-    template: Template, mask: np.ndarray, grounding: Grounding, old_value: str, gates: Gates
+    template: Template,
+    mask: np.ndarray,
+    grounding: Grounding,
+    old_value: str,
+    gates: Gates,
+    objects: dict[str, np.ndarray] | None = None,
 ) -> dict[str, float]:
     """The mask's measurements; QualityGate (carrying them) when the mask is degenerate for its edit kind."""
     kind = template.edit_kind.value
@@ -40,7 +45,7 @@ def gate_mask(
         else []
     )
     protected = protected_regions(grounding) if kind == "background_substitution" else {}
-    measured = mask_measurements(mask, grounding.subject.box.xyxy, old_boxes, protected)
+    measured = mask_measurements(mask, grounding.subject.box.xyxy, old_boxes, protected, objects)
     span = gates.mask_area.get(kind)
     reason = mask_verdict(
         measured,
@@ -48,6 +53,7 @@ def gate_mask(
         gates.max_subject_in_mask.get(kind),
         gates.max_old_kept,
         gates.max_protected_in_mask,
+        gates.max_object_cut,
     )
     if reason:
         raise QualityGate(reason, measured)
@@ -72,8 +78,13 @@ def make_mask(
         mask = edit_mask(
             template, grounding, image, candidate.idea.old, segmenter, rng, rendering.region if rendering else None
         )
+        objects = (
+            {r.label: segmenter.box_mask(image, r.box.xyxy) for r in standing_objects(grounding)}
+            if template.edit_kind.value == "background_substitution"
+            else {}
+        )
     try:
-        measured = gate_mask(template, mask, grounding, candidate.idea.old, gates) if mask is not None else {}
+        measured = gate_mask(template, mask, grounding, candidate.idea.old, gates, objects) if mask is not None else {}
     except QualityGate as exc:  # keep the rejected mask so the report can show it
         assert mask is not None
         exc.evidence = {"natural": source.stored, "mask": run.store_mask(mask).path}

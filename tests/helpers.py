@@ -6,7 +6,13 @@ import numpy as np
 from PIL import Image
 
 # Gates that let every mask through: for tests of the stages after the mask, not of the gates.
-OPEN_GATES = {"mask_area": {}, "max_subject_in_mask": {}, "max_old_kept": 1.0, "max_protected_in_mask": 1.0}
+OPEN_GATES = {
+    "mask_area": {},
+    "max_subject_in_mask": {},
+    "max_old_kept": 1.0,
+    "max_protected_in_mask": 1.0,
+    "max_object_cut": 0.5,
+}
 
 
 def perceptforge_cmd() -> list[str]:

@@ -84,6 +84,21 @@ def test_a_black_and_white_photo_has_no_colour_region_to_recolour():
         colour_region(head_image(grey=True), (28.0, 12.0, 72.0, 40.0), [(33.0, 30.0, 67.0, 90.0)])
 
 
+def test_grey_hair_beside_a_pale_temple_is_refused_not_painted_on_the_face():
+    """Grey hair at the side of a face, in a box that catches the temple too: by colour the region found is
+    mostly the temple's skin, and recolouring it would paint the face."""
+    import pytest
+
+    from perceptforge.logic.edit_region import colour_region
+
+    image = np.zeros((100, 100, 3), np.uint8)
+    image[:] = (60, 90, 170)  # a blue backdrop
+    image[20:90, 30:70] = (215, 180, 165)  # the face
+    image[30:70, 24:29] = (200, 190, 185)  # thin grey hair at its side
+    with pytest.raises(ValueError, match="as skin-coloured as the face"):
+        colour_region(image, (22.0, 28.0, 36.0, 72.0), [(28.0, 20.0, 72.0, 90.0)])
+
+
 def test_a_partly_recoloured_region_fails_its_gate():
     from PIL import Image
 

@@ -180,3 +180,21 @@ def test_clip_gate_measures_new_against_old_and_stops_an_unfaithful_edit(tmp_pat
     lenient = Gates(min_inside_change=0, max_outside_change=255, clip=ClipGate(model="x", margin=-2.0))
     assert isinstance(gate.fn((record, candidate), lenient, scorer, run.path), int)
     assert json.loads(run.sub("gates", f"{candidate.unit}.json").read_text())["passed"]
+
+
+def test_an_object_standing_before_the_old_background_is_kept_or_replaced_whole():
+    """A tripod before the subject, half of it under the new scene, would stand on nothing: the mask is refused
+    with the share replaced; kept whole, or replaced whole, it passes."""
+    from perceptforge.logic.gates import mask_measurements, mask_verdict
+
+    tripod = np.zeros((20, 20), bool)
+    tripod[10:20, 8:10] = True
+    for rows, share, refused in ((slice(15, 20), 0.5, True), (slice(0, 0), 0.0, False), (slice(0, 20), 1.0, False)):
+        mask = np.zeros((20, 20), bool)
+        mask[rows] = True
+        measured = mask_measurements(mask, (0, 0, 10, 10), objects={"tripod": tripod})
+        assert measured["replaced:tripod"] == share
+        verdict = mask_verdict(measured, None, None, 1.0, 1.0, 0.05)
+        assert (verdict is not None) == refused
+        if refused:
+            assert "cuts the tripod in two (50% of it replaced" in verdict
