@@ -116,6 +116,24 @@ def box_cells(box: Box, height: int, width: int) -> tuple[slice, slice]:
     return rows, slice(max(0, int(x0)), min(width, int(np.ceil(x1))))
 
 
+def subject_parts(kept: np.ndarray, protected: Sequence[Box]) -> np.ndarray:
+    """The kept pixels connected to a protected region (the subject's face, body, what it holds), or the largest
+    kept part when none is given: what stays because it is the subject, not a fragment of the old background."""
+    import cv2
+
+    count, labels = cv2.connectedComponents(kept.astype(np.uint8), connectivity=8)
+    if count <= 1:
+        return kept
+    touching: set[int] = set()
+    for box in protected:
+        touching |= set(np.unique(labels[box_cells(box, *labels.shape)]).tolist())
+    touching.discard(0)
+    if not touching:
+        sizes = np.bincount(labels.ravel())[1:]
+        touching = {int(np.argmax(sizes)) + 1}
+    return np.isin(labels, sorted(touching))
+
+
 def fill_holes(mask: np.ndarray, max_area: float | None = None) -> np.ndarray:
     """``mask`` with the holes it encloses filled: the parts outside it that the image's border cannot reach
     without crossing it (4-connected), each of at most ``max_area`` pixels when given."""
@@ -303,7 +321,10 @@ def edit_mask(
         held = held_regions(grounding)
         for region_ in held:  # the helmet she holds stays with her, whole; its box's corners are not it
             keep = keep | (segmenter.box_mask(image, region_.box.xyxy) & inscribed_ellipse(region_.box.xyxy, h, w))
-        mask = ~subject_only(keep, [box, *(r.box.xyxy for r in held)])
+        kept = subject_only(keep, [box, *(r.box.xyxy for r in held)])
+        # a star of the flag GrabCut kept beside her head is not her: only what is joined to her face, body or
+        # what she holds stays
+        mask = ~subject_parts(kept, list(protected_regions(grounding).values()))
     elif region is not None:  # a region named by its label (hair, perhaps on both sides of a cap): its own colour
         faces = [r.box.xyxy for r in grounding.regions if r.role == "face"]
         named = [r.box.xyxy for r in grounding.regions if r.label.lower() == region.lower()]

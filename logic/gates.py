@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image
 
+from perceptforge.logic.edit_region import subject_parts
 from perceptforge.logic.hash_index import HashIndex, hamming  # noqa: F401  (the gates' distance)
 
 
@@ -26,24 +27,6 @@ def _box_pixels(mask: np.ndarray, box: Box) -> np.ndarray:
     h, w = mask.shape
     x0, y0, x1, y1 = (int(round(v)) for v in box)
     return mask[max(0, y0) : min(h, y1), max(0, x0) : min(w, x1)]
-
-
-def _subject_parts(kept: np.ndarray, protected: Sequence[Box]) -> np.ndarray:
-    """The kept pixels connected to a protected region (the subject's face, body, what it holds), or the largest
-    kept part when none is given: what stays because it is the subject, not a fragment of the old background."""
-    import cv2
-
-    count, labels = cv2.connectedComponents(kept.astype(np.uint8), connectivity=8)
-    if count <= 1:
-        return kept
-    touching: set[int] = set()
-    for box in protected:
-        touching |= set(np.unique(_box_pixels(labels, box)).tolist())
-    touching.discard(0)
-    if not touching:
-        sizes = np.bincount(labels.ravel())[1:]
-        touching = {int(np.argmax(sizes)) + 1}
-    return np.isin(labels, sorted(touching))
 
 
 def mask_measurements(
@@ -70,15 +53,30 @@ def mask_measurements(
         measured[f"in_mask:{name}"] = round(float(covered.mean()) if covered.size else 0.0, 6)
     if protected:
         measured["protected_in_mask"] = max(measured[f"in_mask:{n}"] for n in protected)
+    if old_boxes or protected:  # a background edit: how ragged the kept subject's outline is
+        measured["ragged_outline"] = ragged_outline(~mask, subject_box)
     for name, pixels in (objects or {}).items():
         measured[f"replaced:{name}"] = round(float(mask[pixels].mean()) if pixels.any() else 0.0, 6)
     if old_boxes:
         named = np.zeros_like(mask)
         for box in old_boxes:
             _box_pixels(named, box)[...] = True
-        stray = ~mask & ~_subject_parts(~mask, list((protected or {}).values()))
+        stray = ~mask & ~subject_parts(~mask, list((protected or {}).values()))
         measured["old_kept"] = round(float((named & stray).sum() / max(1, named.sum())), 6)
     return measured
+
+
+def ragged_outline(keep: np.ndarray, subject_box: Box, share: float = 0.07) -> float:
+    """The share of the kept subject that closing its outline with a disc ``share`` of the subject box's shorter
+    side would add: the bites segmentation takes out of a sleeve or a collar ring, and the holes it leaves in a
+    strap, which show the new scene through the subject. A clean outline adds little (its armpits, its neck)."""
+    import cv2
+
+    x0, y0, x1, y1 = subject_box
+    side = max(3, round(share * min(x1 - x0, y1 - y0)) | 1)
+    disc = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (side, side))
+    closed = cv2.morphologyEx(keep.astype(np.uint8), cv2.MORPH_CLOSE, disc).astype(bool)
+    return round(float((closed & ~keep).sum() / max(1, keep.sum())), 6)
 
 
 def mask_verdict(
@@ -88,6 +86,7 @@ def mask_verdict(
     max_old_kept: float,
     max_protected: float = 1.0,
     max_cut: float = 0.5,
+    max_ragged: float = 1.0,
 ) -> str | None:
     """Why a mask is degenerate for its edit kind (too small to show the change, so large it is a new image,
     swallowing the subject or what it holds, or leaving the old value in view), or None."""
@@ -105,6 +104,11 @@ def mask_verdict(
                 f"the new background's outline cuts the {key[9:]} in two ({share:.0%} of it replaced; an object is "
                 f"kept or replaced whole, at most {max_cut:.0%} of it either way)"
             )
+    if measured.get("ragged_outline", 0.0) > max_ragged:
+        return (
+            f"the subject's outline is ragged: closing it would add {measured['ragged_outline']:.1%} of it (at most "
+            f"{max_ragged:.1%}); the new scene would show through bites and holes in the subject"
+        )
     if measured.get("old_kept", 0.0) > max_old_kept:
         return f"{measured['old_kept']:.1%} of what the old value names stays in view (at most {max_old_kept:.1%})"
     return None

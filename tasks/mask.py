@@ -54,6 +54,7 @@ def gate_mask(
         gates.max_old_kept,
         gates.max_protected_in_mask,
         gates.max_object_cut,
+        gates.max_ragged_outline,
     )
     if reason:
         raise QualityGate(reason, measured)
@@ -74,21 +75,33 @@ def make_mask(
     rng = unit_rng(seed, candidate.unit + ":edit")
     image = np.asarray(load_rgb(run.sub(source.stored)))
     rendering = candidate.idea.rendering
+    background = template.edit_kind.value == "background_substitution"
     with device_lock(device):
-        mask = edit_mask(
-            template, grounding, image, candidate.idea.old, segmenter, rng, rendering.region if rendering else None
-        )
         objects = (
-            {r.label: segmenter.box_mask(image, r.box.xyxy) for r in standing_objects(grounding)}
-            if template.edit_kind.value == "background_substitution"
-            else {}
+            {r.label: segmenter.box_mask(image, r.box.xyxy) for r in standing_objects(grounding)} if background else {}
         )
-    try:
-        measured = gate_mask(template, mask, grounding, candidate.idea.old, gates, objects) if mask is not None else {}
-    except QualityGate as exc:  # keep the rejected mask so the report can show it
-        assert mask is not None
-        exc.evidence = {"natural": source.stored, "mask": run.store_mask(mask).path}
-        raise
+    # Eq. 1 draws one jitter of the subject's box; segmentation around another may be clean where this one bit
+    # into a sleeve: the next seeded draws are tried, in order, so the same seed gives the same mask
+    for attempt in range(1, (gates.mask_attempts if background else 1) + 1):
+        with device_lock(device):
+            mask = edit_mask(
+                template, grounding, image, candidate.idea.old, segmenter, rng, rendering.region if rendering else None
+            )
+        try:
+            measured = (
+                gate_mask(template, mask, grounding, candidate.idea.old, gates, objects) if mask is not None else {}
+            )
+            if attempt > 1:
+                measured["attempts"] = float(attempt)
+            break
+        except QualityGate as exc:
+            if attempt < (gates.mask_attempts if background else 1):
+                continue
+            assert mask is not None  # keep the rejected mask so the report can show it
+            exc.evidence = {"natural": source.stored, "mask": run.store_mask(mask).path}
+            if attempt > 1:
+                exc.measurements = exc.measurements | {"attempts": float(attempt)}
+            raise
     return MaskRecord(
         unit=candidate.unit,
         mask=run.store_mask(mask) if mask is not None else None,

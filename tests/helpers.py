@@ -12,6 +12,7 @@ OPEN_GATES = {
     "max_old_kept": 1.0,
     "max_protected_in_mask": 1.0,
     "max_object_cut": 0.5,
+    "max_ragged_outline": 1.0,
 }
 
 

@@ -26,7 +26,7 @@ def test_mask_measurements_on_tiny_masks():
     mask[:, :5] = True
     m = mask_measurements(mask, (0, 0, 10, 4), old_boxes=[(0, 0, 2, 10), (8, 0, 10, 10)])
     # the kept right half is one part, the subject's: the old box inside it is covered by the subject
-    assert m == {"mask_area": 0.5, "subject_in_mask": 0.5, "old_kept": 0.0}
+    assert m == {"mask_area": 0.5, "subject_in_mask": 0.5, "old_kept": 0.0, "ragged_outline": 0.0}
     # x = 5..7 stays with the face; the strip x = 9 is a fragment of the old background left in view
     mask[:, 8] = True
     m = mask_measurements(mask, (0, 0, 10, 4), old_boxes=[(8, 0, 10, 10)], protected={"face": (6, 2, 8, 4)})
@@ -45,6 +45,19 @@ def test_mask_measurements_on_tiny_masks():
     assert "outside 60.0%–90.0%" in mask_verdict(m, (0.6, 0.9), None, 1.0)
     assert "covers 50% of the subject's box" in mask_verdict(m, None, 0.4, 1.0)
     assert "50.0% of what the old value names stays in view" in mask_verdict(m, None, None, 0.3)
+
+
+def test_a_bite_out_of_the_subject_makes_its_outline_ragged():
+    """A disc of a subject with a notch bitten out of its side: closing the outline adds the notch back."""
+    from perceptforge.logic.gates import ragged_outline
+
+    yy, xx = np.mgrid[0:500, 0:500]
+    subject = np.hypot(yy - 250, xx - 250) < 200
+    assert ragged_outline(subject, (50, 50, 450, 450)) < 0.002
+    bitten = subject & ~((yy > 238) & (yy < 262) & (xx < 150))  # a bite 23 px wide, 100 px deep
+    assert ragged_outline(bitten, (50, 50, 450, 450)) > 0.015
+    m = mask_measurements(~bitten, (50, 50, 450, 450), protected={"face": (200, 200, 300, 300)})
+    assert "the subject's outline is ragged" in mask_verdict(m, None, None, 1.0, 1.0, 0.5, 0.015)
 
 
 def test_pair_verdict_reads_change_and_clip():

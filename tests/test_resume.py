@@ -49,7 +49,7 @@ def test_sigkill_then_rerun_matches_uninterrupted(sample_dir, tmp_path, cli_env)
     profile.write_text(
         text.replace(
             "gates:\n",
-            "gates:\n  mask_area: {}\n  max_subject_in_mask: {}\n  max_old_kept: 1.0\n  max_protected_in_mask: 1.0\n  max_object_cut: 0.5\n",
+            "gates:\n  mask_area: {}\n  max_subject_in_mask: {}\n  max_old_kept: 1.0\n  max_protected_in_mask: 1.0\n  max_object_cut: 0.5\n  max_ragged_outline: 1.0\n",
         )
     )
     whole = tmp_path / "whole"
