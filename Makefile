@@ -15,11 +15,27 @@ LSVENV := .venv-label-studio
 # ("operator torchvision::nms does not exist"), and lmms-eval's text path runs without it, so it is taken out.
 # filelock 4 dropped the `filelock._api` lmms-eval 0.7.3 imports.
 LMMS   := .venv-lmms-eval
+# VLMEvalKit's own dataset code (its test reads our TSVs with it): the source at commit e8e78f05 from the reference
+# folder beside the checkout (../shared/reference, or $PERCEPTFORGE_REFERENCE), in its own venv. The tarball has no
+# README.md, which its setup.py reads, so it is unpacked into the venv and put on sys.path by a .pth file. Not its
+# requirements.txt (CUDA torch, gradio, lpips, ...): the CPU torch from this machine's disk and what the modules that
+# `import vlmeval.dataset` loads import at module level (vlmeval/__init__ → tools → config → every model class, and
+# every dataset class), plus openpyxl and xlsxwriter for its .xlsx files. torchvision is left out: its wheels are CUDA
+# builds that do not load on the CPU torch, and the test stands in an empty module for it (no image MCQ or Y/N
+# code calls it). Measured on 2 cores: 1 min 36 s and 2.1 GB with an empty pip cache (torch 0.75 GB of it).
+VLMEVALKIT := .venv-vlmevalkit
+PERCEPTFORGE_REFERENCE ?= $(CURDIR)/../shared/reference
+VLMEVALKIT_SRC := $(PERCEPTFORGE_REFERENCE)/vlmevalkit/VLMEvalKit-e8e78f05.tar.gz
+VLMEVALKIT_DEPS := 'torch==2.13.0' accelerate av datasets decord filelock huggingface_hub imageio jieba joblib \
+	json_repair 'levenshtein>=0.27.1' math-verify 'antlr4-python3-runtime==4.11.1' networkx nltk num2words numpy openai \
+	opencv-python-headless openpyxl pandas pillow portalocker 'pylatexenc==2.10' pyyaml qwen-vl-utils regex requests \
+	rouge rouge_score scikit-learn scipy sty sympy tabulate termcolor timeout-decorator tqdm transformers urllib3 \
+	validators xlsxwriter
 LS_PORT ?= 8080
 LS_DOCUMENT_ROOT ?= $(CURDIR)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint install install-dev llama-server label-studio label-studio-venv lmms-eval-venv chromium clean-venv
+.PHONY: demo test lint install install-dev llama-server label-studio label-studio-venv lmms-eval-venv vlmevalkit-venv chromium clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +65,20 @@ $(LMMS)/.installed:
 	$(LMMS)/bin/pip uninstall -q -y torchvision
 	touch $@
 
+ifneq ($(wildcard $(VLMEVALKIT_SRC)),)
+$(VLMEVALKIT)/.installed: $(VLMEVALKIT_SRC)
+	$(PYTHON) -m venv $(VLMEVALKIT)
+	$(VLMEVALKIT)/bin/pip install -q 'torch==2.13.0'
+	$(VLMEVALKIT)/bin/pip install -q $(VLMEVALKIT_DEPS)
+	rm -rf $(VLMEVALKIT)/src && mkdir -p $(VLMEVALKIT)/src && tar -xzf $(VLMEVALKIT_SRC) -C $(VLMEVALKIT)/src
+	$(VLMEVALKIT)/bin/python -c 'import site, sys; open(site.getsitepackages()[0] + "/vlmevalkit.pth", "w").write(sys.argv[1] + "\n")' \
+	  $(abspath $(VLMEVALKIT))/src/VLMEvalKit
+	touch $@
+else
+$(VLMEVALKIT)/.installed:
+	@echo "no VLMEvalKit source at $(VLMEVALKIT_SRC): $(VLMEVALKIT) not built (tests/test_vlmevalkit_run.py skips)"
+endif
+
 # The labeling-UI test drives Debian's chromium (Playwright, no browser download).
 chromium:
 	@command -v chromium >/dev/null || { \
@@ -60,6 +90,7 @@ install-dev: $(VENV)/.installed-dev
 llama-server: $(LLAMA)/.installed
 label-studio-venv: $(LSVENV)/.installed
 lmms-eval-venv: $(LMMS)/.installed
+vlmevalkit-venv: $(VLMEVALKIT)/.installed
 
 # A real Label Studio on 127.0.0.1:$(LS_PORT), serving images from under $(LS_DOCUMENT_ROOT); Ctrl-C stops it.
 label-studio: $(VENV)/.installed-core $(LSVENV)/.installed
@@ -76,8 +107,9 @@ lint: $(VENV)/.installed-dev
 	mkdir -p build/mypy && ln -sfn $(CURDIR) build/mypy/perceptforge
 	MYPYPATH=build/mypy $(BIN)/mypy -p perceptforge
 
-test: lint $(VENV)/.installed-dev $(LLAMA)/.installed $(LSVENV)/.installed $(LMMS)/.installed chromium
+test: lint $(VENV)/.installed-dev $(LLAMA)/.installed $(LSVENV)/.installed $(LMMS)/.installed \
+	$(VLMEVALKIT)/.installed chromium
 	$(BIN)/python -m pytest
 
 clean-venv:
-	rm -rf $(VENV) $(LLAMA) $(LSVENV) $(LMMS)
+	rm -rf $(VENV) $(LLAMA) $(LSVENV) $(LMMS) $(VLMEVALKIT)

@@ -23,7 +23,8 @@ def export(
     formats: str = typer.Option(
         "jsonl,parquet,vlmevalkit,lmms-eval",
         "--formats",
-        help="comma-separated: jsonl, parquet, vlmevalkit (mcq.tsv, yorn.tsv), lmms-eval (task over the Parquet)",
+        help="comma-separated: jsonl, parquet, vlmevalkit (<name>_MCQ.tsv, <name>_YORN.tsv, vlmevalkit_config.json), "
+        "lmms-eval (task over the Parquet)",
     ),
     only_verified: bool = typer.Option(False, "--only-verified", help="only items both annotators accepted"),
     seed: int = typer.Option(0, "--seed", help="seed of the val/test assignment"),

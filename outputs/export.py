@@ -225,15 +225,46 @@ def write_hf_parquet(
 
 MCQ_KINDS = ("single_mcq", "cross_mcq", "absent_mcq")
 TSV_COLUMNS = ["index", "id", "image", "question", "answer", "category", "l2-category", "split", "kind", "level"]
+VLMEVALKIT_CONFIG = "vlmevalkit_config.json"
 
 
-def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path) -> list[Path]:
-    """VLMEvalKit's TSV layouts, base64 images inline, one ``index`` sequence across both files:
+def vlmevalkit_names(name: str) -> tuple[str, str]:
+    """The VLMEvalKit dataset names of an export called ``name``: ``<name>_MCQ`` and ``<name>_YORN`` (anything
+    but letters, digits, ``_`` and ``-`` made ``_``). VLMEvalKit reads dataset ``X`` from ``$LMUData/X.tsv``, so
+    the files carry these names and need no renaming."""
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_-") or "perceptforge"
+    return f"{stem}_MCQ", f"{stem}_YORN"
 
-    - ``mcq.tsv`` (its MCQ type: options ``A…E``, answer a letter): single, cross and absent MCQs; a
+
+def vlmevalkit_config(name: str) -> dict:
+    """The ``data`` section of a config for VLMEvalKit's ``run.py --config`` (the ``model`` section is the
+    user's), naming each TSV's dataset class.
+
+    VLMEvalKit's ``build_dataset(name)`` (``vlmeval/dataset/__init__.py``), for a name it does not list, reads
+    ``$LMUData/<name>.tsv`` and takes it as ``CustomMCQDataset`` if it has columns ``A`` and ``B``, else as
+    ``CustomVQADataset``: it never picks ``ImageYORNDataset`` for a name of ours, so ``--data <name>_YORN`` alone
+    would score the Y/N file as open VQA. Its config names the class: ``run.py``'s ``build_dataset_from_config``
+    does ``getattr(vlmeval.dataset, cfg["class"])(**valid_params)`` with the entry's other keys (``dataset``);
+    ``ImageYORNDataset(dataset=<name>_YORN)`` then loads ``$LMUData/<name>_YORN.tsv`` (no md5 to match) and
+    evaluates Yes/No. The same section, passed as ``run.py --data-config '<JSON>'`` with ``--data`` and
+    ``--model``, does the same (open-compass/VLMEvalKit run.py at e8e78f05, ``build_dataset_from_cli``)."""
+    mcq, yorn = vlmevalkit_names(name)
+    return {
+        "data": {
+            mcq: {"class": "CustomMCQDataset", "dataset": mcq},
+            yorn: {"class": "ImageYORNDataset", "dataset": yorn},
+        }
+    }
+
+
+def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path, name: str = "perceptforge-mvp") -> list[Path]:
+    """VLMEvalKit's TSV layouts, base64 images inline, one ``index`` sequence across both files, named as
+    ``vlmevalkit_names(name)`` says, and ``vlmevalkit_config.json`` naming each file's dataset class:
+
+    - ``<name>_MCQ.tsv`` (its MCQ type: options ``A…E``, answer a letter): single, cross and absent MCQs; a
       cross-image item's ``image`` is VLMEvalKit's list of two images, natural first;
-    - ``yorn.tsv`` (its Y/N type, MME's columns: answer ``Yes`` / ``No``): each Yes/No pair as two rows, one
-      per image, with ids ``<item id>#natural`` and ``<item id>#manipulated`` as our scorer keys them.
+    - ``<name>_YORN.tsv`` (its Y/N type, MME's columns: answer ``Yes`` / ``No``): each Yes/No pair as two rows,
+      one per image, with ids ``<item id>#natural`` and ``<item id>#manipulated`` as our scorer keys them.
 
     ``kind`` and ``level`` keep what our scorer groups by, so a TSV scores exactly like the JSONL split.
     An image (or a cross row's pair of images) is inlined once per file; a later row showing it names the first
@@ -242,7 +273,9 @@ def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path) -> list[Path]:
     """
     import csv
 
-    with atomic_file(out / "mcq.tsv", "w") as mcq, atomic_file(out / "yorn.tsv", "w") as yorn:
+    mcq_name, yorn_name = vlmevalkit_names(name)
+    mcq_path, yorn_path = out / f"{mcq_name}.tsv", out / f"{yorn_name}.tsv"
+    with atomic_file(mcq_path, "w") as mcq, atomic_file(yorn_path, "w") as yorn:
         mcq_rows = csv.writer(mcq, delimiter="\t", lineterminator="\n")
         yorn_rows = csv.writer(yorn, delimiter="\t", lineterminator="\n")
         mcq_rows.writerow([*TSV_COLUMNS[:4], *LETTERS, *TSV_COLUMNS[4:]])
@@ -272,14 +305,17 @@ def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path) -> list[Path]:
                 mcq_rows.writerow([index, item.id, image, q.question, *options, q.answer, *tail])
                 index += 1
             elif q.kind == "yes_no_pair":
-                for name, ref, answer in (
+                for image_name, ref, answer in (
                     ("natural", item.pair.natural, q.answer_natural),
                     ("manipulated", item.pair.manipulated, q.answer_manipulated),
                 ):
                     image = single("yorn", index, item, ref)
-                    yorn_rows.writerow([index, f"{item.id}#{name}", image, q.question, answer.capitalize(), *tail])
+                    yorn_rows.writerow(
+                        [index, f"{item.id}#{image_name}", image, q.question, answer.capitalize(), *tail]
+                    )
                     index += 1
-    return [out / "mcq.tsv", out / "yorn.tsv"]
+    config = write_json(out / VLMEVALKIT_CONFIG, vlmevalkit_config(name))
+    return [mcq_path, yorn_path, config]
 
 
 def write_lmms_eval_task(parquet: list[Path], out: Path, name: str, version: str) -> list[Path]:
@@ -351,7 +387,7 @@ def export_split(
         if "lmms-eval" in formats:
             written += write_lmms_eval_task(parquet, out, name, version)
     if "vlmevalkit" in formats:
-        written += write_vlmevalkit_tsv(items, splits, run_dir, out)
+        written += write_vlmevalkit_tsv(items, splits, run_dir, out, name)
     counts = Counter(splits.values())
     counts.update(f"{splits[i.id]}/{i.category.low}" for i in items)
     profile_path = run_dir / "profile.yaml"
@@ -488,6 +524,15 @@ def data_card(
         "decoded); score predictions with `perceptforge score perceptforge --data val.jsonl --predictions PRED.jsonl`.",
         "",
     ]
+    if any(f.path == VLMEVALKIT_CONFIG for f in manifest.files):
+        mcq, yorn = vlmevalkit_names(manifest.name)
+        lines += [
+            f"VLMEvalKit: copy `{mcq}.tsv` and `{yorn}.tsv` into `$LMUData`, add your model to",
+            f'`{VLMEVALKIT_CONFIG}` (`"model": {{"<model>": {{}}}}`) and run `python run.py --config '
+            f"{VLMEVALKIT_CONFIG}`: the config makes",
+            f"`{yorn}` a Y/N dataset (`ImageYORNDataset`), which VLMEvalKit cannot tell from the file alone.",
+            "",
+        ]
     front = (
         card_front_matter(manifest, only_verified, license)
         if any(f.path.startswith("data/") for f in manifest.files)

@@ -10,15 +10,20 @@ from PIL import Image
 
 from perceptforge.data.schema import BenchmarkItem
 from perceptforge.errors import InputError
-from perceptforge.outputs.export import export_split
+from perceptforge.outputs.export import export_split, vlmevalkit_names
 from perceptforge.scorer.benchmarks import perceptforge as pf_scorer
 from perceptforge.store.rundir import RunDir
 
 SHA = "b" * 64
 CATS = [("behaviour", "B3", "Behaviour-Object Association"), ("scenario", "S1", "Scenario-Background")]
+# the VLMEvalKit files of an export with the default name: VLMEvalKit reads dataset X from $LMUData/X.tsv
+MCQ_TSV, YORN_TSV = "perceptforge-mvp_MCQ.tsv", "perceptforge-mvp_YORN.tsv"
 
 
-def make_run(tmp_path, n_per_cat=4):
+def make_run(tmp_path, n_per_cat=4, five_questions=False):
+    """A run of ``n_per_cat`` pairs per category, three questions per pair (single MCQ, cross MCQ, Yes/No);
+    ``five_questions``: a real unit's five (Yes/No and cross MCQ each at the low and the high level), so that
+    two questions show the same image(s)."""
     run = RunDir(tmp_path / "run")
     run.path.mkdir(parents=True, exist_ok=True)
     (run.path / "run.json").write_text('{"flow": "mvp"}')  # what every run directory records: its family
@@ -49,6 +54,23 @@ def make_run(tmp_path, n_per_cat=4):
                     "answer_manipulated": "yes",
                 },
             ]
+            if five_questions:
+                questions += [
+                    {
+                        "kind": "yes_no_pair",
+                        "question": "Is the woman threatening someone?",
+                        "level": "high",
+                        "answer_natural": "no",
+                        "answer_manipulated": "yes",
+                    },
+                    {
+                        "kind": "cross_mcq",
+                        "question": "Which aspect of the pair of images differs?",
+                        "options": ["The behaviour.", "The scenario.", "The identity."],
+                        "answer": "AB"[_c],
+                        "level": "high",
+                    },
+                ]
             for j, q in enumerate(questions):
                 item = BenchmarkItem.model_validate(
                     {
@@ -82,8 +104,9 @@ def test_export_is_byte_identical_and_stratified(tmp_path):
         "test.jsonl",
         "data/val.parquet",
         "data/test.parquet",
-        "mcq.tsv",
-        "yorn.tsv",
+        MCQ_TSV,
+        YORN_TSV,
+        "vlmevalkit_config.json",
         "manifest.json",
         "README.md",
     ):
@@ -93,6 +116,12 @@ def test_export_is_byte_identical_and_stratified(tmp_path):
     c = export_split(run, tmp_path / "c", seed=2)
     assert (tmp_path / "c" / "val.jsonl").read_bytes() != (tmp_path / "a" / "val.jsonl").read_bytes()
     assert c.templates == {"B3": 1, "S1": 1} and c.models == {"llm": "template"}
+
+
+def test_vlmevalkit_files_are_named_after_the_export():
+    assert vlmevalkit_names("perceptforge-mvp") == ("perceptforge-mvp_MCQ", "perceptforge-mvp_YORN")
+    assert vlmevalkit_names("My bench / v2") == ("My_bench_v2_MCQ", "My_bench_v2_YORN")  # a file name, one word
+    assert vlmevalkit_names("//") == ("perceptforge_MCQ", "perceptforge_YORN")
 
 
 def test_only_verified_and_bad_run(tmp_path):
@@ -180,19 +209,27 @@ def test_tsv_and_jsonl_round_trip_through_scorer(tmp_path):
 
     out = tmp_path / "s"
     export_split(make_run(tmp_path), out)
-    tsvs = [out / "mcq.tsv", out / "yorn.tsv"]
+    tsvs = [out / MCQ_TSV, out / YORN_TSV]
     tsv_rows = pf_scorer.read_data(tsvs)
     jsonl = [out / "val.jsonl", out / "test.jsonl"]
     strip = lambda rows: sorted((r | {"question": r["question"]} for r in rows), key=lambda r: r["id"])  # noqa: E731
     json_rows = pf_scorer.read_data(jsonl)
     assert {r["kind"] for r in tsv_rows} == {"single_mcq", "cross_mcq", "yes_no_pair"}
     assert strip(tsv_rows) == strip(json_rows)  # nothing lost or changed on the way through the TSVs
-    yorn = pd.read_csv(out / "yorn.tsv", sep="\t")
+    yorn = pd.read_csv(out / YORN_TSV, sep="\t")
     assert set(yorn["answer"]) == {"Yes", "No"} and len(yorn) == 16  # two rows per pair
-    mcq = pd.read_csv(out / "mcq.tsv", sep="\t")
+    mcq = pd.read_csv(out / MCQ_TSV, sep="\t")
     cross = mcq[mcq["kind"] == "cross_mcq"].iloc[0]
     assert cross["image"].startswith("['") and len(eval(cross["image"])) == 2  # VLMEvalKit's list of images
     assert sorted([*mcq["index"], *yorn["index"]]) == list(range(32))  # one index sequence across both
+    # VLMEvalKit's run.py --config: the class of each file's dataset (its build_dataset cannot tell Y/N by the file)
+    assert json.loads((out / "vlmevalkit_config.json").read_text()) == {
+        "data": {
+            "perceptforge-mvp_MCQ": {"class": "CustomMCQDataset", "dataset": "perceptforge-mvp_MCQ"},
+            "perceptforge-mvp_YORN": {"class": "ImageYORNDataset", "dataset": "perceptforge-mvp_YORN"},
+        }
+    }
+    assert "`perceptforge-mvp_YORN` a Y/N dataset" in (out / "README.md").read_text()
 
     preds = hand_written_predictions(out)
     plain = tmp_path / "p.jsonl"
@@ -324,7 +361,7 @@ def test_score_cli_reads_a_vlmevalkit_workbook_and_writes_csv_and_excel(tmp_path
     out = tmp_path / "s"
     export_split(make_run(tmp_path), out, formats=("jsonl", "vlmevalkit"))
     preds = hand_written_predictions(out)
-    results = pd.concat([pd.read_csv(out / f, sep="\t") for f in ("mcq.tsv", "yorn.tsv")]).drop(columns=["image"])
+    results = pd.concat([pd.read_csv(out / f, sep="\t") for f in (MCQ_TSV, YORN_TSV)]).drop(columns=["image"])
     results["prediction"] = [preds[i] for i in results["id"]]
     results.to_excel(tmp_path / "Model_perceptforge.xlsx", index=False)
     tables, workbook = tmp_path / "t.csv", tmp_path / "t.xlsx"
@@ -333,7 +370,7 @@ def test_score_cli_reads_a_vlmevalkit_workbook_and_writes_csv_and_excel(tmp_path
             *perceptforge_cmd(),
             "score",
             "perceptforge",
-            *("--data", str(out / "mcq.tsv"), "--data", str(out / "yorn.tsv")),
+            *("--data", str(out / MCQ_TSV), "--data", str(out / YORN_TSV)),
             *("--predictions", str(tmp_path / "Model_perceptforge.xlsx")),
             *("--csv", str(tables), "--xlsx", str(workbook)),
         ],

@@ -1,4 +1,5 @@
-"""Our own splits: ``val.jsonl`` / ``test.jsonl`` from ``perceptforge export``, or its VLMEvalKit ``mcq.tsv``.
+"""Our own splits: ``val.jsonl`` / ``test.jsonl`` from ``perceptforge export``, or its VLMEvalKit TSVs
+(``<name>_MCQ.tsv``, ``<name>_YORN.tsv``).
 
 Predictions are ``{id, output}``; a Yes/No pair is asked on both images, so its predictions carry
 ``image: natural|manipulated`` (or ids ``<id>#natural`` / ``<id>#manipulated``). Scored per item kind:
