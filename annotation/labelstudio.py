@@ -100,7 +100,8 @@ class LabelStudio:
         except httpx.TransportError as exc:
             raise ServerGone(
                 f"Label Studio at {self.url} did not answer while {doing}: {type(exc).__name__}; is it running? "
-                "(`make label-studio` starts the local one)"
+                "(`perceptforge annotate serve` starts the local one and the annotators' own, `make label-studio` "
+                "in a checkout)"
             ) from None
         except ApiError as exc:
             status = exc.status_code or 0
@@ -200,8 +201,8 @@ def connect(url: str | None = None, token: str | None = None) -> LabelStudio:
     token = local_setting(token, "LABEL_STUDIO_API_KEY", "token")
     if not url or not token:
         raise PerceptforgeError(
-            "no Label Studio server: start one with `make label-studio`, or set LABEL_STUDIO_URL and "
-            "LABEL_STUDIO_API_KEY (a personal access token or a legacy token)"
+            "no Label Studio server: start one with `perceptforge annotate serve` (`make label-studio` in a "
+            "checkout), or set LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY (a personal access token or a legacy token)"
         )
     parts = urlsplit(url)
     if parts.username or parts.password:  # they would be printed in links and replace the token header

@@ -139,8 +139,8 @@ def add_annotator(venv: Path, email: str, shared: bool = False) -> Path:
     data_dir = state_folder() / "data"
     if not local or not (data_dir / "label_studio.sqlite3").exists():
         raise PerceptforgeError(
-            f"no local Label Studio server in {state_folder()}: start one with `make label-studio` first "
-            "(annotators of another server are added in its own admin pages)"
+            f"no local Label Studio server in {state_folder()}: start one first with `perceptforge annotate serve` "
+            "(`make label-studio` in a checkout); annotators of another server are added in its own admin pages"
         )
     if "@" not in email or email.strip() != email:
         raise PerceptforgeError(f"{email!r} is not an e-mail address: annotators sign in with one")

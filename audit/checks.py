@@ -12,7 +12,7 @@ from typing import Any
 
 from perceptforge.audit.items import AuditItem
 from perceptforge.audit.stats import chi_square
-from perceptforge.logic.hash_index import close_pairs
+from perceptforge.logic.hash_index import close_pairs, hash_int
 
 LETTERS = "ABCDEFGH"
 _WORD = re.compile(r"[a-z0-9]+")
@@ -161,18 +161,14 @@ def option_bias(items: list[AuditItem], t: dict) -> Check:
     )
 
 
-def image_hash(path: str, size: int = 8) -> int:
-    """Difference hash: a grey thumbnail's left-right brightness steps as bits (robust to re-encoding)."""
+def image_hash(path: str) -> int:
+    """Difference hash (``imagehash.dhash``: a 9x8 grey thumbnail's left-right brightness steps as 64 bits, robust
+    to re-encoding and resizing) as an integer for ``close_pairs``."""
+    import imagehash
     from PIL import Image
 
     with Image.open(path) as im:
-        grey = im.convert("L").resize((size + 1, size))
-    px = list(grey.tobytes())  # one byte per pixel in mode L
-    bits = 0
-    for row in range(size):
-        for col in range(size):
-            bits = bits << 1 | (px[row * (size + 1) + col] > px[row * (size + 1) + col + 1])
-    return bits
+        return hash_int(imagehash.dhash(im).hash)
 
 
 def duplicates(items: list[AuditItem], t: dict) -> Check:

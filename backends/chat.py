@@ -1,8 +1,9 @@
 """A small client for any OpenAI-compatible chat-completions endpoint (vLLM, Ollama, llama.cpp, hosted).
 
-Images go as base64 data URLs. Rate limits, timeouts, connection errors and 5xx answers are retried
-with exponential backoff; anything else (a 400, a 401) fails at once with the server's message. The key
-is read from the named environment variable when the client is built and never logged.
+Images go as base64 data URLs. The ``openai`` client retries rate limits, timeouts, connection errors, 408,
+409 and 5xx answers with exponential backoff, honouring Retry-After; when it gives up the error is
+EndpointUnavailable (worth a later run), and anything else (a 400, a 401) fails at once with the server's
+message. The key is read from the named environment variable when the client is built and never logged.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import base64
 import json
 import os
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,7 +76,6 @@ class ChatClient:
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 60.0
     max_retries: int = 4
-    backoff_s: float = 1.0
     temperature: float = 0.0
     seed: int | None = None
     max_tokens: int | None = None
@@ -115,7 +114,11 @@ class ChatClient:
             from openai import OpenAI
 
             key = os.environ.get(self.api_key_env) or "not-needed"  # local servers accept any key
-            self._client = OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=0)
+            # The client's own retries: connection errors, timeouts, 408, 409, 429 and 5xx, with exponential
+            # backoff from 0.5 s (at most 8 s, less up to a quarter at random), or what Retry-After asks for.
+            self._client = OpenAI(
+                base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=self.max_retries
+            )
         return self
 
     def complete(self, text: str, images: Sequence[bytes] = (), response_format: dict | None = None) -> str:
@@ -128,7 +131,8 @@ class ChatClient:
         return self.chat([{"role": "user", "content": content}], response_format)
 
     def chat(self, messages: list[dict], response_format: dict | None = None) -> str:
-        """One completion for a message history (used to send a validation error back to the model)."""
+        """One completion for a message history (used to send a validation error back to the model). The
+        ``openai`` client retries (``max_retries``); what it gives up on that may pass is EndpointUnavailable."""
         import openai
 
         self.load()
@@ -139,35 +143,41 @@ class ChatClient:
             kwargs["max_tokens"] = self.max_tokens
         if response_format:
             kwargs["response_format"] = response_format
-        retryable = (
-            openai.RateLimitError,
-            openai.APITimeoutError,
-            openai.APIConnectionError,
-            openai.InternalServerError,
-        )
-        for attempt in range(self.max_retries + 1):
-            try:
-                with self._slots:
-                    reply = self._client.chat.completions.create(**kwargs)
-                if not getattr(reply, "choices", None):  # a web page or a proxy's answer under HTTP 200
-                    raise PerceptforgeError(
-                        f"{self.base_url}: the answer is not a chat completion: {str(reply)[:80]!r}"
-                    )
-                self.usage.add(getattr(reply, "usage", None))
-                return reply.choices[0].message.content or ""
-            except retryable as exc:
-                if attempt == self.max_retries:
-                    raise EndpointUnavailable(
-                        f"{self.base_url}: gave up after {attempt + 1} tries: {type(exc).__name__}: {exc}"
-                    ) from None
-                time.sleep(self.backoff_s * 2**attempt)
-            except openai.APIStatusError as exc:
+        try:
+            with self._slots:  # held through the client's retries: a slot is a request until it is answered
+                reply = self._client.chat.completions.create(**kwargs)
+        except openai.APIStatusError as exc:
+            if exc.status_code not in RETRIED_STATUSES:  # a 400, a 401: the client did not retry it
                 raise PerceptforgeError(f"{self.base_url}: HTTP {exc.status_code}: {exc.message}") from None
-        raise AssertionError("unreachable")
+            raise self._gave_up(exc) from None
+        except openai.APIConnectionError as exc:  # APITimeoutError too
+            raise self._gave_up(exc) from None
+        if not getattr(reply, "choices", None):  # a web page or a proxy's answer under HTTP 200
+            raise PerceptforgeError(f"{self.base_url}: the answer is not a chat completion: {str(reply)[:80]!r}")
+        self.usage.add(getattr(reply, "usage", None))
+        return reply.choices[0].message.content or ""
+
+    def _gave_up(self, exc: Exception) -> EndpointUnavailable:
+        # the client numbers each try in a header of the request it sends; the last one's is the count of retries
+        request = getattr(exc, "request", None)
+        retries = request.headers.get("x-stainless-retry-count") if request is not None else None
+        tries = int(retries) + 1 if retries is not None else self.max_retries + 1
+        said = f"{tries} tries" if tries > 1 else "1 try"
+        return EndpointUnavailable(f"{self.base_url}: gave up after {said}: {type(exc).__name__}: {exc}")
+
+
+# What the openai client retries by status (with connection errors and timeouts): request timeout, lock
+# timeout, rate limit, server errors. Once it gives up on one of them the endpoint may still recover later.
+RETRIED_STATUSES = frozenset({408, 409, 429, *range(500, 600)})
 
 
 class DiskCache:
-    """Replies stored by the hash of what produced them, so a re-run is free and gives the same text."""
+    """Replies stored by the hash of what produced them, so a re-run is free and gives the same text.
+
+    Hand-written on purpose: the openai client keeps no replies, HTTP caches do not keep POST answers, and the
+    key is ours (the model, the prompt file's hash, the text, the seed: ``key``), not the request's bytes; a
+    cache library (diskcache) would be a new dependency for these few lines, which ``tests/test_llm.py`` and
+    the judge's tests check (a second ask is answered from the folder)."""
 
     def __init__(self, folder: Path):
         self.folder = folder

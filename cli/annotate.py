@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from perceptforge.cli.app import console, new_app
+from perceptforge.cli.app import console, new_app, waiting
 from perceptforge.errors import PerceptforgeError
 from perceptforge.flows.family import Family
 
@@ -59,9 +59,12 @@ def serve(
         else Account.generate("admin@perceptforge.local")
     )
     if not (data_dir / "label_studio.sqlite3").exists():
-        with console.status("initialising Label Studio's data folder (about a minute, once)"):
+        with waiting(
+            f"initialising Label Studio's data folder {data_dir} and its admin account (`label-studio init`: about "
+            "a minute, once); the server starts after it"
+        ):
             add_account(venv, data_dir, document_root.resolve(), account)
-    with console.status(f"starting Label Studio on 127.0.0.1:{port} (about 30 s)"):
+    with waiting(f"starting Label Studio on 127.0.0.1:{port} (about 5 s)"):
         server = start(venv, data_dir, document_root.resolve(), port)
     servers = [server]
     # A plain `kill` (or make being stopped) must stop the servers too, not orphan them.
@@ -71,7 +74,7 @@ def serve(
         console.print(f"Label Studio: [bold]{server.url}[/]  (log: {server.log})")
         console.print(f"sign in as {account.email}; password and API token are in {creds} (readable only by you)")
         for annotator in independent_accounts(server.url):  # each independent annotator's own server
-            with console.status(f"starting {annotator['email']}'s own Label Studio on {annotator['url']}"):
+            with waiting(f"starting {annotator['email']}'s own Label Studio on {annotator['url']} (about 5 s)"):
                 servers.append(start(venv, Path(annotator["data_dir"]), document_root.resolve(), annotator["port"]))
             console.print(f"  {annotator['email']} labels at [bold]{annotator['url']}[/]")
         console.print("push a run with `perceptforge annotate push RUN_DIR`; Ctrl-C stops the servers")
@@ -100,12 +103,17 @@ def add_annotator_cmd(
 
     from perceptforge.annotation.server import add_annotator
 
-    doing = "on the main server" if shared else "and a Label Studio data folder of their own (about a minute)"
-    with console.status(f"creating an account for {email} {doing}"):
+    doing = (
+        "on the main server"
+        if shared
+        else "and a Label Studio data folder of their own (`label-studio init`: about a minute)"
+    )
+    with waiting(f"creating an account for {email} {doing}"):
         path = add_annotator(venv, email, shared=shared)
     url = json.loads(path.read_text())["url"]
+    when = "" if shared else " once `perceptforge annotate serve` is restarted (it starts their server)"
     console.print(
-        f"{email} can sign in at {url}; the password and API token are in {path} (readable only by you)",
+        f"{email} can sign in at {url}{when}; the password and API token are in {path} (readable only by you)",
         soft_wrap=True,  # a path broken over two lines cannot be copied
     )
 

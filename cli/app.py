@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
 from rich.console import Console
@@ -28,6 +30,18 @@ class App(typer.Typer):
             text = escape(shown(f"{where}{exc.strerror or exc}"))
             err_console.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
             sys.exit(2)
+
+
+@contextmanager
+def waiting(text: str) -> Iterator[None]:
+    """A long wait, said: a spinner with ``text`` on a terminal, the line printed once otherwise (a spinner shows
+    nothing in a log or a pipe), as the stage runner's progress bars do. ``text`` is plain (paths, e-mails)."""
+    if console.is_terminal:
+        with console.status(escape(text)):
+            yield
+    else:
+        console.print(escape(text), highlight=False, soft_wrap=True)
+        yield
 
 
 def new_app(help: str) -> App:

@@ -37,8 +37,9 @@ def predict(
         2,
         "--retries",
         min=0,
-        help="tries after the first for a request that timed out or met a 429/5xx (backoff 1, 2, 4 … s); a request "
-        "takes at most (retries + 1) × timeout plus the backoff",
+        help="tries after the first for a request that timed out or met a 408/409/429/5xx (the openai client's "
+        "backoff: 0.5, 1, 2 … s up to 8, or the server's Retry-After); a request takes at most (retries + 1) × "
+        "timeout plus the backoff",
     ),
     concat_images: bool = typer.Option(False, "--concat-images", help="join several images side by side into one"),
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="environment variable holding the key"),

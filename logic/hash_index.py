@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+import numpy as np
+
 BITS = 64
+
+
+def hash_int(bits: np.ndarray) -> int:
+    """A hash's bits (``imagehash.ImageHash.hash``, row by row, the first bit highest) as one integer."""
+    return int.from_bytes(np.packbits(np.asarray(bits, bool).ravel()).tobytes(), "big")
 
 
 def bands(within: int, bits: int = BITS) -> list[tuple[int, int]]:

@@ -3,11 +3,14 @@
 ``script`` is a list of (status, body-or-None) consumed one per request; when it runs out, ``answer``
 (a function of the request JSON) writes the reply text, or answers otherwise: ``(status, message)`` is an
 HTTP error, ``ChatServer.HTML`` a web page under HTTP 200, ``ChatServer.HANG`` no answer for ``hang_s`` seconds.
+An HTTP error says ``retry-after-ms: retry_after_ms`` (10 unless given; None: no such header), which the openai
+client honours before it retries instead of its own backoff from 0.5 s: the retry tests stay quick.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -25,8 +28,10 @@ class ChatServer:
         script: list[tuple[int, str | None]] | None = None,
         delay_s: float = 0.0,
         hang_s: float = 5.0,
+        retry_after_ms: int | None = 10,
     ):
         self.answer, self.script, self.delay_s, self.hang_s = answer, list(script or []), delay_s, hang_s
+        self.retry_after_ms = retry_after_ms
         self.requests: list[dict] = []
         self.in_flight = self.max_in_flight = 0
         self.headers: list[dict] = []
@@ -90,10 +95,18 @@ class ChatServer:
                 self.send_response(status)
                 self.send_header("Content-Type", "text/html" if page else "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                if status >= 400 and server.retry_after_ms is not None:
+                    self.send_header("retry-after-ms", str(server.retry_after_ms))
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                if isinstance(sys.exc_info()[1], BrokenPipeError | ConnectionResetError):
+                    return  # a late answer to a client that timed out and left
+                super().handle_error(request, client_address)
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
     def __enter__(self) -> ChatServer:

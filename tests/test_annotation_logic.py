@@ -1,3 +1,4 @@
+import httpx
 import pytest
 
 from perceptforge.annotation.agreement import agreement_table, cohens_kappa, percent_agreement
@@ -156,3 +157,22 @@ def test_corrections_make_a_new_version(mcq_item):
 def test_latest_annotation_per_annotator():
     out = counted_annotations([ann(3, 1), ann(1, 2), ann(2, 1), ann(4, 2, cancelled=True)])
     assert [a["id"] for a in out] == [1, 3]
+
+
+def test_a_server_that_does_not_answer_names_the_command_that_starts_it(tmp_path, monkeypatch):
+    from perceptforge.annotation.labelstudio import LabelStudio, ServerGone, connect
+    from perceptforge.annotation.server import free_port
+    from perceptforge.errors import PerceptforgeError
+
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    # one request through the client's error boundary (the SDK's own calls retry for 3 s first)
+    with pytest.raises(
+        ServerGone,
+        match=r"did not answer while listing projects: ConnectError; is it running\? \(`perceptforge annotate serve` starts",
+    ):
+        LabelStudio(url, "t" * 40).call("listing projects", lambda: httpx.get(f"{url}/api/projects", timeout=5))
+    monkeypatch.setenv("PERCEPTFORGE_STATE_DIR", str(tmp_path))  # no local server recorded, none named
+    monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
+    monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
+    with pytest.raises(PerceptforgeError, match="start one with `perceptforge annotate serve`"):
+        connect()

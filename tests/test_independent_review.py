@@ -3,9 +3,14 @@ another's annotation), agreement comes from those independent verdicts, and a re
 in the owner's adjudication project on the main server."""
 
 import json
+import shutil
+import signal
+import subprocess
+import time
 
 import httpx
-from helpers import annotate
+import pytest
+from helpers import annotate, perceptforge_cmd
 
 from perceptforge.annotation.labeling import choice
 from perceptforge.annotation.labelstudio import LabelStudio
@@ -90,3 +95,78 @@ def test_each_annotator_labels_alone_and_a_reviewer_settles_disputes(
     assert {a["server"] for a in settled["label_studio"]["annotators"]} == {server1, server2}
     assert len(owner.export(report["projects"]["yes_no_pair"])) == 1  # a second pull sends nothing again
     assert (run / "verification" / "items" / f"{yn_high.id}.json").exists()
+
+
+def sign_in(url: str, email: str, password: str) -> httpx.Client | None:
+    """Sign in as a person does (the login form), then the API answers in that session; None if refused."""
+    browser = httpx.Client(base_url=url, timeout=30)
+    browser.get("/user/login/")
+    signed_in = browser.post(
+        "/user/login/",
+        data={"email": email, "password": password, "csrfmiddlewaretoken": browser.cookies["csrftoken"]},
+        headers={"Referer": f"{url}/user/login/"},
+    )
+    return browser if signed_in.status_code == 302 else None
+
+
+def test_cli_add_annotator_then_serve_starts_the_annotators_own_server(label_studio, tmp_path, cli_env):
+    """`annotate add-annotator EMAIL` (no --shared) then `annotate serve`, as commands: the annotator's own server
+    starts beside the main one, they sign in there with the password from the file the command named (which no
+    output shows), the owner's token reaches it, and the annotator has no account on the main server. The main
+    server's data folder is a copy of the session's (its admin alone), as a first `annotate serve` leaves it
+    (test_serve_initialises_starts_and_stops_on_sigterm runs that first start); the annotator's own is made by
+    the command, with `label-studio init`."""
+    from conftest import LABEL_STUDIO_VENV
+
+    from perceptforge.annotation.server import free_port
+
+    state, port = tmp_path / "state", free_port()
+    shutil.copytree(label_studio.template, state / "label-studio" / "data")
+    admin = label_studio.admin
+    main_url = f"http://127.0.0.1:{port}"
+    creds = {"url": main_url, "email": admin.email, "password": admin.password, "token": admin.token}
+    (state / "label-studio" / "credentials.json").write_text(json.dumps(creds | {"document_root": str(tmp_path)}))
+    env = {**cli_env, "PERCEPTFORGE_STATE_DIR": str(state)}
+    venv = ("--venv", str(LABEL_STUDIO_VENV))
+
+    add = [*perceptforge_cmd(), "annotate", "add-annotator", "solo3@example.com", *venv]
+    added = subprocess.run(add, env=env, capture_output=True, text=True, timeout=300)
+    assert added.returncode == 0, added.stderr
+    kept = state / "label-studio" / "annotators" / "solo3@example.com.json"
+    record = json.loads(kept.read_text())
+    assert oct(kept.stat().st_mode & 0o777) == "0o600" and str(kept) in added.stdout
+    assert "label-studio init" in added.stdout  # said while it waits, not only on a terminal
+    assert record["password"] not in added.stdout + added.stderr and record["main_url"] == main_url
+    own = record["url"]
+    assert f"{own} once `perceptforge annotate serve` is restarted" in added.stdout
+
+    serve = subprocess.Popen(
+        [*perceptforge_cmd(), "annotate", "serve", "--port", str(port), *venv, "--document-root", str(tmp_path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline, healthy = time.monotonic() + 180, False
+        while not healthy and time.monotonic() < deadline and serve.poll() is None:
+            try:
+                healthy = httpx.get(f"{own}/health", timeout=2).status_code == 200
+            except httpx.TransportError:
+                time.sleep(0.5)
+        assert healthy, serve.stdout.read() if serve.poll() is not None else f"{own} not healthy after 180 s"
+        annotator = sign_in(own, "solo3@example.com", record["password"])
+        assert (
+            annotator is not None and annotator.get("/api/current-user/whoami").json()["email"] == "solo3@example.com"
+        )
+        owner = httpx.get(f"{own}/api/current-user/whoami", headers={"Authorization": f"Token {admin.token}"})
+        assert owner.json()["email"] == admin.email  # push and pull reach the annotator's server with it
+        assert sign_in(main_url, "solo3@example.com", record["password"]) is None  # no account on the main server
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        out, _ = serve.communicate(timeout=60)
+    assert f"solo3@example.com labels at {own}" in out and "starting solo3@example.com's own Label Studio" in out
+    assert record["password"] not in out and admin.password not in out
+    for url in (own, main_url):  # both servers went down with serve
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{url}/health", timeout=2)

@@ -351,6 +351,7 @@ def test_serve_initialises_starts_and_stops_on_sigterm(label_studio, tmp_path, c
     serve.send_signal(signal.SIGTERM)
     out, _ = serve.communicate(timeout=60)
     assert creds["token"] not in out and creds["password"] not in out and "credentials.json" in out
+    assert "`label-studio init`: about a minute, once); the server starts after it" in out  # said, not only spun
     with pytest.raises(httpx.TransportError):  # nothing listens any more: the server went down with serve
         httpx.get(f"{creds['url']}/health", timeout=2)
 

@@ -29,7 +29,7 @@ def astronaut(sample_dir):
 
 
 def writer(server, tmp_path, **kw):
-    client = ChatClient(base_url=server.base_url, model="tiny", backoff_s=0.01, seed=0, **kw)
+    client = ChatClient(base_url=server.base_url, model="tiny", seed=0, **kw)
     return OpenAIWriter(client, max_validation_retries=1, cache=DiskCache(tmp_path / "cache"))
 
 

@@ -1,13 +1,14 @@
 """predict and the LLM judge through the real `openai` client against a local chat-completions server."""
 
 import json
+import time
 
 import numpy as np
 import pytest
 from chat_server import ChatServer
 from PIL import Image
 
-from perceptforge.backends.chat import ChatClient
+from perceptforge.backends.chat import ChatClient, EndpointUnavailable
 from perceptforge.errors import PerceptforgeError
 from perceptforge.scorer.benchmarks import codis, mvp_bench
 from perceptforge.scorer.judge import Judge
@@ -52,7 +53,7 @@ def test_predict_retries_429_writes_scoreable_lines_and_resumes(mvp_release, tmp
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
     out = tmp_path / "pred.jsonl"
     with ChatServer(answer_gun, script=[(429, "slow down")]) as server:
-        client = ChatClient(base_url=server.base_url, model="tiny", backoff_s=0.01)
+        client = ChatClient(base_url=server.base_url, model="tiny")
         summary = predict("mvp-bench", mvp_release, tmp_path, client, out, concurrency=2)
         assert summary["answered"] == 2 and summary["skipped"] == 0
         assert len(server.requests) == 3  # the 429 was retried
@@ -75,15 +76,28 @@ def test_client_fails_clearly_on_400_and_gives_up_after_retries():
             ChatClient(base_url=server.base_url, model="tiny").complete("hi")
     with ChatServer(script=[(503, None)] * 3) as server:
         with pytest.raises(PerceptforgeError, match="gave up after 3 tries: InternalServerError"):
-            ChatClient(base_url=server.base_url, model="tiny", max_retries=2, backoff_s=0.01).complete("hi")
+            ChatClient(base_url=server.base_url, model="tiny", max_retries=2).complete("hi")
+
+
+def test_client_retries_as_the_openai_client_does_and_counts_its_tries():
+    """408, 409, 429 and 5xx are retried after the server's Retry-After; a Retry-After beyond the client's two
+    minutes is not waited for: EndpointUnavailable at once, saying it was one try."""
+    script = [(status, "not now") for status in (408, 409, 429, 502)]
+    with ChatServer(script=script, retry_after_ms=100) as server:
+        started = time.monotonic()
+        assert ChatClient(base_url=server.base_url, model="tiny", max_retries=4).complete("hi") == "A"
+        assert time.monotonic() - started >= 0.4  # four waits of the 100 ms asked for
+        assert [h["x-stainless-retry-count"] for h in server.headers] == ["0", "1", "2", "3", "4"]
+    with ChatServer(script=[(429, "come back in an hour")], retry_after_ms=3_600_000) as server:
+        with pytest.raises(EndpointUnavailable, match="gave up after 1 try: RateLimitError"):
+            ChatClient(base_url=server.base_url, model="tiny").complete("hi")
+        assert len(server.requests) == 1
 
 
 def test_client_times_out_then_retries():
     with ChatServer(delay_s=0.5) as server:
-        with pytest.raises(PerceptforgeError, match="APITimeoutError"):
-            ChatClient(base_url=server.base_url, model="tiny", timeout_s=0.1, max_retries=1, backoff_s=0.01).complete(
-                "hi"
-            )
+        with pytest.raises(EndpointUnavailable, match="gave up after 2 tries: APITimeoutError"):
+            ChatClient(base_url=server.base_url, model="tiny", timeout_s=0.1, max_retries=1).complete("hi")
 
 
 def test_codis_judge_decides_unjudged_and_caches(tmp_path):
@@ -178,7 +192,7 @@ def test_predict_keeps_every_answer_lists_failures_by_id_and_a_rerun_completes_t
 
     out = tmp_path / "pred.jsonl"
     with ChatServer(flaky, hang_s=3) as server:
-        client = ChatClient(base_url=server.base_url, model="tiny", timeout_s=0.5, max_retries=1, backoff_s=0.01)
+        client = ChatClient(base_url=server.base_url, model="tiny", timeout_s=0.5, max_retries=1)
         summary = predict("mvp-bench", twelve_questions, tmp_path, client, out, concurrency=3)
     assert summary == {**summary, "answered": 9, "failed": 3}
     failed = [json.loads(line) for line in failed_path(out).read_text().splitlines()]
