@@ -39,6 +39,7 @@ ENTRY_POINT_GROUP = "perceptforge.backends"
 BUILTIN_MODULES = (
     "perceptforge.backends.grounders",
     "perceptforge.backends.segmenters",
+    "perceptforge.backends.selfie",
     "perceptforge.backends.sam",
     "perceptforge.backends.inpainters",
     "perceptforge.backends.recolour",

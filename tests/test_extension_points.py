@@ -89,7 +89,9 @@ def test_a_backend_in_another_package_is_selected_from_a_profile(tmp_path, sampl
     profile = tmp_path / "mine.yaml"
     local = (Path(__file__).resolve().parents[1] / "configs" / "local.yaml").read_text()
     profile.write_text(
-        local.replace("backend: grabcut\n  iterations: 5\n  max_side: 512", "backend: boxfill\n  margin: 2")
+        local.replace(
+            "backend: selfie\n  threshold: 0.5\n  iterations: 5\n  max_side: 512", "backend: boxfill\n  margin: 2"
+        )
     )
     env = dict(cli_env, PYTHONPATH=str(ext))
     check = subprocess.run(
@@ -175,4 +177,4 @@ def test_device_auto_without_a_gpu_runs_on_the_cpu_with_a_warning(tmp_path, capl
         runtime = prof.runtime()
         segmenter = prof.build("segmenter", runtime)
     assert runtime.device == "cpu" and "device auto requested but no GPU is available" in caplog.text
-    assert segmenter.name == "grabcut"
+    assert segmenter.name == "selfie"

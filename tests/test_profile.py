@@ -11,7 +11,7 @@ def test_bundled_profiles_load():
     local = load_profile("local")
     assert local.backend_names() == {
         "grounder": "annotations",
-        "segmenter": "grabcut",
+        "segmenter": "selfie",
         "inpainter": "composite+recolour",
         "editor": "filters",
         "llm": "template",
@@ -32,7 +32,7 @@ def test_typo_names_the_key(tmp_path):
     path.write_text(text)
     with pytest.raises(InputError) as exc:
         load_profile(path)
-    assert str(exc.value) == f"{path}: segmenter.grabcut.iteratons: unknown key"
+    assert str(exc.value) == f"{path}: segmenter.selfie.iteratons: unknown key"
 
 
 def test_bad_value_and_bad_backend(tmp_path):

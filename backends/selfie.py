@@ -1,0 +1,127 @@
+"""``selfie`` (the local profile's segmenter): MediaPipe's person segmenter for the subject of a background edit,
+GrabCut for everything else.
+
+The model is MediaPipe Selfie Segmentation (``data/models/selfie_segmentation.tflite``, 250 KB, Apache-2.0,
+taken from the mediapipe 0.10.14 wheel), run by LiteRT (``ai-edge-litert``) on the CPU in about 2 ms an
+image. Where GrabCut tells a person from the background by colour alone, and so takes a navy flag for a navy cap
+or an orange sleeve for a red stripe, this model knows what a person looks like: it gives the whole person,
+coarsely (256×256), and ``logic/matting`` refines the outline on the photo itself. Held objects, and every box
+that is not the subject, still go to GrabCut (``box_mask``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import cv2
+import numpy as np
+from pydantic import Field
+
+from perceptforge.backends.registry import BackendSettings, Runtime, register
+from perceptforge.backends.segmenters import GrabCutSegmenter, check_image
+from perceptforge.data import geometry
+from perceptforge.errors import PerceptforgeError
+from perceptforge.logic.edit_region import Hints
+
+
+def bundled_model() -> Path:
+    return Path(str(resources.files("perceptforge.data").joinpath("models", "selfie_segmentation.tflite")))
+
+
+class SelfieSettings(BackendSettings):
+    backend: Literal["selfie"]
+    model_path: str | None = Field(None, description="the .tflite model; default: the bundled one")
+    threshold: float = Field(0.5, gt=0, lt=1, description="person probability from which a pixel is the subject")
+    sure: float = Field(
+        0.9, gt=0, lt=1, description="the same within the boxes of what the old background names (its flag, its model)"
+    )
+    iterations: int = Field(5, ge=1, le=50, description="GrabCut's, for held objects and other boxes")
+    max_side: int = Field(512, ge=32, description="GrabCut's working size")
+
+
+@register("segmenter", "selfie", SelfieSettings)
+class SelfieSegmenter(GrabCutSegmenter):
+    name, model_id = "selfie", "mediapipe-selfie-segmentation"
+
+    @classmethod
+    def from_settings(cls, settings: SelfieSettings, runtime: Runtime) -> SelfieSegmenter:
+        return cls(settings.model_path, settings.threshold, settings.sure, settings.iterations, settings.max_side)
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        threshold: float = 0.5,
+        sure: float = 0.9,
+        iterations: int = 5,
+        max_side: int = 512,
+    ):
+        super().__init__(iterations, max_side)
+        self.model_path = Path(model_path).expanduser() if model_path else bundled_model()
+        self.threshold, self.sure = threshold, sure
+        self._interpreter: Any = None
+        self._lock = threading.Lock()  # one interpreter, one call at a time
+
+    def __getstate__(self) -> dict:  # a Dask worker loads its own interpreter
+        return {k: v for k, v in self.__dict__.items() if k not in ("_interpreter", "_lock")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _interpreter=None, _lock=threading.Lock())
+
+    def load(self) -> SelfieSegmenter:
+        if self._interpreter is None:
+            if not self.model_path.is_file():
+                raise PerceptforgeError(f"{self.model_path}: the selfie segmentation model is not there")
+            from ai_edge_litert.interpreter import Interpreter
+
+            interpreter = Interpreter(model_path=str(self.model_path), num_threads=1)
+            interpreter.allocate_tensors()
+            self._interpreter = interpreter
+        return self
+
+    def person(self, image: np.ndarray) -> np.ndarray:
+        """(H, W) float in [0, 1]: how likely each pixel is a person's."""
+        check_image(image)
+        self.load()
+        h, w = image.shape[:2]
+        net = self._interpreter
+        source, target = net.get_input_details()[0], net.get_output_details()[0]
+        size = (int(source["shape"][2]), int(source["shape"][1]))
+        small = cv2.resize(image, size, interpolation=cv2.INTER_AREA).astype(np.float32) / 255.0
+        with self._lock:
+            net.set_tensor(source["index"], small[None])
+            net.invoke()
+            out = np.array(net.get_tensor(target["index"])[0, ..., 0], np.float32)
+        return np.clip(cv2.resize(out, (w, h), interpolation=cv2.INTER_LINEAR), 0.0, 1.0)
+
+    def candidates(self, image: np.ndarray, box: Sequence[float]) -> list[np.ndarray]:
+        return self.hinted_candidates(image, box, Hints(extent=tuple(box)))  # type: ignore[arg-type]
+
+    def hinted_candidates(self, image: np.ndarray, box: Sequence[float], hints: Hints) -> list[np.ndarray]:
+        """The person in the subject's own box (``hints.extent``; a jittered box would cut the person where it
+        shrinks), with the hints' sure parts (the middle of the face, the body below it) kept."""
+        extent = hints.extent if hints.extent is not None else box
+        h, w = image.shape[:2]
+        x0, y0, x1, y1 = geometry.clip_xyxy(extent, w, h)
+        inside = np.zeros((h, w), bool)
+        inside[int(y0) : int(np.ceil(y1)), int(x0) : int(np.ceil(x1))] = True
+        person = self.person(image)
+        mask = (person >= self.threshold) & inside
+        # where the old background's named things stand (the shuttle model beside her shoulder), the model's
+        # coarse edge would keep a sliver of them: there only what it is sure of is the person
+        if not mask.any():
+            raise ValueError(
+                "the person segmenter sees no person in the subject's box (a figure this small, or not a person, "
+                "is not what it knows)"
+            )
+        for b in hints.outside:
+            bx0, by0, bx1, by1 = geometry.clip_xyxy(b, w, h)
+            cells = (slice(int(by0), int(np.ceil(by1))), slice(int(bx0), int(np.ceil(bx1))))
+            mask[cells] &= person[cells] >= self.sure
+        for b in hints.inside:
+            x0, y0, x1, y1 = geometry.clip_xyxy(b, w, h)
+            mask[int(y0) : int(np.ceil(y1)), int(x0) : int(np.ceil(x1))] = True
+        return [mask]

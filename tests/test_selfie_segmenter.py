@@ -1,0 +1,62 @@
+"""The local profile's person segmenter: the bundled MediaPipe model, run by LiteRT, on the bundled photos."""
+
+import numpy as np
+import pytest
+
+from perceptforge.backends.selfie import SelfieSegmenter, bundled_model
+from perceptforge.logic.edit_region import Hints, subject_hints
+from perceptforge.store.images import load_rgb
+from perceptforge.store.sources import grounding_from_entry, read_source_dir
+
+
+@pytest.fixture(scope="module")
+def photos(sample_dir):
+    return {
+        e.file_name.split("/")[-1]: (np.asarray(load_rgb(sample_dir / e.file_name)), grounding_from_entry(e))
+        for e in read_source_dir(sample_dir)
+        if e.subject
+    }
+
+
+def test_the_model_ships_with_the_package_and_loads_once():
+    segmenter = SelfieSegmenter()
+    assert segmenter.model_path == bundled_model() and bundled_model().stat().st_size > 200_000
+    assert segmenter.load()._interpreter is segmenter.load()._interpreter
+
+
+@pytest.mark.parametrize("photo", ["astronaut.jpg", "grace_hopper.jpg"])
+def test_the_subject_is_whole_and_the_flag_is_not_kept(photos, photo):
+    """The person, not the flag beside her: GrabCut took her navy cap's neighbour, the flag's navy canton, for her
+    (and an orange sleeve for a red stripe); the model knows a person's shape."""
+    image, grounding = photos[photo]
+    (mask,) = SelfieSegmenter().hinted_candidates(
+        image, grounding.subject.box.xyxy, subject_hints(grounding, grounding.attributes["background"])
+    )
+    h, w = mask.shape
+    face = next(r for r in grounding.regions if r.role == "face").box.xyxy
+    x0, y0, x1, y1 = (int(v) for v in face)
+    dx, dy = (x1 - x0) // 4, (y1 - y0) // 4
+    assert mask[y0 + dy : y1 - dy, x0 + dx : x1 - dx].all()  # the face's middle, all of it
+    assert mask[y0:y1, x0:x1].mean() > 0.85  # its box's corners may show the background
+    flag = next(r for r in grounding.regions if r.label == "flag").box.xyxy
+    fx0, fy0, fx1, fy1 = (int(v) for v in flag)
+    sx0 = int(grounding.subject.box.xyxy[0])
+    beside = mask[fy0 : min(fy1, y0), max(fx0, sx0) : min(fx1, x0)]  # the flag beside her head, within her box
+    assert beside.size and beside.mean() < 0.05
+    assert not mask[:, : max(0, sx0 - 1)].any()  # nothing outside her box
+
+
+def test_a_box_without_a_person_is_a_reason_not_an_empty_mask(photos):
+    image, _ = photos["astronaut.jpg"]
+    with pytest.raises(ValueError, match="sees no person in the subject's box"):
+        SelfieSegmenter().hinted_candidates(image, (440, 10, 500, 60), Hints(extent=(440.0, 10.0, 500.0, 60.0)))
+
+
+def test_a_segmenter_pickled_for_a_worker_loads_its_own_interpreter(photos):
+    import pickle
+
+    image, grounding = photos["astronaut.jpg"]
+    first = SelfieSegmenter().load()
+    copy = pickle.loads(pickle.dumps(first))
+    assert copy._interpreter is None
+    assert (copy.person(image) == first.person(image)).all()  # the same pixels: deterministic on the CPU
