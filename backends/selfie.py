@@ -39,6 +39,7 @@ class SelfieSettings(BackendSettings):
     sure: float = Field(
         0.9, gt=0, lt=1, description="the same within the boxes of what the old background names (its flag, its model)"
     )
+    refine: bool = Field(True, description="refine the model's coarse outline by GrabCut at the image's size")
     iterations: int = Field(5, ge=1, le=50, description="GrabCut's, for held objects and other boxes")
     max_side: int = Field(512, ge=32, description="GrabCut's working size")
 
@@ -49,7 +50,14 @@ class SelfieSegmenter(GrabCutSegmenter):
 
     @classmethod
     def from_settings(cls, settings: SelfieSettings, runtime: Runtime) -> SelfieSegmenter:
-        return cls(settings.model_path, settings.threshold, settings.sure, settings.iterations, settings.max_side)
+        return cls(
+            settings.model_path,
+            settings.threshold,
+            settings.sure,
+            settings.iterations,
+            settings.max_side,
+            settings.refine,
+        )
 
     def __init__(
         self,
@@ -58,8 +66,10 @@ class SelfieSegmenter(GrabCutSegmenter):
         sure: float = 0.9,
         iterations: int = 5,
         max_side: int = 512,
+        refine: bool = True,
     ):
         super().__init__(iterations, max_side)
+        self.refine = refine
         self.model_path = Path(model_path).expanduser() if model_path else bundled_model()
         self.threshold, self.sure = threshold, sure
         self._interpreter: Any = None
@@ -102,26 +112,53 @@ class SelfieSegmenter(GrabCutSegmenter):
 
     def hinted_candidates(self, image: np.ndarray, box: Sequence[float], hints: Hints) -> list[np.ndarray]:
         """The person in the subject's own box (``hints.extent``; a jittered box would cut the person where it
-        shrinks), with the hints' sure parts (the middle of the face, the body below it) kept."""
+        shrinks), with the hints' sure parts (the middle of the face, the body below it) kept. The model's 256×256
+        answer is refined at the image's own size by GrabCut: what it is sure of seeds the colour models, and its
+        uncertain rim (a cap's white crown, a tuft of white hair, a strip of the backdrop beside an arm) is
+        decided by colour, pixel by pixel."""
         extent = hints.extent if hints.extent is not None else box
         h, w = image.shape[:2]
         x0, y0, x1, y1 = geometry.clip_xyxy(extent, w, h)
         inside = np.zeros((h, w), bool)
         inside[int(y0) : int(np.ceil(y1)), int(x0) : int(np.ceil(x1))] = True
         person = self.person(image)
-        mask = (person >= self.threshold) & inside
-        # where the old background's named things stand (the shuttle model beside her shoulder), the model's
-        # coarse edge would keep a sliver of them: there only what it is sure of is the person
-        if not mask.any():
+        if not ((person >= self.threshold) & inside).any():
             raise ValueError(
                 "the person segmenter sees no person in the subject's box (a figure this small, or not a person, "
                 "is not what it knows)"
             )
+        seed = np.full((h, w), cv2.GC_BGD, np.uint8)
+        seed[inside & (person > 0.05)] = cv2.GC_PR_BGD
+        seed[inside & (person >= self.threshold)] = cv2.GC_PR_FGD
+        seed[inside & (person >= 0.95)] = cv2.GC_FGD
+        # where the old background's named things stand (the shuttle model beside her shoulder), the model's
+        # coarse edge would keep a sliver of them, and their colours (a flag's red stripe) may pass for the
+        # subject's (her ribbons): there only what the model is sure of may be the person
         for b in hints.outside:
             bx0, by0, bx1, by1 = geometry.clip_xyxy(b, w, h)
             cells = (slice(int(by0), int(np.ceil(by1))), slice(int(bx0), int(np.ceil(bx1))))
-            mask[cells] &= person[cells] >= self.sure
+            unsure = person[cells] < self.sure
+            seed[cells][unsure] = cv2.GC_BGD
         for b in hints.inside:
-            x0, y0, x1, y1 = geometry.clip_xyxy(b, w, h)
-            mask[int(y0) : int(np.ceil(y1)), int(x0) : int(np.ceil(x1))] = True
-        return [mask]
+            bx0, by0, bx1, by1 = geometry.clip_xyxy(b, w, h)
+            seed[int(by0) : int(np.ceil(by1)), int(bx0) : int(np.ceil(bx1))] = cv2.GC_FGD
+        if self.refine and (seed == cv2.GC_BGD).any() and (seed == cv2.GC_FGD).any():
+            small, scale = self._downscaled(image)
+            sh, sw = small.shape[:2]
+            work = cv2.resize(seed, (sw, sh), interpolation=cv2.INTER_NEAREST) if scale < 1 else seed.copy()
+            bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
+            cv2.setRNGSeed(0)
+            try:
+                cv2.grabCut(
+                    cv2.cvtColor(small, cv2.COLOR_RGB2BGR),
+                    work,
+                    (0, 0, 1, 1),
+                    bgd,
+                    fgd,
+                    self.iterations,
+                    cv2.GC_INIT_WITH_MASK,
+                )
+                seed = cv2.resize(work, (w, h), interpolation=cv2.INTER_NEAREST) if scale < 1 else work
+            except cv2.error:  # too few pixels of a kind for its colour models: the model's answer stands
+                pass
+        return [(seed == cv2.GC_FGD) | (seed == cv2.GC_PR_FGD)]
