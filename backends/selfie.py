@@ -27,6 +27,11 @@ from perceptforge.data import geometry
 from perceptforge.errors import PerceptforgeError
 from perceptforge.logic.edit_region import Hints
 
+NO_PERSON = (
+    "the person segmenter sees no person in the subject's box (a figure this small, or not a person, is not what "
+    "it knows)"
+)
+
 
 def bundled_model() -> Path:
     return Path(str(resources.files("perceptforge.data").joinpath("models", "selfie_segmentation.tflite")))
@@ -123,10 +128,7 @@ class SelfieSegmenter(GrabCutSegmenter):
         inside[int(y0) : int(np.ceil(y1)), int(x0) : int(np.ceil(x1))] = True
         person = self.person(image)
         if not ((person >= self.threshold) & inside).any():
-            raise ValueError(
-                "the person segmenter sees no person in the subject's box (a figure this small, or not a person, "
-                "is not what it knows)"
-            )
+            raise ValueError(NO_PERSON)
         seed = np.full((h, w), cv2.GC_BGD, np.uint8)
         seed[inside & (person > 0.05)] = cv2.GC_PR_BGD
         seed[inside & (person >= self.threshold)] = cv2.GC_PR_FGD
@@ -161,4 +163,8 @@ class SelfieSegmenter(GrabCutSegmenter):
                 seed = cv2.resize(work, (w, h), interpolation=cv2.INTER_NEAREST) if scale < 1 else work
             except cv2.error:  # too few pixels of a kind for its colour models: the model's answer stands
                 pass
-        return [(seed == cv2.GC_FGD) | (seed == cv2.GC_PR_FGD)]
+        mask = (seed == cv2.GC_FGD) | (seed == cv2.GC_PR_FGD)
+        bx0, by0, bx1, by1 = geometry.clip_xyxy(box, w, h)
+        if not mask[int(by0) : int(np.ceil(by1)), int(bx0) : int(np.ceil(bx1))].any():
+            raise ValueError(NO_PERSON)
+        return [mask]
