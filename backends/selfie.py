@@ -50,7 +50,7 @@ class SelfieSettings(BackendSettings):
 
 
 @register("segmenter", "selfie", SelfieSettings)
-class SelfieSegmenter(GrabCutSegmenter):
+class SelfieSegmenter:
     name, model_id = "selfie", "mediapipe-selfie-segmentation"
 
     @classmethod
@@ -73,7 +73,7 @@ class SelfieSegmenter(GrabCutSegmenter):
         max_side: int = 512,
         refine: bool = True,
     ):
-        super().__init__(iterations, max_side)
+        self.grabcut = GrabCutSegmenter(iterations, max_side)  # held objects, other boxes, and the refinement
         self.refine = refine
         self.model_path = Path(model_path).expanduser() if model_path else bundled_model()
         self.threshold, self.sure = threshold, sure
@@ -112,6 +112,9 @@ class SelfieSegmenter(GrabCutSegmenter):
             out = np.array(net.get_tensor(target["index"])[0, ..., 0], np.float32)
         return np.clip(cv2.resize(out, (w, h), interpolation=cv2.INTER_LINEAR), 0.0, 1.0)
 
+    def box_mask(self, image: np.ndarray, box: Sequence[float]) -> np.ndarray:
+        return self.grabcut.box_mask(image, box)
+
     def candidates(self, image: np.ndarray, box: Sequence[float]) -> list[np.ndarray]:
         return self.hinted_candidates(image, box, Hints(extent=tuple(box)))  # type: ignore[arg-type]
 
@@ -145,7 +148,7 @@ class SelfieSegmenter(GrabCutSegmenter):
             bx0, by0, bx1, by1 = geometry.clip_xyxy(b, w, h)
             seed[int(by0) : int(np.ceil(by1)), int(bx0) : int(np.ceil(bx1))] = cv2.GC_FGD
         if self.refine and (seed == cv2.GC_BGD).any() and (seed == cv2.GC_FGD).any():
-            small, scale = self._downscaled(image)
+            small, scale = self.grabcut._downscaled(image)
             sh, sw = small.shape[:2]
             work = cv2.resize(seed, (sw, sh), interpolation=cv2.INTER_NEAREST) if scale < 1 else seed.copy()
             bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
@@ -157,7 +160,7 @@ class SelfieSegmenter(GrabCutSegmenter):
                     (0, 0, 1, 1),
                     bgd,
                     fgd,
-                    self.iterations,
+                    self.grabcut.iterations,
                     cv2.GC_INIT_WITH_MASK,
                 )
                 seed = cv2.resize(work, (w, h), interpolation=cv2.INTER_NEAREST) if scale < 1 else work
