@@ -233,7 +233,12 @@ def colour_region(image: np.ndarray, box: Box, faces: Sequence[Box] = (), tolera
     for fx0, fy0, fx1, fy1 in faces:
         margin = (fx1 - fx0) / 8
         face_area[box_cells((fx0 - margin, fy0 + (fy1 - fy0) / 8, fx1 + margin, fy1), h, w)] = True
-    return fill_holes(closed) & reach & ~skin & ~(skin_like & face_area & ~region)
+    found = fill_holes(closed) & reach & ~skin & ~(skin_like & face_area & ~region)
+    # a fringe's light tips, skin-like by colour, are specks the region surrounds: they stay hair; and the
+    # outline's pixels, half hair and half wall, take the new colour too (else an olive rim stays round it)
+    found = fill_holes(found, 0.0005 * h * w)
+    rim = cv2.dilate(found.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool) & ~(skin_like & face_area)
+    return (found | rim) & reach & ~skin
 
 
 SHRINK_ONLY = JitterParams(resize_px=(-3, 0))
