@@ -26,6 +26,15 @@ class GrabCutSettings(BackendSettings):
     max_side: int = Field(512, ge=32, description="images are downscaled to this side for GrabCut")
 
 
+def grabcut_from_seed(image: np.ndarray, seed: np.ndarray, iterations: int) -> np.ndarray:
+    """GrabCut on an RGB ``image`` from a seed of GC_* labels, updated in place (and returned); OpenCV's RNG is
+    seeded, so the same image and seed give the same labels. Raises ``cv2.error`` when a kind has too few pixels."""
+    bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
+    cv2.setRNGSeed(0)
+    cv2.grabCut(cv2.cvtColor(image, cv2.COLOR_RGB2BGR), seed, (0, 0, 1, 1), bgd, fgd, iterations, cv2.GC_INIT_WITH_MASK)
+    return seed
+
+
 def check_image(image: np.ndarray) -> np.ndarray:
     if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
         raise ValueError(f"image must be (H, W, 3) uint8 RGB, got shape {image.shape} dtype {image.dtype}")
@@ -109,22 +118,12 @@ class GrabCutSegmenter:
             region[region == cv2.GC_PR_FGD] = cv2.GC_PR_BGD
         for b in hints.inside:
             seed[cells(b)] = cv2.GC_FGD
-        bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
-        cv2.setRNGSeed(0)
         has_fg = (seed == cv2.GC_FGD).any() or (seed == cv2.GC_PR_FGD).any()
         if not has_fg or not ((seed == cv2.GC_BGD).any() or (seed == cv2.GC_PR_BGD).any()):
             # GrabCut needs pixels of both kinds to learn from (a subject box over the whole image has no background)
             raise ValueError("the subject's box leaves no background to tell it from: no background edit is possible")
         try:
-            cv2.grabCut(
-                cv2.cvtColor(small, cv2.COLOR_RGB2BGR),
-                seed,
-                (0, 0, 1, 1),
-                bgd,
-                fgd,
-                self.iterations,
-                cv2.GC_INIT_WITH_MASK,
-            )
+            grabcut_from_seed(small, seed, self.iterations)
         except cv2.error as exc:  # too few pixels of one kind for its colour models: a reason, not OpenCV's assertion
             raise ValueError(f"GrabCut cannot separate the subject here ({exc.err or 'no detail'})") from None
         fg = (seed == cv2.GC_FGD) | (seed == cv2.GC_PR_FGD)

@@ -22,10 +22,9 @@ import numpy as np
 from pydantic import Field
 
 from perceptforge.backends.registry import BackendSettings, Runtime, register
-from perceptforge.backends.segmenters import GrabCutSegmenter, check_image
-from perceptforge.data import geometry
+from perceptforge.backends.segmenters import GrabCutSegmenter, check_image, grabcut_from_seed
 from perceptforge.errors import PerceptforgeError
-from perceptforge.logic.edit_region import Hints
+from perceptforge.logic.edit_region import Hints, box_cells
 
 NO_PERSON = (
     "the person segmenter sees no person in the subject's box (a figure this small, or not a person, is not what "
@@ -116,7 +115,8 @@ class SelfieSegmenter:
         return self.grabcut.box_mask(image, box)
 
     def candidates(self, image: np.ndarray, box: Sequence[float]) -> list[np.ndarray]:
-        return self.hinted_candidates(image, box, Hints(extent=tuple(box)))  # type: ignore[arg-type]
+        x0, y0, x1, y1 = box
+        return self.hinted_candidates(image, box, Hints(extent=(x0, y0, x1, y1)))
 
     def hinted_candidates(self, image: np.ndarray, box: Sequence[float], hints: Hints) -> list[np.ndarray]:
         """The person in the subject's own box (``hints.extent``; a jittered box would cut the person where it
@@ -124,11 +124,11 @@ class SelfieSegmenter:
         answer is refined at the image's own size by GrabCut: what it is sure of seeds the colour models, and its
         uncertain rim (a cap's white crown, a tuft of white hair, a strip of the backdrop beside an arm) is
         decided by colour, pixel by pixel."""
-        extent = hints.extent if hints.extent is not None else box
+        bx0, by0, bx1, by1 = box
+        extent = hints.extent if hints.extent is not None else (bx0, by0, bx1, by1)
         h, w = image.shape[:2]
-        x0, y0, x1, y1 = geometry.clip_xyxy(extent, w, h)
         inside = np.zeros((h, w), bool)
-        inside[int(y0) : int(np.ceil(y1)), int(x0) : int(np.ceil(x1))] = True
+        inside[box_cells(extent, h, w)] = True
         person = self.person(image)
         if not ((person >= self.threshold) & inside).any():
             raise ValueError(NO_PERSON)
@@ -140,34 +140,21 @@ class SelfieSegmenter:
         # coarse edge would keep a sliver of them, and their colours (a flag's red stripe) may pass for the
         # subject's (her ribbons): there only what the model is sure of may be the person
         for b in hints.outside:
-            bx0, by0, bx1, by1 = geometry.clip_xyxy(b, w, h)
-            cells = (slice(int(by0), int(np.ceil(by1))), slice(int(bx0), int(np.ceil(bx1))))
+            cells = box_cells(b, h, w)
             unsure = person[cells] < self.sure
             seed[cells][unsure] = cv2.GC_BGD
         for b in hints.inside:
-            bx0, by0, bx1, by1 = geometry.clip_xyxy(b, w, h)
-            seed[int(by0) : int(np.ceil(by1)), int(bx0) : int(np.ceil(bx1))] = cv2.GC_FGD
+            seed[box_cells(b, h, w)] = cv2.GC_FGD
         if self.refine and (seed == cv2.GC_BGD).any() and (seed == cv2.GC_FGD).any():
             small, scale = self.grabcut._downscaled(image)
             sh, sw = small.shape[:2]
             work = cv2.resize(seed, (sw, sh), interpolation=cv2.INTER_NEAREST) if scale < 1 else seed.copy()
-            bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
-            cv2.setRNGSeed(0)
             try:
-                cv2.grabCut(
-                    cv2.cvtColor(small, cv2.COLOR_RGB2BGR),
-                    work,
-                    (0, 0, 1, 1),
-                    bgd,
-                    fgd,
-                    self.grabcut.iterations,
-                    cv2.GC_INIT_WITH_MASK,
-                )
+                grabcut_from_seed(small, work, self.grabcut.iterations)
                 seed = cv2.resize(work, (w, h), interpolation=cv2.INTER_NEAREST) if scale < 1 else work
             except cv2.error:  # too few pixels of a kind for its colour models: the model's answer stands
                 pass
         mask = (seed == cv2.GC_FGD) | (seed == cv2.GC_PR_FGD)
-        bx0, by0, bx1, by1 = geometry.clip_xyxy(box, w, h)
-        if not mask[int(by0) : int(np.ceil(by1)), int(bx0) : int(np.ceil(bx1))].any():
+        if not mask[box_cells((bx0, by0, bx1, by1), h, w)].any():
             raise ValueError(NO_PERSON)
         return [mask]
