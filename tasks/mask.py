@@ -82,7 +82,9 @@ def make_mask(
         )
     # Eq. 1 draws one jitter of the subject's box; segmentation around another may be clean where this one bit
     # into a sleeve: the next seeded draws are tried, in order, so the same seed gives the same mask
-    for attempt in range(1, (gates.mask_attempts if background else 1) + 1):
+    attempts = gates.mask_attempts if background else 1
+    for attempt in range(1, attempts + 1):
+        tried = {"attempts": float(attempt)} if attempt > 1 else {}
         with device_lock(device):
             mask = edit_mask(
                 template, grounding, image, candidate.idea.old, segmenter, rng, rendering.region if rendering else None
@@ -91,17 +93,15 @@ def make_mask(
             measured = (
                 gate_mask(template, mask, grounding, candidate.idea.old, gates, objects) if mask is not None else {}
             )
-            if attempt > 1:
-                measured["attempts"] = float(attempt)
-            break
         except QualityGate as exc:
-            if attempt < (gates.mask_attempts if background else 1):
+            if attempt < attempts:
                 continue
             assert mask is not None  # keep the rejected mask so the report can show it
             exc.evidence = {"natural": source.stored, "mask": run.store_mask(mask).path}
-            if attempt > 1:
-                exc.measurements = exc.measurements | {"attempts": float(attempt)}
+            exc.measurements = exc.measurements | tried
             raise
+        measured |= tried
+        break
     return MaskRecord(
         unit=candidate.unit,
         mask=run.store_mask(mask) if mask is not None else None,

@@ -18,22 +18,12 @@ from perceptforge.logic.blink_tasks import (
 )
 
 
-def localization_distractor(
-    box: tuple[float, float, float, float],
-    size: tuple[int, int],
-    rng: np.random.Generator,
-    band: tuple[float, float] = (0.3, 0.6),
-    tries: int = 1000,
-    margin: float = 0.0,
-    tolerance: float = 0.1,
-) -> tuple[float, float, float, float]:
+def localization_distractor(box, size, rng, **draw):
     """The first of ``localization_distractors``; ValueError when there is none (the build takes the first whose
     labels fit; this is the draw alone)."""
-    for cand in localization_distractors(box, size, rng, band, tries, margin, tolerance):
+    for cand in localization_distractors(box, size, rng, **draw):
         return cand
-    raise ValueError(
-        f"no distractor box with IoU in {band} and a margin of {margin} for {box} in a {size} image after {tries} tries"
-    )
+    raise ValueError(f"no distractor box for {box} in a {size} image ({draw})")
 
 
 def photo(seed=0, size=(300, 240)):
