@@ -18,6 +18,7 @@ from pydantic import Field
 from perceptforge.backends.registry import BackendSettings, Runtime, register
 from perceptforge.data import geometry
 from perceptforge.logic.edit_region import Hints
+from perceptforge.logic.matting import downscaled
 
 
 class GrabCutSettings(BackendSettings):
@@ -26,12 +27,16 @@ class GrabCutSettings(BackendSettings):
     max_side: int = Field(512, ge=32, description="images are downscaled to this side for GrabCut")
 
 
-def grabcut_from_seed(image: np.ndarray, seed: np.ndarray, iterations: int) -> np.ndarray:
-    """GrabCut on an RGB ``image`` from a seed of GC_* labels, updated in place (and returned); OpenCV's RNG is
-    seeded, so the same image and seed give the same labels. Raises ``cv2.error`` when a kind has too few pixels."""
+def grabcut_from_seed(
+    image: np.ndarray, seed: np.ndarray, iterations: int, rect: tuple[int, int, int, int] | None = None
+) -> np.ndarray:
+    """GrabCut on an RGB ``image`` from a seed of GC_* labels (or, given ``rect``, from that rectangle), written
+    into ``seed`` (and returned); OpenCV's RNG is seeded, so the same input gives the same labels. Raises
+    ``cv2.error`` when a kind has too few pixels."""
     bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
     cv2.setRNGSeed(0)
-    cv2.grabCut(cv2.cvtColor(image, cv2.COLOR_RGB2BGR), seed, (0, 0, 1, 1), bgd, fgd, iterations, cv2.GC_INIT_WITH_MASK)
+    mode = cv2.GC_INIT_WITH_MASK if rect is None else cv2.GC_INIT_WITH_RECT
+    cv2.grabCut(cv2.cvtColor(image, cv2.COLOR_RGB2BGR), seed, rect or (0, 0, 1, 1), bgd, fgd, iterations, mode)
     return seed
 
 
@@ -57,13 +62,7 @@ class GrabCutSegmenter:
 
     def _downscaled(self, image: np.ndarray) -> tuple[np.ndarray, float]:
         """GrabCut's cost grows with pixels: it runs on the image scaled to ``max_side``."""
-        check_image(image)
-        h, w = image.shape[:2]
-        scale = min(1.0, self.max_side / max(h, w))
-        if scale == 1:
-            return image, scale
-        size = (max(1, round(w * scale)), max(1, round(h * scale)))
-        return cv2.resize(image, size, interpolation=cv2.INTER_AREA), scale
+        return downscaled(check_image(image), self.max_side)
 
     def box_mask(self, image: np.ndarray, box: Sequence[float]) -> np.ndarray:
         h, w = image.shape[:2]
@@ -72,16 +71,11 @@ class GrabCutSegmenter:
         sh, sw = small.shape[:2]
         rect = (int(x0 * scale), int(y0 * scale), max(1, int((x1 - x0) * scale)), max(1, int((y1 - y0) * scale)))
         rect = (min(rect[0], sw - 1), min(rect[1], sh - 1), min(rect[2], sw - rect[0]), min(rect[3], sh - rect[1]))
-        mask = np.zeros((sh, sw), np.uint8)
-        bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
-        cv2.setRNGSeed(0)
         if rect[2] >= sw and rect[3] >= sh:
             # GrabCut needs some background outside the rectangle; a whole-image box keeps everything.
             fg = np.ones((sh, sw), bool)
         else:
-            cv2.grabCut(
-                cv2.cvtColor(small, cv2.COLOR_RGB2BGR), mask, rect, bgd, fgd, self.iterations, cv2.GC_INIT_WITH_RECT
-            )
+            mask = grabcut_from_seed(small, np.zeros((sh, sw), np.uint8), self.iterations, rect)
             fg = (mask == cv2.GC_FGD) | (mask == cv2.GC_PR_FGD)
         if not fg.any():  # GrabCut found nothing: fall back to the box itself
             fg = np.zeros((sh, sw), bool)

@@ -24,7 +24,9 @@ from pydantic import Field
 from perceptforge.backends.registry import BackendSettings, Runtime, register
 from perceptforge.backends.segmenters import GrabCutSegmenter, check_image, grabcut_from_seed
 from perceptforge.errors import PerceptforgeError
-from perceptforge.logic.edit_region import Hints, box_cells
+from perceptforge.logic.edit_region import Hints
+from perceptforge.logic.mask_select import box_cells
+from perceptforge.logic.matting import downscaled
 
 NO_PERSON = (
     "the person segmenter sees no person in the subject's box (a figure this small, or not a person, is not what "
@@ -146,7 +148,7 @@ class SelfieSegmenter:
         for b in hints.inside:
             seed[box_cells(b, h, w)] = cv2.GC_FGD
         if self.refine and (seed == cv2.GC_BGD).any() and (seed == cv2.GC_FGD).any():
-            small, scale = self.grabcut._downscaled(image)
+            small, scale = downscaled(image, self.grabcut.max_side)
             sh, sw = small.shape[:2]
             work = cv2.resize(seed, (sw, sh), interpolation=cv2.INTER_NEAREST) if scale < 1 else seed.copy()
             try:

@@ -14,7 +14,7 @@ from typing import Protocol
 import numpy as np
 
 from perceptforge.data.schema import Grounding, Region
-from perceptforge.logic.mask_select import JitterParams, jitter_box, random_resize, select_mask
+from perceptforge.logic.mask_select import JitterParams, box_cells, jitter_box, random_resize, select_mask
 from perceptforge.logic.templates import Template
 
 Box = tuple[float, float, float, float]
@@ -107,13 +107,6 @@ def subject_hints(grounding: Grounding, old_background: str) -> Hints:
     inside = tuple(box for name, box in protected_regions(grounding).items() if name not in held)
     outside = tuple(r.box.xyxy for r in grounding.regions if r.role == "object" and r.label.lower() in wanted)
     return Hints(inside, outside, grounding.subject.box.xyxy)
-
-
-def box_cells(box: Box, height: int, width: int) -> tuple[slice, slice]:
-    """The rows and columns of an image that a pixel box covers (edges rounded outwards, clipped to the image)."""
-    x0, y0, x1, y1 = box
-    rows = slice(max(0, int(y0)), min(height, int(np.ceil(y1))))
-    return rows, slice(max(0, int(x0)), min(width, int(np.ceil(x1))))
 
 
 def subject_parts(kept: np.ndarray, protected: Sequence[Box]) -> np.ndarray:

@@ -11,15 +11,6 @@ from PIL import Image
 from perceptforge.logic.edit_region import subject_parts
 from perceptforge.logic.hash_index import HashIndex, hamming, hash_int  # noqa: F401  (the gates' distance)
 
-
-def region_change(natural: np.ndarray, manipulated: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
-    """Mean absolute pixel change (0–255, averaged over channels) inside and outside the mask."""
-    diff = np.abs(natural.astype(np.float32) - manipulated.astype(np.float32)).mean(axis=2)
-    inside = float(diff[mask].mean()) if mask.any() else 0.0
-    outside = float(diff[~mask].mean()) if (~mask).any() else 0.0
-    return inside, outside
-
-
 Box = tuple[float, float, float, float]
 
 
@@ -131,8 +122,10 @@ def pair_measurements(natural: Image.Image, manipulated: Image.Image, mask: np.n
     a, b = np.asarray(natural), np.asarray(manipulated)
     whole = mask is None
     region = np.ones(a.shape[:2], bool) if mask is None else mask
-    inside, outside = region_change(a, b, region)
-    changed = np.abs(a.astype(np.int16) - b.astype(np.int16)).mean(axis=2) > 8
+    diff = np.abs(a.astype(np.float32) - b.astype(np.float32)).mean(axis=2)
+    inside = float(diff[region].mean()) if region.any() else 0.0
+    outside = float(diff[~region].mean()) if (~region).any() else 0.0
+    changed = diff > 8
     return {
         "inside_change": round(inside, 3),
         "outside_change": 0.0 if whole else round(outside, 3),

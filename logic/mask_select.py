@@ -21,17 +21,18 @@ import numpy as np
 from perceptforge.data import geometry
 
 
+def box_cells(box: Sequence[float], height: int, width: int) -> tuple[slice, slice]:
+    """The rows and columns of an image that a pixel box covers (edges rounded outwards, clipped to the image)."""
+    x0, y0, x1, y1 = box
+    rows = slice(max(0, int(np.floor(y0))), min(height, int(np.ceil(y1))))
+    return rows, slice(max(0, int(np.floor(x0))), min(width, int(np.ceil(x1))))
+
+
 def mask_box_overlap(mask: np.ndarray, box: Sequence[float]) -> int:
     """Pixels of ``mask`` (H, W bool) inside the pixel box (edges rounded outwards, clipped)."""
     if mask.ndim != 2:
         raise ValueError(f"mask must be 2-D (H, W), got shape {mask.shape}")
-    x0, y0, x1, y1 = geometry.check_xyxy(box)
-    h, w = mask.shape
-    r0, r1 = max(int(np.floor(y0)), 0), min(int(np.ceil(y1)), h)
-    c0, c1 = max(int(np.floor(x0)), 0), min(int(np.ceil(x1)), w)
-    if r1 <= r0 or c1 <= c0:
-        return 0
-    return int(np.count_nonzero(mask[r0:r1, c0:c1]))
+    return int(np.count_nonzero(mask[box_cells(geometry.check_xyxy(box), *mask.shape)]))
 
 
 def select_mask(masks: Sequence[np.ndarray], subject_box: Sequence[float]) -> int:

@@ -16,6 +16,17 @@ from scipy import sparse
 from scipy.sparse.linalg import spsolve
 
 
+def downscaled(image: np.ndarray, max_side: int) -> tuple[np.ndarray, float]:
+    """``image`` scaled (INTER_AREA) so that its longer side is at most ``max_side``, and the scale; the image
+    itself when it is small enough. Segmentation and matting cost grows with pixels."""
+    h, w = image.shape[:2]
+    scale = min(1.0, max_side / max(h, w))
+    if scale == 1:
+        return image, scale
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    return cv2.resize(image, size, interpolation=cv2.INTER_AREA), scale
+
+
 def trimap(keep: np.ndarray, band_px: int) -> np.ndarray:
     """(H, W) float: 1 surely subject, 0 surely background, 0.5 unknown (``band_px`` on either side of the
     outline of ``keep``)."""
@@ -90,14 +101,12 @@ def matte(image: np.ndarray, keep: np.ndarray, band_px: int, max_side: int = 768
     Laplacian is solved on the image scaled to ``max_side`` (its cost grows with the band's pixels); the alpha
     is scaled back and kept at 1 well inside ``keep`` and 0 well outside, exactly."""
     h, w = keep.shape
-    scale = min(1.0, max_side / max(h, w))
+    small, scale = downscaled(image, max_side)
     small_band = max(1, round(band_px * scale))
+    small_keep = keep
     if scale < 1:
-        size = (max(1, round(w * scale)), max(1, round(h * scale)))
-        small = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+        size = (small.shape[1], small.shape[0])
         small_keep = cv2.resize(keep.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST).astype(bool)
-    else:
-        small, small_keep = image, keep
     alpha = closed_form_alpha(small, trimap(small_keep, small_band))
     if scale < 1:
         alpha = cv2.resize(alpha, (w, h), interpolation=cv2.INTER_LINEAR)

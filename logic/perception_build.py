@@ -228,8 +228,9 @@ def spatial_relation(t: PerceptionTemplate, sources: list[SourceView], draw: Dra
     rng = draw.rng
     src = sources[0]
     # "the cup" names one object only when no other cup goes unboxed: labels declared completely boxed
-    counts = Counter(label for label, _ in complete_things(src))
-    unique = [(label, box) for label, box in complete_things(src) if counts[label] == 1]
+    boxed = complete_things(src)
+    counts = Counter(label for label, _ in boxed)
+    unique = [(label, box) for label, box in boxed if counts[label] == 1]
     gap = float(t.params.get("min_gap_fraction", 0.05)) * max(src.image.size)  # type: ignore[arg-type]
     pairs = [
         (a, b, relation)

@@ -736,12 +736,7 @@ def extract_choice(output: str | None, n_options: int = 4, options: Sequence[str
         # Models repeat their short answers ("(A) Point A", "(A) A is closer to the camera."): each is read
         # once per process
         key = (text, n_options, tuple(options) if options else None)
-        remembered = _SHORT.get(key)
-        if remembered is None:
-            if len(_SHORT) >= _SHORT_MAX:
-                _SHORT.clear()
-            remembered = _SHORT[key] = _extract_text(text, n_options, options)
-        return remembered
+        return _remembered(key, lambda: _extract_text(text, n_options, options))
     return _extract_text(text, n_options, options)
 
 
@@ -766,6 +761,16 @@ def _extract_text(text: str, n_options: int, options: Sequence[str] | None) -> E
 # short outputs already read: (output, n_options, options) → Extraction; cleared when full, so bounded
 _SHORT: dict[tuple, Extraction] = {}
 _SHORT_MAX = 20_000
+
+
+def _remembered(key: tuple, read: Callable[[], Extraction]) -> Extraction:
+    """What ``read`` gives for a short output, read once per process (bounded)."""
+    remembered = _SHORT.get(key)
+    if remembered is None:
+        if len(_SHORT) >= _SHORT_MAX:
+            _SHORT.clear()
+        remembered = _SHORT[key] = read()
+    return remembered
 
 
 def forget_short_outputs() -> None:
@@ -814,7 +819,13 @@ def extract_yes_no(output: str | None) -> Extraction:
     """``yes`` / ``no`` from the opening word, else from a lone yes/no word; unparsed otherwise."""
     if output is None or not str(output).strip():
         return UNPARSED_EMPTY
-    text = _MD.sub("", str(output)).strip()
+    raw = str(output)
+    # models repeat their short answers ("Yes.", "No, it is not."): each is read once per process
+    return _remembered(("yes/no", raw), lambda: _read_yes_no(raw)) if len(raw) < 100 else _read_yes_no(raw)
+
+
+def _read_yes_no(raw: str) -> Extraction:
+    text = _MD.sub("", raw).strip()
     if _YES.match(text):
         return Extraction("yes", "leading")
     if _NO.match(text):

@@ -38,7 +38,9 @@ def gate_mask(
 ) -> dict[str, float]:
     """The mask's measurements; QualityGate (carrying them) when the mask is degenerate for its edit kind."""
     kind = template.edit_kind.value
-    # What a substituted background names (its flag, its shuttle model) must go with it.
+    # What a substituted background names (its flag, its shuttle model) must go with it. edit_mask already
+    # drops kept parts joined to no protected region, so on its masks old_kept is 0: a backstop, not a check
+    # that fires on the bundled photos.
     old_boxes = (
         [r.box.xyxy for r in grounding.regions if r.role == "object" and r.label.lower() in old_value.lower()]
         if kind == "background_substitution"

@@ -20,7 +20,7 @@ from perceptforge.fileio import iter_jsonl, pairs_object
 from perceptforge.prompts.library import load_prompt
 from perceptforge.scorer import metrics as m
 from perceptforge.scorer.benchmarks.codis import judge_by_rule
-from perceptforge.scorer.extract import LETTERS, Extraction, extract_choice, extract_yes_no
+from perceptforge.scorer.extract import LETTERS, extract_choice, extract_yes_no
 from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import (
     TABLE_SUFFIXES,
@@ -239,17 +239,6 @@ def score_rows(
 
     # per (kind, category): right, total — one count per item; by kind and by category at the end
     counts: dict[tuple[str, str], list[int]] = {}
-    yes_no: dict[str | None, Extraction] = {}  # Yes/No outputs read (models repeat them); bounded
-
-    def read_yes_no(output: str | None) -> Extraction:
-        ex = yes_no.get(output)
-        if ex is None:
-            if len(yes_no) >= _MEMO:
-                yes_no.clear()
-            ex = extract_yes_no(output)
-            if output is None or len(output) < 100:
-                yes_no[output] = ex
-        return ex
 
     def run(batch: list[dict]) -> None:
         keys = [key for r in batch for key in (r.get("keys") or _row_keys(r))]
@@ -272,7 +261,7 @@ def score_rows(
                 for image, answer in r["answers"].items():
                     key = f"{r['id']}#{image}"
                     output = held.get(key)
-                    ex = read_yes_no(output)
+                    ex = extract_yes_no(output)
                     flags[image] = correct = ex.value == answer
                     scored.add(key, group, output, ex.value, ex.method if output is not None else "missing", correct)
                     if output is None:
@@ -362,9 +351,6 @@ def score_rows(
     return ScoreResult(
         "perceptforge", protocol, metrics, tables, scored, preds.warnings, missing, preds.unknown, categories
     )
-
-
-_MEMO = 50_000
 
 
 def _mean_chance(options: Counter[int]) -> float:
