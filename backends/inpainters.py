@@ -66,6 +66,12 @@ def matte_band_px(shape: tuple[int, ...], share: float = 0.008) -> int:
     return max(2, round(share * max(shape[:2])))
 
 
+def is_greyscale(image: np.ndarray, tolerance: float = 2.0) -> bool:
+    """True when an RGB image's channels agree everywhere but for ``tolerance`` on average: a black-and-white photo."""
+    pixels = image.reshape(-1, 3).astype(np.int16)
+    return float(np.abs(pixels - pixels.mean(axis=1, keepdims=True)).mean()) <= tolerance
+
+
 def match_colour(patch: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """Shift the patch's per-channel mean and spread in Lab space to the reference pixels'."""
     src = cv2.cvtColor(patch, cv2.COLOR_RGB2LAB).astype(np.float32).reshape(-1, 3)
@@ -137,6 +143,10 @@ class CompositeInpainter:
             fill[y0:y1, x0:x1] = patch
         else:
             fill = cv2.resize(donor, (w, h), interpolation=cv2.INTER_AREA)
+            if is_greyscale(base):
+                # a black-and-white photo keeps its look: a colour scene behind a grey man is a paste, and the
+                # change asked for is the scene, not the photo's aesthetic
+                fill = np.repeat(cv2.cvtColor(fill, cv2.COLOR_RGB2GRAY)[..., None], 3, axis=2)
             if self.matte_band > 0:
                 # a hard cut keeps a rim of the old background around hair and shoulders: the subject's own
                 # alpha and colours along its outline, over the new scene

@@ -237,10 +237,16 @@ def colour_region(image: np.ndarray, box: Box, faces: Sequence[Box] = (), tolera
 SHRINK_ONLY = JitterParams(resize_px=(-3, 0))
 
 
-def inscribed_ellipse(box: Box, height: int, width: int) -> np.ndarray:
+def inscribed_ellipse(box: Box, height: int, width: int, frame: float = 2.0) -> np.ndarray:
     """(H, W) bool: the ellipse inscribed in ``box``. A held thing (a helmet, a cup, a camera) is roughly round
-    in its box; what its box's corners hold is the background beside it."""
+    in its box; what its box's corners hold is the background beside it. A side of the box within ``frame``
+    pixels of the image's edge is where the frame cuts the thing, not where it ends: the ellipse is that of the
+    box continued past it by half its size (else the helmet's lower rim and latch, cut by the photo's bottom
+    edge, would fall outside the ellipse and go with the old background)."""
     x0, y0, x1, y1 = box
+    bw, bh = x1 - x0, y1 - y0
+    x0, x1 = (x0 - bw / 2 if x0 <= frame else x0), (x1 + bw / 2 if x1 >= width - frame else x1)
+    y0, y1 = (y0 - bh / 2 if y0 <= frame else y0), (y1 + bh / 2 if y1 >= height - frame else y1)
     yy, xx = np.mgrid[0:height, 0:width]
     cx, cy, rx, ry = (x0 + x1) / 2, (y0 + y1) / 2, max((x1 - x0) / 2, 0.5), max((y1 - y0) / 2, 0.5)
     return ((xx + 0.5 - cx) / rx) ** 2 + ((yy + 0.5 - cy) / ry) ** 2 <= 1.0

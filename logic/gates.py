@@ -26,6 +26,7 @@ def mask_measurements(
     old_boxes: Sequence[Box] = (),
     protected: dict[str, Box] | None = None,
     objects: dict[str, np.ndarray] | None = None,
+    image: np.ndarray | None = None,
 ) -> dict[str, float]:
     """``mask_area``: the share of the image the mask covers; ``subject_in_mask``: the share of the subject's
     box it covers (the subject must stay recognisable); with the ``protected`` regions (the middle of a face,
@@ -33,7 +34,9 @@ def mask_measurements(
     ``protected_in_mask``, the largest; with the boxes of what the old value names (the flag of "a flag and a
     backdrop"), ``old_kept``: the share of them left in view as fragments apart from the subject (a flag box
     reaching behind the subject's shoulder is not left in view where the subject covers it); with the pixels of
-    objects standing before the old background (a tripod), ``replaced:<name>``: the share of each the mask covers."""
+    objects standing before the old background (a tripod), ``replaced:<name>``: the share of each the mask covers;
+    with the photo, for a background edit, ``unedged_outline`` (where the cut runs through no edge of the photo,
+    what report.html marks for annotators to look at closely)."""
     inside = _box_pixels(mask, subject_box)
     measured = {
         "mask_area": round(float(mask.mean()), 6),
@@ -46,6 +49,8 @@ def mask_measurements(
         measured["protected_in_mask"] = max(measured[f"in_mask:{n}"] for n in protected)
     if old_boxes or protected:  # a background edit: how ragged the kept subject's outline is
         measured["ragged_outline"] = ragged_outline(~mask, subject_box)
+        if image is not None:
+            measured["unedged_outline"] = unedged_outline(image, ~mask)
     for name, pixels in (objects or {}).items():
         measured[f"replaced:{name}"] = round(float(mask[pixels].mean()) if pixels.any() else 0.0, 6)
     if old_boxes:
@@ -68,6 +73,48 @@ def ragged_outline(keep: np.ndarray, subject_box: Box, share: float = 0.07) -> f
     disc = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (side, side))
     closed = cv2.morphologyEx(keep.astype(np.uint8), cv2.MORPH_CLOSE, disc).astype(bool)
     return round(float((closed & ~keep).sum() / max(1, keep.sum())), 6)
+
+
+def unedged_outline_pixels(
+    image: np.ndarray, keep: np.ndarray, gap: int = 4, reach: int = 6, min_contrast: float = 10.0
+) -> np.ndarray:
+    """(H, W) bool: the points of the kept subject's outline (away from the image's edge) where the photo has no
+    edge: the mean colours of its two sides, each sampled ``gap`` or more pixels from the cut and within ``reach``
+    of the point, lie within ``min_contrast`` (CIELAB ΔE) of each other. A cut that follows the subject's edge
+    separates two colours; one through a strip of backdrop kept beside a shoulder, through the black stand kept
+    beside a black helmet, or through a helmet's latch or a cap's crown left out, has the same colour on both
+    sides. The ``gap`` skips the few pixels of rim the matte decides."""
+    import cv2
+
+    keep8 = keep.astype(np.uint8)
+    lab = np.asarray(cv2.cvtColor(image.astype(np.float32) / 255, cv2.COLOR_RGB2LAB), np.float32)
+    window = (2 * reach + 1, 2 * reach + 1)
+
+    def side_mean(region: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        weight = region.astype(np.float32)
+        count = cv2.boxFilter(weight, -1, window, normalize=False)
+        total = np.stack([cv2.boxFilter(lab[..., c] * weight, -1, window, normalize=False) for c in range(3)], -1)
+        return total / np.maximum(count, 1e-6)[..., None], count
+
+    inner, n_in = side_mean(cv2.distanceTransform(keep8, cv2.DIST_L2, 3) >= gap)
+    outer, n_out = side_mean(cv2.distanceTransform(1 - keep8, cv2.DIST_L2, 3) >= gap)
+    outline = keep & ~cv2.erode(keep8, np.ones((3, 3), np.uint8)).astype(bool)
+    away = np.zeros_like(outline)
+    away[reach:-reach, reach:-reach] = True
+    outline &= away & (n_in > 2) & (n_out > 2)
+    return outline & (np.linalg.norm(inner - outer, axis=-1) < min_contrast)
+
+
+def unedged_outline(image: np.ndarray, keep: np.ndarray) -> float:
+    """The share of the kept subject's outline (away from the image's edge) that runs where the photo has no edge
+    (``unedged_outline_pixels``): 0 for a cut that follows the subject everywhere."""
+    import cv2
+
+    keep8 = keep.astype(np.uint8)
+    outline = keep & ~cv2.erode(keep8, np.ones((3, 3), np.uint8)).astype(bool)
+    h, w = keep.shape
+    outline[:6], outline[-6:], outline[:, :6], outline[:, -6:] = False, False, False, False
+    return round(float(unedged_outline_pixels(image, keep).sum() / max(1, outline.sum())), 6)
 
 
 def mask_verdict(

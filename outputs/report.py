@@ -17,6 +17,7 @@ import numpy as np
 from PIL import Image
 
 from perceptforge.fileio import atomic_write_text
+from perceptforge.logic.gates import unedged_outline_pixels
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir
 
@@ -86,13 +87,21 @@ def image_src(run: RunDir, rel: str) -> str:
     return html.escape(rel, quote=True)
 
 
-def mask_overlay(run: RunDir, natural_path: str, mask_path: str) -> str:
-    """Natural image with the mask tinted red, stored content-addressed; returns its path."""
+def mask_overlay(run: RunDir, natural_path: str, mask_path: str, outline: bool = False) -> str:
+    """Natural image with the mask tinted red, stored content-addressed; returns its path. With ``outline`` (a
+    background edit), the points where the kept subject's outline runs through no edge of the photo are marked
+    yellow: where a strip of the old scene may be kept or a part of the subject left out, for an annotator to
+    look at closely."""
     natural = np.asarray(load_rgb(run.inside(natural_path)), np.float32)
     run.inside(mask_path)
     mask = run.load_mask(mask_path)
     tinted = natural.copy()
     tinted[mask] = tinted[mask] * 0.45 + np.array([255, 40, 40], np.float32) * 0.55
+    if outline:
+        import cv2
+
+        points = unedged_outline_pixels(natural.astype(np.uint8), ~mask)
+        tinted[cv2.dilate(points.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)] = (255, 230, 0)
     return run.store_image(Image.fromarray(tinted.astype(np.uint8))).path
 
 
@@ -210,7 +219,8 @@ def write_report(run: RunDir) -> str:
         pair, idea = first["pair"], first["idea"]
         figs = [("natural", pair["natural"]["path"])]
         if pair.get("mask"):
-            figs.append(("mask", mask_overlay(run, pair["natural"]["path"], pair["mask"]["path"])))
+            background = first["edit"]["kind"] == "background_substitution"
+            figs.append(("mask", mask_overlay(run, pair["natural"]["path"], pair["mask"]["path"], background)))
         figs.append(("manipulated", pair["manipulated"]["path"]))
         rows = []
         for item in unit_items:

@@ -35,6 +35,7 @@ def gate_mask(
     old_value: str,
     gates: Gates,
     objects: dict[str, np.ndarray] | None = None,
+    image: np.ndarray | None = None,
 ) -> dict[str, float]:
     """The mask's measurements; QualityGate (carrying them) when the mask is degenerate for its edit kind."""
     kind = template.edit_kind.value
@@ -47,7 +48,7 @@ def gate_mask(
         else []
     )
     protected = protected_regions(grounding) if kind == "background_substitution" else {}
-    measured = mask_measurements(mask, grounding.subject.box.xyxy, old_boxes, protected, objects)
+    measured = mask_measurements(mask, grounding.subject.box.xyxy, old_boxes, protected, objects, image)
     span = gates.mask_area.get(kind)
     reason = mask_verdict(
         measured,
@@ -93,7 +94,9 @@ def make_mask(
             )
         try:
             measured = (
-                gate_mask(template, mask, grounding, candidate.idea.old, gates, objects) if mask is not None else {}
+                gate_mask(template, mask, grounding, candidate.idea.old, gates, objects, image)
+                if mask is not None
+                else {}
             )
         except QualityGate as exc:
             if attempt < attempts:

@@ -155,3 +155,15 @@ def test_what_a_background_edit_keeps_is_the_subject_cleaned():
     gap = keep.copy()
     gap[15:35, 14:26] = False  # an enclosed gap of 15% of the image (between an arm and the body) stays open
     assert not subject_only(gap, [(10, 10, 30, 38)])[20:30, 16:24].any()
+
+
+def test_a_held_thing_cut_by_the_frame_keeps_its_part_at_the_edge():
+    """A helmet whose box ends at the photo's bottom edge continues past it: its lower corners are the helmet
+    (its rim, its latch), not background beside it; a box inside the photo keeps its corners out."""
+    from perceptforge.logic.edit_region import inscribed_ellipse
+
+    inside = inscribed_ellipse((20, 20, 60, 60), 100, 100)
+    assert not inside[22, 22] and not inside[58, 58] and inside[40, 40]
+    cut = inscribed_ellipse((20, 60, 60, 100), 100, 100)
+    assert cut[98, 22] and cut[98, 57]  # the lower corners, at the frame
+    assert not cut[61, 21]  # the upper corner is still beside it

@@ -115,3 +115,17 @@ def test_targets_and_bad_inputs(astronaut):
     assert [m.shape for m in masks] == [(512, 512), (512, 512)] and masks[0].sum() > masks[1].sum()
     with pytest.raises(ValueError, match=r"\(H, W, 3\) uint8"):
         GrabCutSegmenter().box_mask(np.asarray(image.convert("L")), (10, 10, 50, 50))
+
+
+def test_a_black_and_white_photo_gets_its_new_scene_in_black_and_white(sample_dir):
+    """The cameraman is grey: a colour scene behind him would be a paste, and the aesthetic is not what changes."""
+    b1, donor = templates()["B1"], load_rgb(sample_dir / "images" / "rocket.jpg")
+    mask = np.zeros((512, 512), bool)
+    mask[:, 300:] = True
+    grey = load_rgb(sample_dir / "images" / "cameraman.png")
+    out = np.asarray(CompositeInpainter(matte_band=0.0).edit([edit_request(b1, grey, mask, "x", 0, donor)])[0])
+    assert change(grey, out, mask) > 10
+    assert np.abs(out.astype(int) - out.mean(axis=2, keepdims=True)).max() <= 1  # no colour anywhere
+    colour = load_rgb(sample_dir / "images" / "astronaut.jpg")
+    pasted = np.asarray(CompositeInpainter(matte_band=0.0).edit([edit_request(b1, colour, mask, "x", 0, donor)])[0])
+    assert np.abs(pasted[mask].astype(int) - pasted[mask].mean(axis=1, keepdims=True)).mean() > 5  # colour stays

@@ -211,3 +211,20 @@ def test_an_object_standing_before_the_old_background_is_kept_or_replaced_whole(
         assert (verdict is not None) == refused
         if refused:
             assert "cuts the tripod in two (50% of it replaced" in verdict
+
+
+def test_an_outline_through_no_edge_of_the_photo_is_measured():
+    """A red disc on a grey wall: a cut along the disc's edge separates two colours everywhere; a cut a ring of
+    wall wider than the matte outside it (a strip of the old scene kept) or through the disc runs through one."""
+    from perceptforge.logic.gates import unedged_outline, unedged_outline_pixels
+
+    h = w = 120
+    yy, xx = np.mgrid[0:h, 0:w]
+    r = np.hypot(yy - 60, xx - 60)
+    image = np.where((r <= 30)[..., None], np.array([200, 30, 30], np.uint8), np.array([128, 128, 128], np.uint8))
+    assert unedged_outline(image, r <= 30) == 0.0
+    assert unedged_outline(image, r <= 42) > 0.9  # a ring of wall kept all round
+    half = (r <= 30) | ((r <= 42) & (xx > 60))  # a strip kept on one side only
+    assert 0.3 < unedged_outline(image, half) < 0.8
+    points = unedged_outline_pixels(image, half)
+    assert points[:, 61:].any() and not points[:, :55].any()
