@@ -137,11 +137,7 @@ class SelfieSegmenter:
         seed = np.full((h, w), cv2.GC_BGD, np.uint8)
         seed[inside & (person > 0.05)] = cv2.GC_PR_BGD
         seed[inside & (person >= self.threshold)] = cv2.GC_PR_FGD
-        # the model's 256×256 answer, scaled up, is sure a few pixels past the person's edge (a strip of backdrop
-        # beside a shoulder): only what lies well inside its sure part is sure; the rim is decided by colour
-        sure = (inside & (person >= 0.95)).astype(np.uint8)
-        margin = max(3, round(0.015 * max(h, w)))
-        seed[cv2.erode(sure, np.ones((2 * margin + 1, 2 * margin + 1), np.uint8)).astype(bool)] = cv2.GC_FGD
+        seed[inside & (person >= 0.95)] = cv2.GC_FGD
         # where the old background's named things stand (the shuttle model beside her shoulder), the model's
         # coarse edge would keep a sliver of them, and their colours (a flag's red stripe) may pass for the
         # subject's (her ribbons): there only what the model is sure of may be the person
