@@ -24,6 +24,7 @@ from perceptforge.backends.diffusion import DiffusersEditor, DiffusersSettings
 from perceptforge.backends.protocols import EditRequest
 from perceptforge.backends.registry import BackendSettings, Runtime, register
 from perceptforge.data.schema import Rendering
+from perceptforge.logic.edit_region import black_and_white
 from perceptforge.logic.matting import matte
 from perceptforge.logic.templates import Template
 from perceptforge.store.donors import DonorLibrary
@@ -64,12 +65,6 @@ def feather(mask: np.ndarray, radius: int) -> np.ndarray:
 def matte_band_px(shape: tuple[int, ...], share: float = 0.008) -> int:
     """The matted band on each side of a subject's outline, in pixels, for an image of ``shape``."""
     return max(2, round(share * max(shape[:2])))
-
-
-def is_greyscale(image: np.ndarray, tolerance: float = 2.0) -> bool:
-    """True when an RGB image's channels agree everywhere but for ``tolerance`` on average: a black-and-white photo."""
-    pixels = image.reshape(-1, 3).astype(np.int16)
-    return float(np.abs(pixels - pixels.mean(axis=1, keepdims=True)).mean()) <= tolerance
 
 
 def match_colour(patch: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -143,7 +138,7 @@ class CompositeInpainter:
             fill[y0:y1, x0:x1] = patch
         else:
             fill = cv2.resize(donor, (w, h), interpolation=cv2.INTER_AREA)
-            if is_greyscale(base):
+            if black_and_white(cv2.cvtColor(base.astype(np.float32) / 255, cv2.COLOR_RGB2LAB)):
                 # a black-and-white photo keeps its look: a colour scene behind a grey man is a paste, and the
                 # change asked for is the scene, not the photo's aesthetic
                 fill = np.repeat(cv2.cvtColor(fill, cv2.COLOR_RGB2GRAY)[..., None], 3, axis=2)

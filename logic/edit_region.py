@@ -152,6 +152,12 @@ def two_colours(lab: np.ndarray, iterations: int = 10) -> tuple[np.ndarray, np.n
     return centres, nearest
 
 
+def black_and_white(lab: np.ndarray, max_chroma: float = 4.0) -> bool:
+    """True when CIELAB pixels (any shape ending in 3, as ``cv2`` gives them from float RGB in [0, 1]) have almost
+    no colour: the median of |a| + |b| under ``max_chroma``. A black-and-white photo, or a region of one."""
+    return float(np.median(np.abs(lab.reshape(-1, 3)[:, 1:]).sum(axis=1))) < max_chroma
+
+
 # brown hair is 31–33 from the face's middle in the bundled and scikit-image astronaut; grey hair beside a temple 6–15
 MIN_REGION_SKIN_CONTRAST = 20.0
 
@@ -193,7 +199,7 @@ def colour_region(image: np.ndarray, box: Box, faces: Sequence[Box] = (), tolera
     if skin.any():
         skin_like = np.linalg.norm(lab - np.median(lab[skin], axis=0), axis=2) <= near
         similar &= ~skin_like
-    if faces and float(np.median(np.abs(lab[core][:, 1:]).sum(axis=1))) < 4.0:
+    if faces and black_and_white(lab[core]):
         # in a black-and-white photo the shadowed side of a face is as near the hair as the hair is
         raise ValueError("a black-and-white photo: its hair cannot be told from the skin beside it by colour")
     reach = in_box.copy()

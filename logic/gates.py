@@ -98,23 +98,26 @@ def unedged_outline_pixels(
 
     inner, n_in = side_mean(cv2.distanceTransform(keep8, cv2.DIST_L2, 3) >= gap)
     outer, n_out = side_mean(cv2.distanceTransform(1 - keep8, cv2.DIST_L2, 3) >= gap)
-    outline = keep & ~cv2.erode(keep8, np.ones((3, 3), np.uint8)).astype(bool)
-    away = np.zeros_like(outline)
-    away[reach:-reach, reach:-reach] = True
-    outline &= away & (n_in > 2) & (n_out > 2)
+    outline = inner_outline(keep, reach) & (n_in > 2) & (n_out > 2)
     return outline & (np.linalg.norm(inner - outer, axis=-1) < min_contrast)
 
 
-def unedged_outline(image: np.ndarray, keep: np.ndarray) -> float:
-    """The share of the kept subject's outline (away from the image's edge) that runs where the photo has no edge
-    (``unedged_outline_pixels``): 0 for a cut that follows the subject everywhere."""
+def inner_outline(keep: np.ndarray, margin: int) -> np.ndarray:
+    """(H, W) bool: the kept pixels with a neighbour outside (8-connected), at least ``margin`` pixels from the
+    image's edge (where the frame, not a cut, ends the subject)."""
     import cv2
 
-    keep8 = keep.astype(np.uint8)
-    outline = keep & ~cv2.erode(keep8, np.ones((3, 3), np.uint8)).astype(bool)
-    h, w = keep.shape
-    outline[:6], outline[-6:], outline[:, :6], outline[:, -6:] = False, False, False, False
-    return round(float(unedged_outline_pixels(image, keep).sum() / max(1, outline.sum())), 6)
+    outline = keep & ~cv2.erode(keep.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+    away = np.zeros_like(outline)
+    away[margin:-margin, margin:-margin] = True
+    return outline & away
+
+
+def unedged_outline(image: np.ndarray, keep: np.ndarray, reach: int = 6) -> float:
+    """The share of the kept subject's outline (away from the image's edge) that runs where the photo has no edge
+    (``unedged_outline_pixels``): 0 for a cut that follows the subject everywhere."""
+    unedged = unedged_outline_pixels(image, keep, reach=reach)
+    return round(float(unedged.sum() / max(1, inner_outline(keep, reach).sum())), 6)
 
 
 def mask_verdict(
