@@ -145,7 +145,10 @@ class CompositeInpainter:
             if self.matte_band > 0:
                 # a hard cut keeps a rim of the old background around hair and shoulders: the subject's own
                 # alpha and colours along its outline, over the new scene
-                alpha_s, subject = matte(base, ~mask, matte_band_px((h, w), self.matte_band))
+                band = matte_band_px((h, w), self.matte_band)
+                # a drawn line lies within a pixel or two of the edge; a wide band round a thin thing (a tripod's
+                # leg) lets grass specks into the matte
+                alpha_s, subject = matte(base, ~mask, max(1, band // 2) if req.drawn else band)
                 out = alpha_s[..., None] * subject + (1 - alpha_s[..., None]) * fill.astype(np.float64)
                 return Image.fromarray(np.clip(out + 0.5, 0, 255).astype(np.uint8))
         alpha = feather(mask, self.feather_px)[..., None]

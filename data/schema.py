@@ -93,11 +93,25 @@ class Box(Record):
 
 
 class Region(Record):
-    """A labelled box in an image (an object, a face, the main subject)."""
+    """A labelled box in an image (an object, a face, the main subject), with the annotator's outline where one
+    was drawn."""
 
     label: str = Field(min_length=1)
     box: Box
     role: Literal["subject", "object", "face", "other"] = "object"
+    outline: list[list[float]] | None = Field(
+        None,
+        description="COCO polygons (each part [x0, y0, x1, y1, ...], pixels): the region's own outline, which "
+        "an edit follows where a segmenter would guess",
+    )
+
+    @field_validator("outline")
+    @classmethod
+    def _polygons(cls, parts: list[list[float]] | None) -> list[list[float]] | None:
+        for k, part in enumerate(parts or []):
+            if len(part) < 6 or len(part) % 2:
+                raise ValueError(f"outline part {k}: needs x, y pairs of three points or more, got {len(part)} numbers")
+        return parts
 
 
 class Grounding(Record):

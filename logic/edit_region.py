@@ -15,6 +15,7 @@ import numpy as np
 
 from perceptforge.data.schema import Grounding, Region
 from perceptforge.logic.mask_select import JitterParams, box_cells, jitter_box, random_resize, select_mask
+from perceptforge.logic.outline import band_width, follow_outline, outline_mask
 from perceptforge.logic.templates import Template
 
 Box = tuple[float, float, float, float]
@@ -58,13 +59,15 @@ def protected_regions(grounding: Grounding) -> dict[str, Box]:
     """What a background edit must leave as it was, each as the part of its box that is surely the thing: the
     middle of each face, the chest below it (half as wide as the face, one face height below the chin: lower down
     a crouching person's body may be anywhere), and the middle of each object the subject holds. The mask gate
-    measures them, and GrabCut takes them as sure foreground."""
+    measures them, and GrabCut takes them as sure foreground. A subject with a drawn outline has no chest guess."""
     out: dict[str, Box] = {}
     sx0, sy0, sx1, sy1 = grounding.subject.box.xyxy
     for k, face in enumerate(r for r in grounding.regions if r.role == "face"):
         x0, y0, x1, y1 = face.box.xyxy
         out[f"face {k + 1}" if k else "face"] = _middle((x0, y0, x1, y1))
-        if y1 < sy1 and k == 0:  # the chest: one face height below the chin, whatever pose the rest is in
+        # the chest: one face height below the chin, whatever pose the rest is in; a drawn outline says where
+        # the body is instead (a crouching man's chest box holds the grass below his elbow)
+        if y1 < sy1 and k == 0 and not grounding.subject.outline:
             width = (x1 - x0) / 2
             cx = (x0 + x1) / 2
             out["body"] = (
@@ -320,7 +323,15 @@ def edit_mask(
         return None
     h, w = image.shape[:2]
     box = target_box(template, grounding, old_value, region)
-    if template.edit_kind.value == "background_substitution" or template.target == "background":
+    held = held_regions(grounding)
+    # the subject's drawn outline is what stays; what it holds may have its own
+    drawn = drawn_outlines([grounding.subject, *held], h, w) if grounding.subject.outline else None
+    background = template.edit_kind.value == "background_substitution" or template.target == "background"
+    if background and drawn is not None:
+        # the annotator drew what stays: nothing is guessed, so nothing is jittered; the composite's matting
+        # softens the drawn line on the photo's own edge (hair, a blurred shoulder)
+        mask = ~drawn
+    elif background:
         jittered = jitter_box(box, w, h, rng)
         hinted = getattr(segmenter, "hinted_candidates", None)
         hints = subject_hints(grounding, grounding.attributes.get("background", ""))
@@ -328,7 +339,6 @@ def edit_mask(
         # Eq. 1's seeded resize, shrinking only: a grown mask keeps a rim of the old background, a halo around
         # the subject in the new scene
         keep = random_resize(candidates[select_mask(candidates, box)], rng, SHRINK_ONLY)
-        held = held_regions(grounding)
         for region_ in held:  # the helmet she holds stays with her, whole; its box's corners are not it
             keep = keep | (segmenter.box_mask(image, region_.box.xyxy) & inscribed_ellipse(region_.box.xyxy, h, w))
         kept = subject_only(keep, [box, *(r.box.xyxy for r in held)])
@@ -337,13 +347,34 @@ def edit_mask(
         mask = ~subject_parts(kept, list(protected_regions(grounding).values()))
     elif region is not None:  # a region named by its label (hair, perhaps on both sides of a cap): its own colour
         faces = [r.box.xyxy for r in grounding.regions if r.role == "face"]
-        named = [r.box.xyxy for r in grounding.regions if r.label.lower() == region.lower()]
-        mask = np.logical_or.reduce([colour_region(image, b, faces) for b in named])
+        named = [r for r in grounding.regions if r.label.lower() == region.lower()]
+        mask = np.logical_or.reduce([drawn_region(image, r, faces) for r in named])
     else:
         mask = segmenter.box_mask(image, box)
     if not mask.any():
         raise ValueError(f"source {grounding.source_id}: the edit mask for template {template.id} is empty")
     return mask
+
+
+def drawn_outlines(regions: Sequence[Region], height: int, width: int) -> np.ndarray | None:
+    """The union of the regions' drawn outlines, or None when none has one."""
+    drawn = [outline_mask(r.outline, height, width) for r in regions if r.outline]
+    return np.logical_or.reduce(drawn) if drawn else None
+
+
+def drawn_region(image: np.ndarray, region: Region, faces: Sequence[Box]) -> np.ndarray:
+    """A region named by its label (hair) by its own colour (``colour_region``), held to its drawn outline where
+    the annotator drew one; there the outline also stands where colour cannot tell the region from the skin (a
+    black-and-white photo, grey hair)."""
+    h, w = image.shape[:2]
+    if not region.outline:
+        return colour_region(image, region.box.xyxy, faces)
+    drawn = outline_mask(region.outline, h, w)
+    try:
+        found = colour_region(image, region.box.xyxy, faces)
+    except ValueError:
+        return drawn
+    return follow_outline(found, drawn, band_width(h, w))
 
 
 def pastes_into_box(template: Template) -> bool:

@@ -29,9 +29,13 @@ def downscaled(image: np.ndarray, max_side: int) -> tuple[np.ndarray, float]:
 
 def trimap(keep: np.ndarray, band_px: int) -> np.ndarray:
     """(H, W) float: 1 surely subject, 0 surely background, 0.5 unknown (``band_px`` on either side of the
-    outline of ``keep``)."""
+    outline of ``keep``). A part of ``keep`` narrower than the band (a tripod's leg, a strut) keeps its core,
+    all but its one-pixel rim, as sure: with nothing of it known, the matte would fade it into the scene."""
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * band_px + 1, 2 * band_px + 1))
     inner = cv2.erode(keep.astype(np.uint8), kernel, borderType=cv2.BORDER_REPLICATE).astype(bool)
+    thin = keep & ~cv2.dilate(inner.astype(np.uint8), kernel).astype(bool)
+    core = cv2.erode(keep.astype(np.uint8), np.ones((3, 3), np.uint8), borderType=cv2.BORDER_REPLICATE)
+    inner |= thin & core.astype(bool)
     outer = cv2.dilate(keep.astype(np.uint8), kernel, borderType=cv2.BORDER_REPLICATE).astype(bool)
     out = np.full(keep.shape, 0.5, np.float64)
     out[inner] = 1.0

@@ -187,6 +187,30 @@ def point_of(value: object, width: int, height: int, where: str) -> tuple[float,
     return x, y
 
 
+def outline_of(ann: dict, width: int, height: int, where: str) -> list[list[float]] | None:
+    """COCO's ``segmentation`` as polygons (``[[x0, y0, x1, y1, ...], ...]``, pixels), each point inside the
+    image (its edge included); absent or empty is no outline. RLE is refused: draw polygons (Label Studio's
+    COCO export writes them)."""
+    parts = ann.get("segmentation")
+    if parts is None or parts == []:
+        return None
+    if isinstance(parts, dict):
+        raise InputError(where, "segmentation is RLE; only polygons ([[x0, y0, x1, y1, ...], ...]) are read")
+    if not isinstance(parts, list) or not all(isinstance(p, list) for p in parts):
+        raise InputError(where, "segmentation must be a list of polygons, each [x0, y0, x1, y1, ...]")
+    out = []
+    for k, part in enumerate(parts):
+        if len(part) < 6 or len(part) % 2:
+            raise InputError(where, f"segmentation polygon {k}: needs x, y pairs of at least three points")
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in part):
+            raise InputError(where, f"segmentation polygon {k}: every coordinate must be a number")
+        xs, ys = part[0::2], part[1::2]
+        if min(xs) < 0 or min(ys) < 0 or max(xs) > width or max(ys) > height:
+            raise InputError(where, f"segmentation polygon {k} reaches outside the {width}x{height} image")
+        out.append([float(v) for v in part])
+    return out
+
+
 def check_keypoints(ann: dict, width: int, height: int, where: str) -> None:
     """``keypoints`` ({name: [x, y]}, SPair-71k style: the same names correspond across objects of one label) and
     ``functional_keypoints`` ({action: {part: [x, y]}}, FunKPoint style: the same parts correspond across
@@ -278,14 +302,15 @@ def grounding_from_entry(entry: SourceEntry) -> Grounding:
                 f"bbox {ann['bbox']} lies outside the {entry.width}x{entry.height} image",
             )
         role = ann.get("role", "object")
+        outline = outline_of(ann, entry.width, entry.height, f"{where} annotation {ann.get('id')}")
         try:
-            regions.append(Region(label=str(ann.get("label") or "object"), box=box, role=role))
+            regions.append(Region(label=str(ann.get("label") or "object"), box=box, role=role, outline=outline))
         except ValidationError as exc:
             raise InputError(f"{where} annotation {ann.get('id')}", "; ".join(describe_validation_error(exc))) from None
     subjects = [r for r in regions if r.role == "subject"]
     if len(subjects) != 1:
         raise InputError(where, f"expected exactly one region with role 'subject', found {len(subjects)}")
-    subject = Region(label=entry.subject, box=subjects[0].box, role="subject")
+    subject = Region(label=entry.subject, box=subjects[0].box, role="subject", outline=subjects[0].outline)
     return Grounding(
         source_id=entry.source_id,
         caption=entry.caption,

@@ -26,6 +26,7 @@ from perceptforge.logic.templates import Template
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir, safe_name
 from perceptforge.tasks.engine import MODEL_STAGE
+from perceptforge.tasks.mask import DRAWN
 from perceptforge.tasks.runner import StageRunner, Unit
 
 
@@ -88,6 +89,7 @@ def edit_request(unit: EditUnit, run: RunDir, seed: int) -> EditRequest:
         seed=edit_seed(seed, unit.name),
         partial=pastes_into_box(unit.template),
         rendering=rendering,
+        drawn=unit.mask.segmenter == DRAWN,
     )
 
 

@@ -27,6 +27,8 @@ from perceptforge.tasks.engine import MODEL_STAGE
 from perceptforge.tasks.gates import QualityGate
 from perceptforge.tasks.runner import StageRunner, Unit, unit_record
 
+DRAWN = BackendRef(name="annotations", model_id="drawn-outline")
+
 
 def gate_mask(
     template: Template,
@@ -57,7 +59,8 @@ def gate_mask(
         gates.max_old_kept,
         gates.max_protected_in_mask,
         gates.max_object_cut,
-        gates.max_ragged_outline,
+        # the bites this gate looks for are a segmenter's; a drawn outline's gaps (between a tripod's legs) are meant
+        1.0 if grounding.subject.outline else gates.max_ragged_outline,
     )
     if reason:
         raise QualityGate(reason, measured)
@@ -79,9 +82,14 @@ def make_mask(
     image = np.asarray(load_rgb(run.sub(source.stored)))
     rendering = candidate.idea.rendering
     background = template.edit_kind.value == "background_substitution"
+    drawn = bool(grounding.subject.outline)
+    # whether a standing object (a tripod) is cut in two is measured on a segmenter's guess of it; an annotator's
+    # outline of the subject already says what of it stays
     with device_lock(device):
         objects = (
-            {r.label: segmenter.box_mask(image, r.box.xyxy) for r in standing_objects(grounding)} if background else {}
+            {r.label: segmenter.box_mask(image, r.box.xyxy) for r in standing_objects(grounding)}
+            if background and not drawn
+            else {}
         )
     # Eq. 1 draws one jitter of the subject's box; segmentation around another may be clean where this one bit
     # into a sleeve: the next seeded draws are tried, in order, so the same seed gives the same mask
@@ -110,7 +118,8 @@ def make_mask(
     return MaskRecord(
         unit=candidate.unit,
         mask=run.store_mask(mask) if mask is not None else None,
-        segmenter=BackendRef(name=segmenter.name, model_id=segmenter.model_id),
+        # a drawn outline is the subject itself: lineage says the annotation made the mask, not the model
+        segmenter=(DRAWN if background and drawn else BackendRef(name=segmenter.name, model_id=segmenter.model_id)),
         measurements=measured,
     )
 

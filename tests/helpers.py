@@ -107,3 +107,9 @@ def clustered_hashes(n: int, seed: int) -> list[int]:
             h ^= 1 << int(bit)
         out.append(h)
     return out
+
+
+def undrawn(grounding):
+    """``grounding`` with its subject's drawn outline taken off: the segmenter's path, as for a photo nobody
+    outlined (the bundled photos carry outlines)."""
+    return grounding.model_copy(update={"subject": grounding.subject.model_copy(update={"outline": None})})

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import candidate_for
+from helpers import candidate_for, undrawn
 from PIL import Image
 
 from perceptforge.backends.writers import TemplateWriter
@@ -93,7 +93,7 @@ class FixedMask:
 def astronaut_unit(sample_dir, tmp_path_factory):
     run = RunDir(tmp_path_factory.mktemp("run"))
     entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("astronaut.jpg"))
-    source, grounding = ingest_entry(sample_dir, entry, run), grounding_from_entry(entry)
+    source, grounding = ingest_entry(sample_dir, entry, run), undrawn(grounding_from_entry(entry))
     b3 = templates()["B3"]  # replaces the helmet she holds: a partial edit, its mask the segmenter's
     candidate = Candidate.model_validate(candidate_for(b3, grounding, source.sha256, TemplateWriter(), templates(), 0))
     return run, b3, candidate, source, grounding

@@ -1,0 +1,55 @@
+"""An annotated outline (COCO polygons) as a mask, and a segmenter's mask held to it.
+
+A segmenter guesses a subject's outline from colour and shape, and misses where the photo gives no cue (an orange
+sleeve against a red stripe, a white cap against a pale wall). Where the annotator drew the outline, the edit
+follows it: the segmenter decides only a thin band along the drawn line, where its pixel-exact edge (a strand of
+hair, the blur of a shoulder) is better than a polygon's straight segments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def outline_mask(parts: Sequence[Sequence[float]], height: int, width: int) -> np.ndarray:
+    """(H, W) bool: the pixels whose centres lie inside any of the polygons (COCO ``segmentation``, pixel
+    coordinates with (0, 0) the top-left corner of the top-left pixel); the parts are a union. Inside is by the
+    even-odd rule, so a hole joined to its ring by a zero-width bridge (COCO's way to draw one) stays open."""
+    out = np.zeros((height, width), bool)
+    centres_y = np.arange(height) + 0.5
+    centres_x = np.arange(width) + 0.5
+    for part in parts:
+        points = np.asarray(part, np.float64).reshape(-1, 2)
+        x0, y0 = points[:, 0], points[:, 1]
+        x1, y1 = np.roll(x0, -1), np.roll(y0, -1)
+        # each edge crosses the rows whose centre lies in [min y, max y): no row counts a vertex twice
+        low, high = np.minimum(y0, y1), np.maximum(y0, y1)
+        crosses = (centres_y[:, None] >= low[None]) & (centres_y[:, None] < high[None])  # (rows, edges)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = (centres_y[:, None] - y0[None]) / (y1 - y0)[None]
+        at = x0[None] + t * (x1 - x0)[None]
+        for row in np.flatnonzero(crosses.any(axis=1)):
+            xs = np.sort(at[row, crosses[row]])
+            inside = np.searchsorted(xs, centres_x, side="right") % 2 == 1
+            out[row] |= inside
+    return out
+
+
+def band_width(height: int, width: int) -> int:
+    """How far from a drawn outline the segmenter still decides: 0.4% of the shorter side, at least 1 px (2 px on
+    a 512 px photo, as near as a careful annotator's polygon lies to a sharp edge)."""
+    return max(1, round(0.004 * min(height, width)))
+
+
+def follow_outline(mask: np.ndarray, drawn: np.ndarray, band: int) -> np.ndarray:
+    """``mask`` held to the drawn region: everything more than ``band`` pixels inside it is kept, everything more
+    than ``band`` pixels outside it is dropped, and within the band ``mask`` decides."""
+    import cv2
+
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * band + 1, 2 * band + 1))
+    region = drawn.astype(np.uint8)
+    surely_in = cv2.erode(region, kernel, borderType=cv2.BORDER_REPLICATE).astype(bool)
+    maybe_in = cv2.dilate(region, kernel).astype(bool)
+    return surely_in | (mask & maybe_in)

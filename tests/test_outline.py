@@ -1,0 +1,91 @@
+"""A drawn outline (COCO ``segmentation`` polygons): read, rasterised, followed by the edits."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from helpers import undrawn
+
+from perceptforge.errors import InputError
+from perceptforge.logic.edit_region import edit_mask
+from perceptforge.logic.outline import band_width, follow_outline, outline_mask
+from perceptforge.logic.templates import templates
+from perceptforge.store.images import load_rgb
+from perceptforge.store.sources import grounding_from_entry, read_source_dir
+
+
+def test_a_square_outline_covers_the_pixels_whose_centres_it_holds():
+    mask = outline_mask([[2, 2, 6, 2, 6, 5, 2, 5]], 8, 8)
+    assert mask.sum() == 12 and mask[2:5, 2:6].all()
+    two = outline_mask([[0, 0, 2, 0, 2, 2, 0, 2], [4, 4, 6, 4, 6, 6, 4, 6]], 8, 8)
+    assert two.sum() == 8  # parts are a union
+
+
+def test_a_hole_bridged_into_its_ring_stays_open():
+    # a 6×6 square with a 2×2 hole, the hole joined to the ring by a zero-width bridge (as a COCO polygon is)
+    ring = [0, 0, 6, 0, 6, 6, 0, 6, 0, 2, 2, 2, 2, 4, 4, 4, 4, 2, 2, 2, 0, 2]
+    mask = outline_mask([ring], 6, 6)
+    assert not mask[2:4, 2:4].any() and mask.sum() == 32
+
+
+def test_the_segmenter_decides_only_a_band_along_the_drawn_line():
+    drawn = np.zeros((40, 40), bool)
+    drawn[10:30, 10:30] = True
+    guess = np.zeros((40, 40), bool)
+    guess[10:30, 5:29] = True  # a strip of background kept on the left, one column of the subject lost
+    held = follow_outline(guess, drawn, 2)
+    assert not held[:, :8].any()  # the strip beyond the band goes
+    assert held[12:28, 12:28].all()  # the inside stays, whatever the guess
+    assert not held[15, 29] and held[15, 8:10].all()  # within the band the guess decides
+    assert band_width(512, 512) == 2 and band_width(100, 80) == 1
+
+
+@pytest.mark.parametrize(
+    ("segmentation", "reason"),
+    [
+        ({"counts": [1, 2], "size": [4, 4]}, "RLE"),
+        ([[1, 1, 5, 1]], "at least three points"),
+        ([[1, 1, 5, 1, "x", 4]], "must be a number"),
+        ([[1, 1, 900, 1, 5, 4]], "reaches outside the 512x512 image"),
+        ("1 1 5 1 5 4", "list of polygons"),
+    ],
+)
+def test_a_bad_outline_is_refused_naming_the_annotation(sample_dir, tmp_path, segmentation, reason):
+    source = shutil.copytree(sample_dir, tmp_path / "source")
+    doc = json.loads((source / "annotations.json").read_text())
+    subject = next(a for a in doc["annotations"] if a["image_id"] == 1 and a.get("role") == "subject")
+    subject["segmentation"] = segmentation
+    (source / "annotations.json").write_text(json.dumps(doc))
+    entry = next(e for e in read_source_dir(source) if e.source_id == "1")
+    with pytest.raises(InputError, match=reason) as exc:
+        grounding_from_entry(entry)
+    assert f"annotation {subject['id']}" in str(exc.value)
+
+
+class NoSegmenter:
+    """A background edit with a drawn outline asks no segmenter anything."""
+
+    def box_mask(self, image, box):
+        raise AssertionError("the drawn outline is the mask")
+
+    def candidates(self, image, box):
+        raise AssertionError("the drawn outline is the mask")
+
+
+def test_a_drawn_subject_is_kept_exactly_as_drawn_whatever_the_seed(sample_dir):
+    entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("cameraman.png"))
+    grounding = grounding_from_entry(entry)
+    assert grounding.subject.outline, "the bundled cameraman carries his outline"
+    image = np.asarray(load_rgb(sample_dir / entry.file_name))
+    b1 = templates()["B1"]
+    masks = [
+        edit_mask(b1, grounding, image, grounding.attributes["background"], NoSegmenter(), np.random.default_rng(s))
+        for s in (0, 1)
+    ]
+    assert (masks[0] == masks[1]).all()
+    drawn = outline_mask(grounding.subject.outline, *image.shape[:2])
+    assert (masks[0] == ~drawn).all()
+    # the tripod he stands behind stays whole: its legs are in the outline, the grass between them is not
+    assert not masks[0][400, 292] and not masks[0][400, 269] and masks[0][400, 282]
+    assert undrawn(grounding).subject.outline is None
