@@ -30,7 +30,7 @@ from perceptforge.logic.matting import downscaled
 
 NO_PERSON = (
     "the person segmenter sees no person in the subject's box (a figure this small, or not a person, is not what "
-    "it knows)"
+    "it knows); a drawn outline of the subject (the annotation's segmentation) needs no segmenter"
 )
 
 
