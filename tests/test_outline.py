@@ -89,3 +89,18 @@ def test_a_drawn_subject_is_kept_exactly_as_drawn_whatever_the_seed(sample_dir):
     # the tripod he stands behind stays whole: its legs are in the outline, the grass between them is not
     assert not masks[0][400, 292] and not masks[0][400, 269] and masks[0][400, 282]
     assert undrawn(grounding).subject.outline is None
+
+
+def test_a_drawn_hair_region_stands_where_colour_cannot_tell_hair_from_skin():
+    from perceptforge.data.schema import Box, Region
+    from perceptforge.logic.edit_region import drawn_region
+
+    grey = np.full((64, 64, 3), 120, np.uint8)
+    grey[10:30, 20:44] = 60  # dark hair over a grey face: a black-and-white photo
+    face = (22.0, 20.0, 42.0, 50.0)
+    box = Box(x0=18, y0=8, x1=46, y1=32)
+    with pytest.raises(ValueError, match="black-and-white"):
+        drawn_region(grey, Region(label="hair", box=box), [face])
+    outline = [[20, 10, 44, 10, 44, 30, 20, 30]]
+    found = drawn_region(grey, Region(label="hair", box=box, outline=outline), [face])
+    assert (found == outline_mask(outline, 64, 64)).all()
