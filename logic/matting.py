@@ -33,14 +33,22 @@ def trimap(keep: np.ndarray, band_px: int) -> np.ndarray:
     all but its one-pixel rim, as sure: with nothing of it known, the matte would fade it into the scene."""
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * band_px + 1, 2 * band_px + 1))
     inner = cv2.erode(keep.astype(np.uint8), kernel, borderType=cv2.BORDER_REPLICATE).astype(bool)
-    thin = keep & ~cv2.dilate(inner.astype(np.uint8), kernel).astype(bool)
-    core = cv2.erode(keep.astype(np.uint8), np.ones((3, 3), np.uint8), borderType=cv2.BORDER_REPLICATE)
-    inner |= thin & core.astype(bool)
+    inner |= thin_core(keep, inner, kernel)
     outer = cv2.dilate(keep.astype(np.uint8), kernel, borderType=cv2.BORDER_REPLICATE).astype(bool)
+    # so does a gap of the background narrower than the band (the wedge between a neck and a collar ring)
+    outer &= ~thin_core(~keep, ~outer, kernel)
     out = np.full(keep.shape, 0.5, np.float64)
     out[inner] = 1.0
     out[~outer] = 0.0
     return out
+
+
+def thin_core(part: np.ndarray, sure: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """The pixels of ``part`` in its pieces narrower than ``kernel`` (what the band's erosion left no ``sure``
+    pixel of), all but their one-pixel rim."""
+    thin = part & ~cv2.dilate(sure.astype(np.uint8), kernel).astype(bool)
+    core = cv2.erode(part.astype(np.uint8), np.ones((3, 3), np.uint8), borderType=cv2.BORDER_REPLICATE)
+    return thin & core.astype(bool)
 
 
 def closed_form_alpha(image: np.ndarray, tri: np.ndarray, eps: float = 1e-5) -> np.ndarray:
