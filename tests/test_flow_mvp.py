@@ -6,7 +6,9 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from perceptforge.flows.run import run as run_flow
 from perceptforge.logic.templates import templates
@@ -49,13 +51,15 @@ def test_mvp_flow_ingests_grounds_and_renders_only_what_the_local_backends_can(d
     assert "the donor library has no group" in skipped["R2"] and "no value of R2 is a colour" in skipped["R2"]
     q = {r["unit"]: r for r in map(json.loads, (out / "quarantine.jsonl").read_text().splitlines())}
     assert "a black-and-white photo" in q["2-I1"]["detail"]  # the cameraman's hair is as dark as his coat
-    # the person segmenter keeps each subject whole: every background edit passes its gates at the first jitter
-    for unit in ("1-B1", "1-S1", "3-B1", "3-S1"):
-        measured = json.loads((out / "masks" / f"{unit}.json").read_text())["measurements"]
-        assert measured["ragged_outline"] < 0.015 and measured["old_kept"] == 0.0 and "attempts" not in measured
-    # the cameraman's tripod stands before the old background: it goes whole with it, never cut in two
-    tripod = json.loads((out / "masks" / "2-S1.json").read_text())["measurements"]["replaced:tripod"]
-    assert tripod >= 0.95
+    # the bundled subjects carry drawn outlines: every background edit keeps what was drawn, at the first try
+    for unit in ("1-B1", "1-S1", "2-B1", "2-S1", "3-B1", "3-S1"):
+        record = json.loads((out / "masks" / f"{unit}.json").read_text())
+        assert record["segmenter"] == {"name": "annotations", "model_id": "drawn-outline"}
+        assert record["measurements"].get("old_kept", 0.0) == 0.0 and "attempts" not in record["measurements"]
+    # the cameraman's tripod stands before the old background: drawn whole, it stays whole (a leg at y 400)
+    mask_path = json.loads((out / "masks" / "2-S1.json").read_text())["mask"]["path"]
+    changed = np.asarray(Image.open(out / mask_path)) > 0
+    assert not changed[400, 269] and not changed[400, 292] and changed[400, 282]
     for r in q.values():
         assert r["stage"] in ("mask", "gates")
         if r["reason"] == "QualityGate":  # a gate's verdict comes with every measurement and the mask it judged
@@ -64,7 +68,13 @@ def test_mvp_flow_ingests_grounds_and_renders_only_what_the_local_backends_can(d
     for ref in ("natural", "manipulated"):
         assert (out / item["pair"][ref]["path"]).exists()
     assert set(item["lineage"]["artifacts"]) >= {"grounding", "candidate", "edit"}
-    assert item["lineage"]["backends"]["segmenter"]["name"] == "selfie"
+    # lineage names who made each mask: the drawn outline for a background, the selfie segmenter's GrabCut else
+    made_by = {
+        (i["category"]["low"], i["lineage"]["backends"]["segmenter"]["name"])
+        for i in (json.loads(f.read_text()) for f in (out / "items").iterdir())
+    }
+    assert {c for c, name in made_by if name == "annotations"} == {"B1", "S1"}
+    assert {c for c, name in made_by if name == "selfie"} == {"I1", "S2"}
     report = (out / "report.html").read_text()
     assert "<img src='images/" in report and "quarantined units" in report and item["id"] in report
     assert "categories this profile cannot render" in report
