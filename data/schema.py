@@ -110,7 +110,7 @@ class Region(Record):
     def _polygons(cls, parts: list[list[float]] | None) -> list[list[float]] | None:
         for k, part in enumerate(parts or []):
             if len(part) < 6 or len(part) % 2:
-                raise ValueError(f"outline part {k}: needs x, y pairs of three points or more, got {len(part)} numbers")
+                raise ValueError(f"outline part {k}: needs x, y pairs of at least three points ({len(part)} numbers)")
         return parts
 
 

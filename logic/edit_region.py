@@ -324,13 +324,11 @@ def edit_mask(
     h, w = image.shape[:2]
     box = target_box(template, grounding, old_value, region)
     held = held_regions(grounding)
-    # the subject's drawn outline is what stays; what it holds may have its own
-    drawn = drawn_outlines([grounding.subject, *held], h, w) if grounding.subject.outline else None
     background = template.edit_kind.value == "background_substitution" or template.target == "background"
-    if background and drawn is not None:
-        # the annotator drew what stays: nothing is guessed, so nothing is jittered; the composite's matting
-        # softens the drawn line on the photo's own edge (hair, a blurred shoulder)
-        mask = ~drawn
+    if background and grounding.subject.outline:
+        # the annotator drew what stays (what the subject holds may have its own outline): nothing is guessed, so
+        # nothing is jittered; the composite's matting softens the drawn line on the photo's own edge
+        mask = ~drawn_outlines([grounding.subject, *held], h, w)
     elif background:
         jittered = jitter_box(box, w, h, rng)
         hinted = getattr(segmenter, "hinted_candidates", None)
@@ -356,10 +354,11 @@ def edit_mask(
     return mask
 
 
-def drawn_outlines(regions: Sequence[Region], height: int, width: int) -> np.ndarray | None:
-    """The union of the regions' drawn outlines, or None when none has one."""
-    drawn = [outline_mask(r.outline, height, width) for r in regions if r.outline]
-    return np.logical_or.reduce(drawn) if drawn else None
+def drawn_outlines(regions: Sequence[Region], height: int, width: int) -> np.ndarray:
+    """The union of the regions' drawn outlines (those without one add nothing)."""
+    return np.logical_or.reduce(
+        [np.zeros((height, width), bool), *(outline_mask(r.outline, height, width) for r in regions if r.outline)]
+    )
 
 
 def drawn_region(image: np.ndarray, region: Region, faces: Sequence[Box]) -> np.ndarray:

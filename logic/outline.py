@@ -1,9 +1,10 @@
 """An annotated outline (COCO polygons) as a mask, and a segmenter's mask held to it.
 
 A segmenter guesses a subject's outline from colour and shape, and misses where the photo gives no cue (an orange
-sleeve against a red stripe, a white cap against a pale wall). Where the annotator drew the outline, the edit
-follows it: the segmenter decides only a thin band along the drawn line, where its pixel-exact edge (a strand of
-hair, the blur of a shoulder) is better than a polygon's straight segments.
+sleeve against a red stripe, a white cap against a pale wall). Where the annotator drew the subject's outline, a
+background edit keeps exactly what was drawn (the composite's matte softens the line). A drawn region found by
+colour (hair) is held to its line: the colour decides only a thin band along it, where its pixel-exact edge (a
+strand of hair) is better than a polygon's straight segments.
 """
 
 from __future__ import annotations

@@ -190,7 +190,7 @@ def point_of(value: object, width: int, height: int, where: str) -> tuple[float,
 def outline_of(ann: dict, width: int, height: int, where: str) -> list[list[float]] | None:
     """COCO's ``segmentation`` as polygons (``[[x0, y0, x1, y1, ...], ...]``, pixels), each point inside the
     image (its edge included); absent or empty is no outline. RLE is refused: draw polygons (Label Studio's
-    COCO export writes them)."""
+    COCO export writes them). How many points a polygon needs is the record's own check (``Region``)."""
     parts = ann.get("segmentation")
     if parts is None or parts == []:
         return None
@@ -200,12 +200,10 @@ def outline_of(ann: dict, width: int, height: int, where: str) -> list[list[floa
         raise InputError(where, "segmentation must be a list of polygons, each [x0, y0, x1, y1, ...]")
     out = []
     for k, part in enumerate(parts):
-        if len(part) < 6 or len(part) % 2:
-            raise InputError(where, f"segmentation polygon {k}: needs x, y pairs of at least three points")
         if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in part):
             raise InputError(where, f"segmentation polygon {k}: every coordinate must be a number")
         xs, ys = part[0::2], part[1::2]
-        if min(xs) < 0 or min(ys) < 0 or max(xs) > width or max(ys) > height:
+        if xs and ys and (min(xs) < 0 or min(ys) < 0 or max(xs) > width or max(ys) > height):
             raise InputError(where, f"segmentation polygon {k} reaches outside the {width}x{height} image")
         out.append([float(v) for v in part])
     return out

@@ -92,8 +92,9 @@ def make_mask(
             else {}
         )
     # Eq. 1 draws one jitter of the subject's box; segmentation around another may be clean where this one bit
-    # into a sleeve: the next seeded draws are tried, in order, so the same seed gives the same mask
-    attempts = gates.mask_attempts if background else 1
+    # into a sleeve: the next seeded draws are tried, in order, so the same seed gives the same mask (a drawn
+    # outline is not jittered: one try)
+    attempts = gates.mask_attempts if background and not drawn else 1
     for attempt in range(1, attempts + 1):
         tried = {"attempts": float(attempt)} if attempt > 1 else {}
         with device_lock(device):
