@@ -26,8 +26,12 @@ from perceptforge.backends.registry import BackendSettings, Runtime, register
 from perceptforge.data.schema import Rendering
 from perceptforge.logic.edit_region import black_and_white
 from perceptforge.logic.matting import matte
+from perceptforge.logic.scene_fit import focus_shown, scene_window
 from perceptforge.logic.templates import Template
 from perceptforge.store.donors import DonorLibrary
+
+# of a scene's focus (donors.yaml), the share that must show beside the subject for its label to be true
+MIN_FOCUS_SHOWN = 0.4
 
 
 class CompositeSettings(BackendSettings):
@@ -116,10 +120,12 @@ class CompositeInpainter:
         req.check()
         if req.mask is None:
             raise ValueError("composite editing needs a mask")
+        entry = None
         if req.donor is not None:
             donor = np.asarray(req.donor.convert("RGB"), dtype=np.uint8)
         elif req.rendering is not None and req.rendering.donor is not None:
-            with Image.open(self.library.path(req.rendering.donor)) as photo:
+            entry = self.library.donors[req.rendering.donor]
+            with Image.open(self.library.path(entry.id)) as photo:
                 donor = np.asarray(photo.convert("RGB"), dtype=np.uint8)
         else:
             raise ValueError("composite editing needs a donor: an image or a rendering naming a library entry")
@@ -137,7 +143,20 @@ class CompositeInpainter:
                     patch = match_colour(patch, base[ring])
             fill[y0:y1, x0:x1] = patch
         else:
-            fill = cv2.resize(donor, (w, h), interpolation=cv2.INTER_AREA)
+            focus = entry.focus if entry is not None else None
+            x0, y0, x1, y1 = window = scene_window((donor.shape[1], donor.shape[0]), (w, h), mask, focus)
+            if (
+                entry is not None
+                and focus is not None
+                and (shown := focus_shown(window, (w, h), mask, focus)) < MIN_FOCUS_SHOWN
+            ):
+                # a launch pad whose rocket stands behind the subject is a dark sky with towers: the question
+                # would name what nobody can see
+                raise ValueError(
+                    f"donor {entry.id}: only {shown:.0%} of what its label names ({entry.label}) would show "
+                    f"beside the subject, and at least {MIN_FOCUS_SHOWN:.0%} must"
+                )
+            fill = cv2.resize(donor[y0:y1, x0:x1], (w, h), interpolation=cv2.INTER_AREA)
             if black_and_white(cv2.cvtColor(base.astype(np.float32) / 255, cv2.COLOR_RGB2LAB)):
                 # a black-and-white photo keeps its look: a colour scene behind a grey man is a paste, and the
                 # change asked for is the scene, not the photo's aesthetic
@@ -146,9 +165,12 @@ class CompositeInpainter:
                 # a hard cut keeps a rim of the old background around hair and shoulders: the subject's own
                 # alpha and colours along its outline, over the new scene
                 band = matte_band_px((h, w), self.matte_band)
-                # a drawn line lies within a pixel or two of the edge; a wide band round a thin thing (a tripod's
-                # leg) lets grass specks into the matte
-                alpha_s, subject = matte(base, ~mask, max(1, band // 2) if req.drawn else band)
+                # a drawn line lies within a pixel or two of the edge: a narrower band; and past the line round
+                # a thin thing (a tripod's leg, a strut), none, or grass comes in as specks
+                if req.drawn:
+                    alpha_s, subject = matte(base, ~mask, max(1, band // 2), thin_outside_px=0)
+                else:
+                    alpha_s, subject = matte(base, ~mask, band)
                 out = alpha_s[..., None] * subject + (1 - alpha_s[..., None]) * fill.astype(np.float64)
                 return Image.fromarray(np.clip(out + 0.5, 0, 255).astype(np.uint8))
         alpha = feather(mask, self.feather_px)[..., None]

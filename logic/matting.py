@@ -27,14 +27,23 @@ def downscaled(image: np.ndarray, max_side: int) -> tuple[np.ndarray, float]:
     return cv2.resize(image, size, interpolation=cv2.INTER_AREA), scale
 
 
-def trimap(keep: np.ndarray, band_px: int) -> np.ndarray:
+def trimap(keep: np.ndarray, band_px: int, thin_outside_px: int | None = None) -> np.ndarray:
     """(H, W) float: 1 surely subject, 0 surely background, 0.5 unknown (``band_px`` on either side of the
-    outline of ``keep``). A part of ``keep`` narrower than the band (a tripod's leg, a strut) keeps its core,
-    all but its one-pixel rim, as sure: with nothing of it known, the matte would fade it into the scene."""
+    outline of ``keep``; beside its thin pieces, ``thin_outside_px`` outside it where given). A part of
+    ``keep`` narrower than the band (a tripod's leg, a strut) keeps its core, all but its one-pixel rim, as
+    sure: with nothing of it known, the matte would fade it into the scene."""
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * band_px + 1, 2 * band_px + 1))
     inner = cv2.erode(keep.astype(np.uint8), kernel, borderType=cv2.BORDER_REPLICATE).astype(bool)
-    inner |= thin_core(keep, inner, kernel)
+    core = thin_core(keep, inner, kernel)
+    inner |= core
     outer = cv2.dilate(keep.astype(np.uint8), kernel, borderType=cv2.BORDER_REPLICATE).astype(bool)
+    if thin_outside_px is not None and core.any():
+        # beside a thin piece the matte has little of the subject to learn its colours from, and grass as
+        # bright as a strut comes in as specks: there the band outside is narrower
+        reach = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * band_px + 3, 2 * band_px + 3))  # core + its rim
+        near = cv2.dilate(core.astype(np.uint8), reach).astype(bool) & ~keep
+        narrow = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * thin_outside_px + 1, 2 * thin_outside_px + 1))
+        outer &= ~near | cv2.dilate(keep.astype(np.uint8), narrow).astype(bool)
     # so does a gap of the background narrower than the band (the wedge between a neck and a collar ring)
     outer &= ~thin_core(~keep, ~outer, kernel)
     out = np.full(keep.shape, 0.5, np.float64)
@@ -108,20 +117,24 @@ def foreground_colours(image: np.ndarray, alpha: np.ndarray, band_px: int) -> np
     return np.where(a >= 0.98, img, np.clip(fg, 0, 255))
 
 
-def matte(image: np.ndarray, keep: np.ndarray, band_px: int, max_side: int = 768) -> tuple[np.ndarray, np.ndarray]:
-    """(alpha (H, W) float in [0, 1], subject colours (H, W, 3) float) for the subject ``keep`` marks. The
-    Laplacian is solved on the image scaled to ``max_side`` (its cost grows with the band's pixels); the alpha
-    is scaled back and kept at 1 well inside ``keep`` and 0 well outside, exactly."""
+def matte(
+    image: np.ndarray, keep: np.ndarray, band_px: int, max_side: int = 768, thin_outside_px: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(alpha (H, W) float in [0, 1], subject colours (H, W, 3) float) for the subject ``keep`` marks, matted
+    ``band_px`` on either side of its outline (``trimap``). The Laplacian is solved on the image scaled to
+    ``max_side`` (its cost grows with the band's pixels); the alpha is scaled back and kept at 1 well inside
+    ``keep`` and 0 well outside, exactly."""
     h, w = keep.shape
     small, scale = downscaled(image, max_side)
     small_band = max(1, round(band_px * scale))
+    small_out = None if thin_outside_px is None else round(thin_outside_px * scale)
     small_keep = keep
     if scale < 1:
         size = (small.shape[1], small.shape[0])
         small_keep = cv2.resize(keep.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST).astype(bool)
-    alpha = closed_form_alpha(small, trimap(small_keep, small_band))
+    alpha = closed_form_alpha(small, trimap(small_keep, small_band, small_out))
     if scale < 1:
         alpha = cv2.resize(alpha, (w, h), interpolation=cv2.INTER_LINEAR)
-    full = trimap(keep, band_px)
+    full = trimap(keep, band_px, thin_outside_px)
     alpha = np.where(full == 0.5, alpha, full)
     return alpha, foreground_colours(image, alpha, band_px)

@@ -106,6 +106,11 @@ class Template(BaseModel):
         description="high levels this category's edit changes as well (a new background changes the scenario "
         "too): left out of the cross-image high-level options so that one answer is right",
     )
+    cross_high: bool = Field(
+        True,
+        description="ask the cross-image high-level MCQ ('Which aspect … has been altered?'); false where the "
+        "edit changes its high level only through another one (a background says where someone is first)",
+    )
     donor_kind: Literal["scene", "object", "group"] | None = Field(
         None, description="which donor-library entries a compositing editor may paste for this category"
     )

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
+from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perceptforge.errors import InputError, describe_validation_error
@@ -24,6 +25,11 @@ class Donor(BaseModel):
     label: str = Field(min_length=1, description="the value as questions name it")
     highs: dict[HighLevel, str] = Field(min_length=1, description="high level → what the entry means there")
     licence: str = Field(min_length=1)
+    focus: tuple[int, int, int, int] | None = Field(
+        None,
+        description="scenes: the x0, y0, x1, y1 box (photo pixels) of what makes the label true; the scene "
+        "is placed so that it shows beside the subject",
+    )
 
 
 class _LibraryFile(BaseModel):
@@ -62,6 +68,14 @@ class DonorLibrary:
             seen.add(d.id)
             if not (folder / d.file).is_file():
                 raise InputError(str(index), f"donor {d.id}: file {d.file!r} not found in {folder}")
+            if d.focus is not None:
+                with Image.open(folder / d.file) as photo:
+                    w, h = photo.size
+                x0, y0, x1, y1 = d.focus
+                if not (0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h):
+                    raise InputError(
+                        str(index), f"donor {d.id}: focus {list(d.focus)} is not a box inside its {w}x{h} photo"
+                    )
         return cls(folder, parsed.donors)
 
     def of_kind(self, kind: str, high: str) -> list[Donor]:

@@ -47,14 +47,18 @@ def make_candidate(
         questions.cross_mcq_low(
             load_prompt("questions/cross_low").render(), template.cross_description, cross_descriptions, rng
         ),
-        questions.cross_mcq_high(
-            load_prompt("questions/cross_high").render(main_subject=subject),
-            template.high,
-            rng,
-            template.cross_high_exclude,
-        ),
     ]
-    used_prompts = ["questions/cross_low", "questions/cross_high"]
+    used_prompts = ["questions/cross_low"]
+    if template.cross_high:
+        built.append(
+            questions.cross_mcq_high(
+                load_prompt("questions/cross_high").render(main_subject=subject),
+                template.high,
+                rng,
+                template.cross_high_exclude,
+            )
+        )
+        used_prompts.append("questions/cross_high")
     if writer.name != "template":
         used_prompts += [
             template.idea_prompt,

@@ -38,8 +38,9 @@ def test_mvp_flow_ingests_grounds_and_renders_only_what_the_local_backends_can(d
         "candidates": 11,
     }
     assert summary["skipped_units"] == {"3-I1": "no 'hair' region"}
-    # 5 questions a pair; I1 and S2 ask no high-level Yes/No the photo cannot answer (is this hair dyed?)
-    asked = {"B1": 5, "S1": 5, "I1": 4, "S2": 4}
+    # 5 questions a pair; I1 and S2 ask no high-level Yes/No the photo cannot answer (is this hair dyed?), and
+    # B1 no "which aspect has been altered?" (a new background is the scenario first)
+    asked = {"B1": 4, "S1": 5, "I1": 4, "S2": 4}
     made = [json.loads(p.read_text()) for p in (out / "items").iterdir()]
     pairs = {i["lineage"]["artifacts"]["edit"] for i in made}
     assert counts["items"] == sum(asked[e.split("/")[1][:-5].split("-")[1]] for e in pairs) and counts["pairs"] == 10
@@ -98,7 +99,7 @@ def test_mvp_flow_ingests_grounds_and_renders_only_what_the_local_backends_can(d
     assert {p.name: p.read_bytes() for p in sorted((out / "items").iterdir())} == first
     candidate = json.loads((out / "candidates" / "1-B1.json").read_text())
     assert candidate["lineage"]["source_sha256"] == sources[0]["sha256"]
-    assert candidate["lineage"]["template_version"] == 2
+    assert candidate["lineage"]["template_version"] == 3
     assert candidate["lineage"]["artifacts"]["grounding"] == "groundings/1.json"
 
 

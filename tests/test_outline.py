@@ -9,6 +9,7 @@ from helpers import undrawn
 
 from perceptforge.errors import InputError
 from perceptforge.logic.edit_region import edit_mask
+from perceptforge.logic.matting import trimap
 from perceptforge.logic.outline import band_width, follow_outline, outline_mask
 from perceptforge.logic.templates import templates
 from perceptforge.store.images import load_rgb
@@ -104,3 +105,14 @@ def test_a_drawn_hair_region_stands_where_colour_cannot_tell_hair_from_skin():
     outline = [[20, 10, 44, 10, 44, 30, 20, 30]]
     found = drawn_region(grey, Region(label="hair", box=box, outline=outline), [face])
     assert (found == outline_mask(outline, 64, 64)).all()
+
+
+def test_beside_a_thin_piece_a_drawn_outline_is_matted_only_inside():
+    keep = np.zeros((40, 60), bool)
+    keep[5:35, 5:25] = True  # a body
+    keep[19:22, 25:55] = True  # a strut three pixels thick
+    wide = trimap(keep, 2)
+    assert wide[20, 40] == 1.0 and wide[18, 40] == 0.5 == wide[20, 4]  # the core stays sure; the band reaches out
+    tri = trimap(keep, 2, thin_outside_px=0)
+    assert tri[20, 40] == 1.0 and tri[18, 40] == 0.0 == tri[22, 40] and tri[17, 40] == 0.0
+    assert tri[20, 4] == 0.5  # beside the body the band still reaches out for its soft edge

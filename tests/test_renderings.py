@@ -12,6 +12,7 @@ from perceptforge.configs.profile import load_profile
 from perceptforge.errors import InputError
 from perceptforge.flows.common import renderable_values
 from perceptforge.logic import renderings
+from perceptforge.logic.scene_fit import focus_shown, scene_window
 from perceptforge.logic.templates import templates
 from perceptforge.store.donors import DonorLibrary
 
@@ -24,7 +25,7 @@ def test_composite_offers_only_library_scenes_that_say_what_they_mean_at_the_cat
     assert {r.donor for r in s1} == {"launch-pad", "deep-space", "brick-wall"}
     assert all(r.how == "donor" and r.backend == "composite" for r in b1 + s1) and why == ""
     launch = next(r for r in b1 if r.donor == "launch-pad")
-    assert (launch.value, launch.high) == ("a rocket launch pad at night", "visiting a rocket launch site")
+    assert (launch.value, launch.high) == ("a rocket launch pad at dusk", "visiting a rocket launch site")
     none, why = composite.renderings(found["B2"])
     assert none == [] and "names no donor kind" in why
 
@@ -101,3 +102,42 @@ def test_bundled_library_entries_carry_a_licence_and_exist():
     assert len(library.donors) >= 3
     for donor in library.donors.values():
         assert donor.licence and library.path(donor.id).is_file()
+
+
+def test_scene_window_keeps_the_aspect_and_slides_the_focus_beside_the_subject():
+    shown = np.ones((100, 100), bool)
+    shown[:, :50] = False  # the subject fills the left half
+    assert scene_window((300, 100), (100, 100), shown, None) == (100, 0, 200, 100)  # centred, never stretched
+    # the focus near the scene's right end: the window slides right, but only as far as it must
+    window = scene_window((300, 100), (100, 100), shown, (250, 20, 280, 80))
+    assert window == (180, 0, 280, 100) and focus_shown(window, (100, 100), shown, (250, 20, 280, 80)) == 1.0
+    assert focus_shown((100, 0, 200, 100), (100, 100), shown, (110, 20, 140, 80)) == 0.0
+    # a tall scene slides down, and a window the scene's size has nowhere to go
+    assert scene_window((100, 300), (100, 100), np.ones((100, 100), bool), (0, 250, 100, 300))[1] >= 200
+    assert scene_window((100, 100), (50, 50), shown[:50, :50], (0, 0, 10, 10)) == (0, 0, 100, 100)
+
+
+def test_composite_places_the_scene_unstretched_and_refuses_to_hide_its_focus(tmp_path):
+    scene = np.zeros((100, 300, 3), np.uint8)
+    scene[:, :100], scene[:, 100:200], scene[:, 200:] = (200, 0, 0), (0, 200, 0), (0, 0, 200)
+    Image.fromarray(scene).save(tmp_path / "s.png")
+    entry = "{id: s, file: s.png, kind: scene, label: a blue wall, highs: {scenario: by a wall}, licence: CC0"
+    (tmp_path / "donors.yaml").write_text(f"version: 1\ndonors:\n- {entry}, focus: [210, 10, 290, 90]}}\n")
+    editor = CompositeInpainter(feather_px=0, colour_match=False, library=DonorLibrary.load(tmp_path), matte_band=0)
+    mask = np.ones((60, 60), bool)
+    mask[:, 40:] = False  # the subject on the right
+    rendering = editor.renderings(templates()["S1"])[0][0]
+    photo = Image.new("RGB", (60, 60), (90, 160, 40))
+    out = np.asarray(editor.edit_one(EditRequest(photo, mask, "", 0, rendering=rendering)))
+    assert tuple(out[30, 10]) == (0, 0, 200)  # the blue third, the focus, beside her; no green squeezed in
+    mask[:, 20:] = False  # now she hides all but a sliver of any window
+    with pytest.raises(ValueError, match=r"donor s: only \d+% of what its label names \(a blue wall\)"):
+        editor.edit_one(EditRequest(photo, mask, "", 0, rendering=rendering))
+
+
+def test_donor_focus_must_be_a_box_inside_its_photo(tmp_path):
+    Image.new("RGB", (40, 30)).save(tmp_path / "a.jpg")
+    entry = "{id: a, file: a.jpg, kind: scene, label: a lake, highs: {scenario: at a lake}, licence: CC0"
+    (tmp_path / "donors.yaml").write_text(f"version: 1\ndonors:\n- {entry}, focus: [10, 5, 50, 20]}}\n")
+    with pytest.raises(InputError, match=r"donor a: focus \[10, 5, 50, 20\] is not a box inside its 40x30 photo"):
+        DonorLibrary.load(tmp_path)

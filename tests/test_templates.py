@@ -75,15 +75,12 @@ def test_template_writer_gives_every_kind_for_every_category(template_id, sample
     record = candidate_for(found[template_id], grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed=3)
     kinds = [(q["question"]["kind"], q["question"].get("level")) for q in record["questions"]]
     # the single-image MCQ asks for the low-level value; I1's and S2's high-level Yes/No (is this hair dyed? does
-    # it look historical?) is asked only of a source that annotates it (the astronaut's file does not)
+    # it look historical?) is asked only of a source that annotates it (the astronaut's file does not); B1 asks
+    # no "which aspect has been altered?"
     high_pair = [("yes_no_pair", "high")] if found[template_id].natural_high == "inferred" else []
-    assert kinds == [
-        ("yes_no_pair", "low"),
-        *high_pair,
-        ("single_mcq", "low"),
-        ("cross_mcq", "low"),
-        ("cross_mcq", "high"),
-    ]
+    cross_high = [("cross_mcq", "high")] if found[template_id].cross_high else []
+    assert kinds == [("yes_no_pair", "low"), *high_pair, ("single_mcq", "low"), ("cross_mcq", "low"), *cross_high]
+    assert found[template_id].cross_high == (template_id != "B1")
     idea = record["idea"]
     assert idea["old"] != idea["new"] and idea["new"] in record["questions"][0]["question"]["question"]
     mcq = next(q["question"] for q in record["questions"] if q["question"]["kind"] == "single_mcq")
@@ -182,7 +179,8 @@ def test_every_question_of_every_template_with_every_value_is_sound(subject, sam
                     wanted = rendering.value if q.level == "low" else rendering.high
                     assert wanted in text, where
                 checked += 1
-    asked = {t.id: 5 if t.natural_high == "inferred" else 4 for t in found.values()}  # I1: no "is it dyed?"
+    # I1: no "is it dyed?"; B1: no cross-image high-level MCQ
+    asked = {t.id: 3 + (t.natural_high == "inferred") + t.cross_high for t in found.values()}
     assert checked == sum(asked[t.id] * len(t.writer.alternatives) for t in found.values())
 
 
