@@ -21,6 +21,7 @@ from perceptforge.backends.protocols import EditRequest
 from perceptforge.backends.registry import BackendSettings, Runtime, register
 from perceptforge.data.schema import Rendering
 from perceptforge.logic import renderings
+from perceptforge.logic.matting import matte
 from perceptforge.logic.templates import Template
 
 
@@ -49,7 +50,12 @@ def recolour(image: np.ndarray, mask: np.ndarray, colour: str, tolerance: float 
     out[..., 0] = np.clip(target[0] + (lab[..., 0] - median[0]), 0, 100)
     out[..., 1], out[..., 2] = target[1], target[2]
     new = np.clip(cv2.cvtColor(out, cv2.COLOR_LAB2RGB) * 255, 0, 255)
-    alpha = np.where(region, np.maximum(feather(region, feather_px), 0.5), 0.0)[..., None]
+    if tolerance is None and feather_px > 0:
+        # the region's own outline (drawn, or found by colour): the pixels along it are part hair, part skin or
+        # sky, and a hard line left an olive rim of the old colour; a matte says how much of each is the region
+        alpha = matte(image, region, feather_px)[0][..., None]
+    else:
+        alpha = np.where(region, np.maximum(feather(region, feather_px), 0.5), 0.0)[..., None]
     blended = image.astype(np.float32) * (1 - alpha) + new * alpha
     return np.clip(blended + 0.5, 0, 255).astype(np.uint8)
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from perceptforge.data.schema import Grounding, Region
 from perceptforge.logic.mask_select import JitterParams, box_cells, jitter_box, random_resize, select_mask
-from perceptforge.logic.outline import band_width, follow_outline, outline_mask
+from perceptforge.logic.outline import outline_mask
 from perceptforge.logic.templates import Template
 
 Box = tuple[float, float, float, float]
@@ -362,18 +362,13 @@ def drawn_outlines(regions: Sequence[Region], height: int, width: int) -> np.nda
 
 
 def drawn_region(image: np.ndarray, region: Region, faces: Sequence[Box]) -> np.ndarray:
-    """A region named by its label (hair) by its own colour (``colour_region``), held to its drawn outline where
-    the annotator drew one; there the outline also stands where colour cannot tell the region from the skin (a
-    black-and-white photo, grey hair)."""
+    """A region named by its label (hair): exactly its drawn outline where the annotator drew one, as a drawn
+    subject is; else found by its own colour (``colour_region``). Colour held to a drawn line lost the ends a
+    colour does not reach (a fringe's dark tips) and kept skin in shadow beside them."""
     h, w = image.shape[:2]
-    if not region.outline:
-        return colour_region(image, region.box.xyxy, faces)
-    drawn = outline_mask(region.outline, h, w)
-    try:
-        found = colour_region(image, region.box.xyxy, faces)
-    except ValueError:
-        return drawn
-    return follow_outline(found, drawn, band_width(h, w))
+    if region.outline:
+        return outline_mask(region.outline, h, w)
+    return colour_region(image, region.box.xyxy, faces)
 
 
 def pastes_into_box(template: Template) -> bool:

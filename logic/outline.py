@@ -1,10 +1,9 @@
-"""An annotated outline (COCO polygons) as a mask, and a segmenter's mask held to it.
+"""An annotated outline (COCO polygons) as a mask.
 
 A segmenter guesses a subject's outline from colour and shape, and misses where the photo gives no cue (an orange
 sleeve against a red stripe, a white cap against a pale wall). Where the annotator drew the subject's outline, a
-background edit keeps exactly what was drawn (the composite's matte softens the line). A drawn region found by
-colour (hair) is held to its line: the colour decides only a thin band along it, where its pixel-exact edge (a
-strand of hair) is better than a polygon's straight segments.
+background edit keeps exactly what was drawn (the composite's matte softens the line); a drawn region (hair) is
+recoloured exactly as drawn.
 """
 
 from __future__ import annotations
@@ -36,21 +35,3 @@ def outline_mask(parts: Sequence[Sequence[float]], height: int, width: int) -> n
             inside = np.searchsorted(xs, centres_x, side="right") % 2 == 1
             out[row] |= inside
     return out
-
-
-def band_width(height: int, width: int) -> int:
-    """How far from a drawn outline the segmenter still decides: 0.4% of the shorter side, at least 1 px (2 px on
-    a 512 px photo, as near as a careful annotator's polygon lies to a sharp edge)."""
-    return max(1, round(0.004 * min(height, width)))
-
-
-def follow_outline(mask: np.ndarray, drawn: np.ndarray, band: int) -> np.ndarray:
-    """``mask`` held to the drawn region: everything more than ``band`` pixels inside it is kept, everything more
-    than ``band`` pixels outside it is dropped, and within the band ``mask`` decides."""
-    import cv2
-
-    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * band + 1, 2 * band + 1))
-    region = drawn.astype(np.uint8)
-    surely_in = cv2.erode(region, kernel, borderType=cv2.BORDER_REPLICATE).astype(bool)
-    maybe_in = cv2.dilate(region, kernel).astype(bool)
-    return surely_in | (mask & maybe_in)

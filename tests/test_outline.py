@@ -10,7 +10,7 @@ from helpers import undrawn
 from perceptforge.errors import InputError
 from perceptforge.logic.edit_region import edit_mask
 from perceptforge.logic.matting import trimap
-from perceptforge.logic.outline import band_width, follow_outline, outline_mask
+from perceptforge.logic.outline import outline_mask
 from perceptforge.logic.templates import templates
 from perceptforge.store.images import load_rgb
 from perceptforge.store.sources import grounding_from_entry, read_source_dir
@@ -28,18 +28,6 @@ def test_a_hole_bridged_into_its_ring_stays_open():
     ring = [0, 0, 6, 0, 6, 6, 0, 6, 0, 2, 2, 2, 2, 4, 4, 4, 4, 2, 2, 2, 0, 2]
     mask = outline_mask([ring], 6, 6)
     assert not mask[2:4, 2:4].any() and mask.sum() == 32
-
-
-def test_the_segmenter_decides_only_a_band_along_the_drawn_line():
-    drawn = np.zeros((40, 40), bool)
-    drawn[10:30, 10:30] = True
-    guess = np.zeros((40, 40), bool)
-    guess[10:30, 5:29] = True  # a strip of background kept on the left, one column of the subject lost
-    held = follow_outline(guess, drawn, 2)
-    assert not held[:, :8].any()  # the strip beyond the band goes
-    assert held[12:28, 12:28].all()  # the inside stays, whatever the guess
-    assert not held[15, 29] and held[15, 8:10].all()  # within the band the guess decides
-    assert band_width(512, 512) == 2 and band_width(100, 80) == 1
 
 
 @pytest.mark.parametrize(
@@ -92,7 +80,7 @@ def test_a_drawn_subject_is_kept_exactly_as_drawn_whatever_the_seed(sample_dir):
     assert undrawn(grounding).subject.outline is None
 
 
-def test_a_drawn_hair_region_stands_where_colour_cannot_tell_hair_from_skin():
+def test_a_drawn_hair_region_is_what_was_drawn_even_where_colour_cannot_tell_hair_from_skin():
     from perceptforge.data.schema import Box, Region
     from perceptforge.logic.edit_region import drawn_region
 
@@ -116,3 +104,15 @@ def test_beside_a_thin_piece_a_drawn_outline_is_matted_only_inside():
     tri = trimap(keep, 2, thin_outside_px=0)
     assert tri[20, 40] == 1.0 and tri[18, 40] == 0.0 == tri[22, 40] and tri[17, 40] == 0.0
     assert tri[20, 4] == 0.5  # beside the body the band still reaches out for its soft edge
+
+
+def test_the_bundled_astronauts_drawn_hair_keeps_the_fringe_end_and_leaves_the_temple(sample_dir):
+    from perceptforge.logic.edit_region import drawn_region
+
+    entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("astronaut.jpg"))
+    grounding = grounding_from_entry(entry)
+    hair = next(r for r in grounding.regions if r.label == "hair")
+    mask = drawn_region(np.asarray(load_rgb(sample_dir / entry.file_name)), hair, [])
+    assert (mask == outline_mask(hair.outline, 512, 512)).all()
+    # the fringe's dark end (its colour is not the hair's median) is hair; the shadowed temple beside it is not
+    assert mask[93, 263] and mask[110, 272] and not mask[115, 267] and not mask[100, 250]

@@ -141,3 +141,15 @@ def test_donor_focus_must_be_a_box_inside_its_photo(tmp_path):
     (tmp_path / "donors.yaml").write_text(f"version: 1\ndonors:\n- {entry}, focus: [10, 5, 50, 20]}}\n")
     with pytest.raises(InputError, match=r"donor a: focus \[10, 5, 50, 20\] is not a box inside its 40x30 photo"):
         DonorLibrary.load(tmp_path)
+
+
+def test_a_region_recolour_reaches_the_mixed_pixels_along_its_outline():
+    image = np.full((30, 30, 3), (225, 215, 205), np.uint8)  # a pale wall
+    image[:, :14] = (90, 70, 30)  # brown hair
+    image[:, 14] = (158, 142, 118)  # one column half hair, half wall
+    region = np.zeros((30, 30), bool)
+    region[:, :14] = True  # the outline runs inside the mixed column
+    out = recolour(image, region, "#ff1493", tolerance=None, feather_px=2).astype(int)
+    shift = np.abs(out - image.astype(int)).sum(axis=2)
+    assert shift[15, 14] > 40  # the mixed column turns part pink: no rim of the old brown
+    assert shift[15, 25] == 0 and shift[15, 5] > shift[15, 14]  # the wall stays; the hair turns wholly
