@@ -145,17 +145,15 @@ class CompositeInpainter:
         else:
             focus = entry.focus if entry is not None else None
             x0, y0, x1, y1 = window = scene_window((donor.shape[1], donor.shape[0]), (w, h), mask, focus)
-            if (
-                entry is not None
-                and focus is not None
-                and (shown := focus_shown(window, (w, h), mask, focus)) < MIN_FOCUS_SHOWN
-            ):
-                # a launch pad whose rocket stands behind the subject is a dark sky with towers: the question
-                # would name what nobody can see
-                raise ValueError(
-                    f"donor {entry.id}: only {shown:.0%} of what its label names ({entry.label}) would show "
-                    f"beside the subject, and at least {MIN_FOCUS_SHOWN:.0%} must"
-                )
+            if entry is not None and entry.focus is not None:
+                shown = focus_shown(window, (w, h), mask, entry.focus)
+                if shown < MIN_FOCUS_SHOWN:
+                    # a launch pad whose rocket stands behind the subject is a dark sky with towers: the
+                    # question would name what nobody can see
+                    raise ValueError(
+                        f"donor {entry.id}: only {shown:.0%} of what its label names ({entry.label}) would show "
+                        f"beside the subject, and at least {MIN_FOCUS_SHOWN:.0%} must"
+                    )
             fill = cv2.resize(donor[y0:y1, x0:x1], (w, h), interpolation=cv2.INTER_AREA)
             if black_and_white(cv2.cvtColor(base.astype(np.float32) / 255, cv2.COLOR_RGB2LAB)):
                 # a black-and-white photo keeps its look: a colour scene behind a grey man is a paste, and the
