@@ -95,15 +95,15 @@ def test_a_drawn_hair_region_is_what_was_drawn_even_where_colour_cannot_tell_hai
     assert (found == outline_mask(outline, 64, 64)).all()
 
 
-def test_beside_a_thin_piece_a_drawn_outline_is_matted_only_inside():
+def test_round_a_thin_piece_a_drawn_outline_is_taken_as_it_is():
     keep = np.zeros((40, 60), bool)
     keep[5:35, 5:25] = True  # a body
     keep[19:22, 25:55] = True  # a strut three pixels thick
     wide = trimap(keep, 2)
-    assert wide[20, 40] == 1.0 and wide[18, 40] == 0.5 == wide[20, 4]  # the core stays sure; the band reaches out
-    tri = trimap(keep, 2, thin_outside_px=0)
-    assert tri[20, 40] == 1.0 and tri[18, 40] == 0.0 == tri[22, 40] and tri[17, 40] == 0.0
-    assert tri[20, 4] == 0.5  # beside the body the band still reaches out for its soft edge
+    assert wide[20, 40] == 1.0 and wide[18, 40] == 0.5 == wide[21, 40] == wide[20, 4]  # a band on either side
+    tri = trimap(keep, 2, hard_thin=True)
+    assert (tri[19:22, 30:50] == 1.0).all() and (tri[15:19, 30:50] == 0.0).all() and (tri[22:26, 30:50] == 0).all()
+    assert tri[20, 4] == 0.5 == tri[10, 6]  # round the body the band stays, for its soft edge
 
 
 def test_the_bundled_astronauts_drawn_hair_keeps_the_fringe_end_and_leaves_the_temple(sample_dir):
