@@ -1,10 +1,11 @@
 """Inpainters: the masked region of an image regenerated from a text (or, on the CPU, from a donor photo).
 
 - ``composite`` (embedded default, CPU): fills the masked region from a photo of its labelled donor
-  library (``store/donors.py``) — for background substitution the donor scene replaces everything outside
-  the subject; for partial substitution a donor crop is resized into the mask's box and colour-matched to
-  its surroundings. A new scene meets the subject along a closed-form matte of the mask's outline
-  (``logic/matting.py``: no halo of the old background, hair kept soft); a pasted crop's edges are feathered.
+  library (``store/donors.py``) — for background substitution the donor scene, unstretched and placed so that
+  its focus shows (``logic/scene_fit.py``), replaces everything outside the subject; for partial substitution a
+  donor crop is resized into the mask's box and colour-matched to its surroundings. A new scene meets the
+  subject along a closed-form matte of the mask's outline (``logic/matting.py``: no halo of the old background,
+  hair kept soft); a pasted crop's edges are feathered.
   It renders only what its library's labels say: a category is offered the entries of its template's
   ``donor_kind`` that say what they mean at its high level.
 - ``sd-inpaint``: diffusers ``StableDiffusionInpaintPipeline`` (local folder or cached model id).
