@@ -164,11 +164,11 @@ class CompositeInpainter:
                 # a hard cut keeps a rim of the old background around hair and shoulders: the subject's own
                 # alpha and colours along its outline, over the new scene
                 band = matte_band_px((h, w), self.matte_band)
-                # a drawn line lies within a pixel or two of the edge: a narrower band, a pixel past the line (a
-                # wider one lit small pockets of the old scene, under a camera's rod), and round a thin thing (a
-                # tripod's leg, a strut) none
+                # a drawn line lies on the edge: one pixel either side of it is matted (a wider band faded a dark
+                # tripod leg into a dark scene and shaved a collar ring's highlight), and round a thin thing (a
+                # strut) none
                 if req.drawn:
-                    alpha_s, subject = matte(base, ~mask, max(1, band // 2), hard_thin=True, outside_px=1)
+                    alpha_s, subject = matte(base, ~mask, 1, hard_thin=True, outside_px=1)
                 else:
                     alpha_s, subject = matte(base, ~mask, band)
                 out = alpha_s[..., None] * subject + (1 - alpha_s[..., None]) * fill.astype(np.float64)
