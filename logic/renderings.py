@@ -44,6 +44,9 @@ def merge(offers: list[list[Rendering]]) -> list[Rendering]:
     return out
 
 
-def choices(offered: list[Rendering], old_value: str) -> list[Rendering]:
-    """The values a unit may get: every offered one but the natural image's own."""
-    return [r for r in offered if r.value.strip().lower() != old_value.strip().lower()]
+def choices(offered: list[Rendering], old_value: str, old_high: str = "") -> list[Rendering]:
+    """The values a unit may get: every offered one but the natural image's own, and, where the source says what
+    its own value means at the high level (``<attribute>_high``), none that means the same (a black-and-white
+    photo already looks historical: a sepia filter changes nothing there)."""
+    old, high = old_value.strip().lower(), old_high.strip().lower()
+    return [r for r in offered if r.value.strip().lower() != old and not (high and r.high.strip().lower() == high)]

@@ -30,7 +30,12 @@ def make_idea(
     when the grounding lacks what the template changes."""
     unit = unit_id(grounding.source_id, template)
     choices = category_needs.servable(
-        renderings.choices(offered, context.original_value(template, grounding)), grounding
+        renderings.choices(
+            offered,
+            context.original_value(template, grounding),
+            grounding.attributes.get(f"{template.attribute}_high", ""),
+        ),
+        grounding,
     )
     if not choices:
         raise ValueError(f"{unit}: {category_needs.unmet(template, grounding, offered)}")

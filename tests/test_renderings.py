@@ -58,6 +58,12 @@ def test_choices_leave_out_the_natural_value_and_merge_keeps_the_first_backend()
     assert len(merged) == len(found["I1"].writer.alternatives)
     assert next(r for r in merged if r.value == "bright pink hair").backend == "recolour"
     assert "bright pink hair" not in [r.value for r in renderings.choices(merged, "Bright Pink Hair ")]
+    # a value that means what the photo already means at the high level is no change there (sepia on a
+    # black-and-white photo that looks historical already)
+    styles = renderings.from_alternatives(found["S2"], "filters")
+    kept = [r.value for r in renderings.choices(styles, "a black-and-white photograph", " Historical")]
+    assert "a sepia photograph" not in kept and "a pencil sketch" in kept
+    assert "a sepia photograph" in [r.value for r in renderings.choices(styles, "a black-and-white photograph")]
 
 
 def test_recolour_changes_hue_keeps_shading_and_leaves_the_outside_alone():
