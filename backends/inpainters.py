@@ -163,14 +163,13 @@ class CompositeInpainter:
             if self.matte_band > 0:
                 # a hard cut keeps a rim of the old background around hair and shoulders: the subject's own
                 # alpha and colours along its outline, over the new scene
-                band = matte_band_px((h, w), self.matte_band)
                 # a drawn line lies on the edge: one pixel either side of it is matted (a wider band faded a dark
                 # tripod leg into a dark scene and shaved a collar ring's highlight), and round a thin thing (a
                 # strut) none
                 if req.drawn:
-                    alpha_s, subject = matte(base, ~mask, 1, hard_thin=True, outside_px=1)
+                    alpha_s, subject = matte(base, ~mask, 1, hard_thin=True)
                 else:
-                    alpha_s, subject = matte(base, ~mask, band)
+                    alpha_s, subject = matte(base, ~mask, matte_band_px((h, w), self.matte_band))
                 out = alpha_s[..., None] * subject + (1 - alpha_s[..., None]) * fill.astype(np.float64)
                 return Image.fromarray(np.clip(out + 0.5, 0, 255).astype(np.uint8))
         alpha = feather(mask, self.feather_px)[..., None]

@@ -27,19 +27,16 @@ def downscaled(image: np.ndarray, max_side: int) -> tuple[np.ndarray, float]:
     return cv2.resize(image, size, interpolation=cv2.INTER_AREA), scale
 
 
-def trimap(keep: np.ndarray, band_px: int, hard_thin: bool = False, outside_px: int | None = None) -> np.ndarray:
+def trimap(keep: np.ndarray, band_px: int, hard_thin: bool = False) -> np.ndarray:
     """(H, W) float: 1 surely subject, 0 surely background, 0.5 unknown (``band_px`` on either side of the
     outline of ``keep``). A part of ``keep`` narrower than the band (a tripod's leg, a strut) keeps its core,
     all but its one-pixel rim, as sure: with nothing of it known, the matte would fade it into the scene. With
-    ``hard_thin`` (a drawn outline) such a part and its surroundings have no unknown band at all; ``outside_px``
-    narrows the band outside the outline."""
+    ``hard_thin`` (a drawn outline) such a part and its surroundings have no unknown band at all."""
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * band_px + 1, 2 * band_px + 1))
     inner = cv2.erode(keep.astype(np.uint8), kernel, borderType=cv2.BORDER_REPLICATE).astype(bool)
     core = thin_core(keep, inner, kernel)
     inner |= core
-    out_px = band_px if outside_px is None else outside_px
-    out_kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * out_px + 1, 2 * out_px + 1))
-    outer = cv2.dilate(keep.astype(np.uint8), out_kernel, borderType=cv2.BORDER_REPLICATE).astype(bool)
+    outer = cv2.dilate(keep.astype(np.uint8), kernel, borderType=cv2.BORDER_REPLICATE).astype(bool)
     if hard_thin and core.any():
         # a thin piece gives the matte too little of itself to learn its colours from: a dark strut faded into a
         # dark scene, grass as bright as a leg came in as specks. Round it, a drawn line is taken as it is
@@ -121,12 +118,7 @@ def foreground_colours(image: np.ndarray, alpha: np.ndarray, band_px: int) -> np
 
 
 def matte(
-    image: np.ndarray,
-    keep: np.ndarray,
-    band_px: int,
-    max_side: int = 768,
-    hard_thin: bool = False,
-    outside_px: int | None = None,
+    image: np.ndarray, keep: np.ndarray, band_px: int, max_side: int = 768, hard_thin: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """(alpha (H, W) float in [0, 1], subject colours (H, W, 3) float) for the subject ``keep`` marks, matted
     ``band_px`` on either side of its outline (``trimap``). The Laplacian is solved on the image scaled to
@@ -139,12 +131,9 @@ def matte(
     if scale < 1:
         size = (small.shape[1], small.shape[0])
         small_keep = cv2.resize(keep.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST).astype(bool)
-    alpha = closed_form_alpha(
-        small,
-        trimap(small_keep, small_band, hard_thin, None if outside_px is None else max(1, round(outside_px * scale))),
-    )
+    alpha = closed_form_alpha(small, trimap(small_keep, small_band, hard_thin))
     if scale < 1:
         alpha = cv2.resize(alpha, (w, h), interpolation=cv2.INTER_LINEAR)
-    full = trimap(keep, band_px, hard_thin, outside_px)
+    full = trimap(keep, band_px, hard_thin)
     alpha = np.where(full == 0.5, alpha, full)
     return alpha, foreground_colours(image, alpha, band_px)
