@@ -29,8 +29,9 @@ from perceptforge.logic.mask_select import box_cells
 from perceptforge.logic.matting import downscaled
 
 NO_PERSON = (
-    "the person segmenter sees no person in the subject's box (a figure this small, or not a person, is not what "
-    "it knows); a drawn outline of the subject (the annotation's segmentation) needs no segmenter"
+    "the person segmenter sees no person in the subject's box (it knows people near the camera, facing it, as in "
+    "a video call: a small or distant figure, one seen from behind, or not a person, it may miss); a drawn outline "
+    "of the subject (the annotation's segmentation) needs no segmenter"
 )
 
 

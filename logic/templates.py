@@ -135,8 +135,14 @@ class Template(BaseModel):
             "questions/mcq_question",
             "questions/mcq_distractors",
             "questions/conflicting_caption",
-            "editing/instruction",
+            self.instruction_prompt,
         ]
+
+    @property
+    def instruction_prompt(self) -> str:
+        """The editor's instruction: a change to the subject names the subject; a change to the whole image
+        (a photo turned into a sketch) names the image, or it would read "the man's a photograph"."""
+        return "editing/instruction_whole" if self.target == "whole" else "editing/instruction"
 
 
 def template_dirs() -> list[Path]:

@@ -8,7 +8,7 @@ import html
 import json
 
 from perceptforge.fileio import atomic_write_text
-from perceptforge.outputs.report import CSS, bar_chart, image_src, quarantine_table, skipped_list
+from perceptforge.outputs.report import CSS, bar_chart, counted, image_src, quarantine_table, skipped_list
 from perceptforge.store.rundir import RunDir
 
 LETTERS = "ABCDE"
@@ -49,7 +49,7 @@ def write_blink_report(run: RunDir) -> str:
             sections.append(f"<h2>{html.escape(task)}</h2>")
         sections.append(item_card(run, item))
     body = (
-        f"<h1>perceptforge BLINK-style run</h1><div class='meta'>seed {summary.get('seed')} · {len(items)} items · "
+        f"<h1>perceptforge BLINK-style run</h1><div class='meta'>seed {summary.get('seed')} · {counted(len(items), 'item')} · "
         f"random choice over tasks {summary.get('random_choice_overall')}% · {summary.get('counts', {}).get('quarantined', 0)} quarantined</div>"
         f"<div class='charts'>{bar_chart('items per task', summary.get('items_per_task', {}))}</div>"
         + "".join(sections)

@@ -199,6 +199,11 @@ def skipped_list(skipped: dict[str, str], title: str = "categories this profile 
     return f"<h2>{html.escape(title)}</h2><ul>{rows}</ul>"
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 pair``, ``2 pairs``: the report's header reads as a sentence."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def write_report(run: RunDir) -> str:
     summary = json.loads(run.sub("summary.json").read_text()) if run.sub("summary.json").exists() else {}
     items = (
@@ -258,7 +263,7 @@ def write_report(run: RunDir) -> str:
         )
     body = (
         f"<h1>perceptforge run report</h1><div class='meta'>profile {html.escape(str(summary.get('profile')))} · seed {summary.get('seed')} · "
-        f"{len(by_unit)} pairs · {len(items)} items · {sum(failures.values())} quarantined</div>"
+        f"{counted(len(by_unit), 'pair')} · {counted(len(items), 'item')} · {sum(failures.values())} quarantined</div>"
         f"<div class='charts'>{bar_chart('items per category and level', dict(sorted(per_cat_level.items())))}"
         f"{bar_chart('failures per stage', dict(sorted(failures.items())), '#C44E52')}"
         f"{verification_charts(summary.get('verification'))}</div>{''.join(cards)}"

@@ -42,7 +42,10 @@ def make_idea(
     idea = writer.idea(template, grounding, choices, unit_rng(seed, unit))
     instruction = None
     if template.edit_kind == EditKind.DIRECT:
-        instruction = load_prompt("editing/instruction").render(main_subject=idea.subject, old=idea.old, new=idea.new)
+        values = {"old": idea.old, "new": idea.new}
+        if template.target != "whole":
+            values["main_subject"] = idea.subject
+        instruction = load_prompt(template.instruction_prompt).render(**values)
     return IdeaRecord(unit=unit, idea=idea, instruction=instruction)
 
 

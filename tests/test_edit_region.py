@@ -135,7 +135,14 @@ def test_photo_filters_render_what_they_declare_and_nothing_else():
     r, g, b = (toned[..., k].astype(int) for k in range(3))
     assert (r >= g).all() and (g >= b).all()  # brown-toned: red over green over blue everywhere
     sketch = pencil_sketch(image)
-    assert (sketch[..., 0] == sketch[..., 1]).all() and sketch.mean() > 200  # grey strokes on white paper
+    assert (sketch[..., 0] == sketch[..., 1]).all()  # graphite grey
+    card = np.full((64, 96, 3), 250, np.uint8)
+    card[16:48, 8:40] = 20  # a black patch on white
+    drawn = pencil_sketch(card)[..., 0].astype(float)
+    assert drawn[:, 60:].mean() > 235  # white paper stays paper
+    dark = drawn[22:42, 14:34]
+    assert dark.mean() < 110 and dark.std() > 8  # a dark area stays dark, shaded with strokes, not filled flat
+    assert drawn[16:48, 36:40].mean() < dark.mean() - 30  # its edge is drawn darker than its shading
     request = EditRequest(Image.fromarray(image), None, "", 0, rendering=declared[1])
     out = editor.edit([request, request])
     assert np.array_equal(np.asarray(out[0]), np.asarray(out[1]))  # the same image gives the same bytes

@@ -12,7 +12,7 @@ from PIL import Image
 
 from perceptforge.flows.run import run as run_flow
 from perceptforge.logic.templates import templates
-from perceptforge.outputs.report import bar_chart, bar_figure
+from perceptforge.outputs.report import bar_chart, bar_figure, counted
 from perceptforge.store.donors import DonorLibrary
 
 
@@ -81,6 +81,7 @@ def test_mvp_flow_ingests_grounds_and_renders_only_what_the_local_backends_can(d
     assert "<img src='images/" in report and "quarantined units" in report and item["id"] in report
     assert "categories this profile cannot render" in report
     items = [json.loads(p.read_text()) for p in (out / "items").iterdir()]
+    assert f"· 10 pairs · {len(items)} items ·" in report
     per_cat_level = Counter(f"{i['category']['low']} {i['question'].get('level', '')}" for i in items)
     assert chart_in(report, "items per category and level") == {k: str(n) for k, n in per_cat_level.items()}
     assert chart_in(report, "failures per stage") == {
@@ -304,6 +305,10 @@ def svg_rows(chart: str) -> dict[str, str]:
     values = [(text, y) for text, y, is_label in texts if not is_label]
     assert len(labels) == len(values)
     return {label: min(values, key=lambda v: abs(v[1] - y))[0] for label, y in labels}
+
+
+def test_the_header_counts_in_words():
+    assert (counted(1, "pair"), counted(2, "pair"), counted(0, "item")) == ("1 pair", "2 pairs", "0 items")
 
 
 def chart_in(report: str, title: str) -> dict[str, str]:
