@@ -16,6 +16,8 @@ AUTHORING_KINDS = ("codis_author", "codis_review", "mme_realworld_author", "mme_
 # BLINK-style items: one config for every task, its image slots cut to the project's items (``perception_config``)
 PERCEPTION_KINDS = ("perception_mcq",)
 MAX_PERCEPTION_IMAGES = 4
+# a source folder's regions outlined by hand (``annotation/outlines.py``), not items
+SOURCE_KINDS = ("outline",)
 CONTROL_TYPES = {"Choices": "choices", "TextArea": "textarea", "RectangleLabels": "rectanglelabels"}
 
 
@@ -29,7 +31,7 @@ class Control:
 
 
 def config_text(kind: str) -> str:
-    known = KINDS + AUTHORING_KINDS + PERCEPTION_KINDS
+    known = KINDS + AUTHORING_KINDS + PERCEPTION_KINDS + SOURCE_KINDS
     if kind not in known:
         raise ValueError(f"no labeling config for item kind {kind!r}; known: {', '.join(known)}")
     return resources.files("perceptforge.annotation").joinpath("configs", f"{kind}.xml").read_text()

@@ -20,7 +20,7 @@ URL = typer.Option(
 )
 
 
-def _document_root(given: Optional[Path]) -> Path:
+def served_root(given: Optional[Path]) -> Path:
     from perceptforge.annotation.server import local_setting
 
     root = local_setting(str(given) if given else None, "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT", "document_root")
@@ -164,7 +164,7 @@ def push_cmd(
     checks = _extra_checks(fam, run_dir, predict_endpoint, model)
     ls = connect(url)
     with console.status(f"pushing {run_dir} to {ls.url}"):
-        report = fam.push(run_dir, ls, _document_root(document_root), checks)
+        report = fam.push(run_dir, ls, served_root(document_root), checks)
     for kind, pid in report["projects"].items():
         console.print(f"  {kind}: {ls.url}/projects/{pid}/data")
     console.print(f"imported {report['imported']} new tasks; {report['already_there']} were already there")
@@ -252,7 +252,7 @@ def verify_cmd(
 
     summary = verify_flow(
         run_dir=str(run_dir.resolve()),
-        document_root=str(_document_root(document_root)),
+        document_root=str(served_root(document_root)),
         url=url,
         now=now,
         timeout_s=timeout_s,

@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from perceptforge.cli.annotate import URL, served_root
 from perceptforge.cli.app import console, new_app
 from perceptforge.errors import shown
 from perceptforge.fileio import write_json
@@ -78,3 +79,52 @@ def _ids(text: Optional[str]) -> Optional[list[str]]:
 
 def _natural(sid: str) -> tuple:
     return (0, int(sid), "") if sid.isdigit() else (1, 0, sid)
+
+
+outline_app = new_app("Draw the outlines of a source folder's regions in Label Studio, and write them back.")
+app.add_typer(outline_app, name="outline")
+ANNOTATION_FILE = typer.Option("annotations.json", "--annotation-file", help="the annotation file, in the folder")
+
+
+@outline_app.command("push")
+def outline_push(
+    source: Path = typer.Argument(..., help="source directory with images and their annotation file"),
+    url: Optional[str] = URL,
+    document_root: Optional[Path] = typer.Option(
+        None, "--document-root", help="the server's local-files document root (it must hold the folder)"
+    ),
+    annotation_file: str = ANNOTATION_FILE,
+) -> None:
+    """One task per region whose outline a run uses (the subject, a `hair` region): its photo, its box, and its
+    outline so far as a suggestion to correct. Pushing again adds only regions it lacks."""
+    from perceptforge.annotation import outlines
+    from perceptforge.annotation.labelstudio import connect
+
+    ls = connect(url)
+    with console.status(f"pushing the outlines of {source} to {ls.url}"):
+        report = outlines.push(source, ls, served_root(document_root), annotation_file)
+    console.print(f"imported {report['imported']} new tasks; {report['already_there']} were already there")
+    console.print(f"draw them at [bold]{report['url']}[/], then `perceptforge sources outline pull {source}`")
+
+
+@outline_app.command("pull")
+def outline_pull(
+    source: Path = typer.Argument(..., help="source directory with images and their annotation file"),
+    url: Optional[str] = URL,
+    annotation_file: str = ANNOTATION_FILE,
+) -> None:
+    """Write each region's newest drawn outline into the annotation file as its `segmentation`."""
+    from perceptforge.annotation import outlines
+    from perceptforge.annotation.labelstudio import connect
+
+    ls = connect(url)
+    with console.status(f"pulling outlines from {ls.url}"):
+        report = outlines.pull(source, ls, annotation_file)
+    for key in report["changed"]:
+        console.print(f"  outline of image/annotation {escape(key)}: written")
+    for key in report["removed"]:
+        console.print(f"  outline of image/annotation {escape(key)}: removed (submitted with no polygon)")
+    console.print(
+        f"{len(report['changed'])} written, {len(report['removed'])} removed, {report['unchanged']} unchanged, "
+        f"{report['waiting']} not drawn yet"
+    )

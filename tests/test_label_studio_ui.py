@@ -187,3 +187,32 @@ def test_an_independent_annotator_cannot_reach_the_other_ones_answer(
     annotations = page.request.get(f"{server2}/api/tasks/?project={projects[server2]}").json()
     assert all(t.get("total_annotations", 0) == 0 for t in annotations.get("tasks", annotations))
     page.close()
+
+
+def test_an_outline_opens_as_a_suggestion_and_is_submitted_in_the_labeling_ui(
+    label_studio, browser, sample_dir, tmp_path
+):
+    """`sources outline push`: the photo with the region's box and its outline so far; submitted unchanged, pull
+    writes nothing new."""
+    from perceptforge.annotation import outlines
+
+    folder = tmp_path / "photos"
+    shutil.copytree(sample_dir, folder)
+    ls = label_studio.client()
+    project = outlines.push(folder, ls, label_studio.document_root)["project"]
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)
+    open_labeling(page, label_studio.url, label_studio.annotators[0], project)
+    # the suggestion's two regions (the box and the outline) are listed, ready to correct
+    page.get_by_text("Outline:").first.wait_for()
+    page.locator(".lsf-outliner-item, .lsf-region-item").first.wait_for(timeout=30_000)
+    page.screenshot(path=str(tmp_path / "outline_task.png"))
+    with page.expect_response(lambda r: "/annotations" in r.url and r.request.method == "POST") as response:
+        page.get_by_test_id("bottombar-submit-button").click()
+    assert response.value.status == 201
+    page.close()
+    (task,) = [t for t in ls.export(project) if t["annotations"]]
+    assert [r["type"] for r in task["annotations"][0]["result"]] == ["rectanglelabels", "polygonlabels"]
+    report = outlines.pull(folder, ls)
+    assert (report["changed"], report["removed"], report["unchanged"]) == ([], [], 1)
+    assert (folder / "annotations.json").read_bytes() == (sample_dir / "annotations.json").read_bytes()
