@@ -1,7 +1,7 @@
 """Instruction editors: the whole image changed by a text instruction (MVP-Bench's direct alteration).
 
 - ``instruct-pix2pix``: diffusers ``StableDiffusionInstructPix2PixPipeline`` with the paper's instruction
-  ("Change the {subject}'s {old} into {new}.", ``prompts/editing/instruction``; "Turn this {old} into {new}."
+  ("Change the {subject}'s {old} into {new}.", ``prompts/editing/instruction``; "Turn this image from {old} into {new}."
   for a change to the whole image, ``prompts/editing/instruction_whole``).
 """
 

@@ -92,7 +92,7 @@ def test_template_writer_gives_every_kind_for_every_category(template_id, sample
     again = candidate_for(found[template_id], grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed=3)
     assert json.dumps(again, sort_keys=True) == json.dumps(record, sort_keys=True)
     if found[template_id].edit_kind.value == "direct_alteration":
-        said = "Turn this" if found[template_id].target == "whole" else "Change the woman's"
+        said = "Turn this image from" if found[template_id].target == "whole" else "Change the woman's"
         assert record["instruction"] == f"{said} {idea['old']} into {idea['new']}."
 
 
