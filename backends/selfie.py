@@ -31,7 +31,7 @@ from perceptforge.logic.matting import downscaled
 NO_PERSON = (
     "the person segmenter sees no person in the subject's box (it knows people near the camera, facing it, as in "
     "a video call: a small or distant figure, one seen from behind, or not a person, it may miss); a drawn outline "
-    "of the subject (the annotation's segmentation) needs no segmenter"
+    "of the subject (the annotation's segmentation; `perceptforge sources outline push` draws it) needs no segmenter"
 )
 
 

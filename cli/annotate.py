@@ -20,6 +20,11 @@ URL = typer.Option(
 )
 
 
+DOCUMENT_ROOT = typer.Option(
+    None, "--document-root", help="the server's local-files document root (default: the local server's)"
+)
+
+
 def served_root(given: Optional[Path]) -> Path:
     from perceptforge.annotation.server import local_setting
 
@@ -148,9 +153,7 @@ def _extra_checks(fam: Family, run_dir: Path, endpoint: Optional[str], model: Op
 def push_cmd(
     run_dir: Path = typer.Argument(..., help="run directory"),
     url: Optional[str] = URL,
-    document_root: Optional[Path] = typer.Option(
-        None, "--document-root", help="the server's local-files document root"
-    ),
+    document_root: Optional[Path] = DOCUMENT_ROOT,
     predict_endpoint: Optional[str] = PREDICT_ENDPOINT,
     model: Optional[str] = MODEL,
 ) -> None:

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from perceptforge.cli.annotate import URL, served_root
+from perceptforge.cli.annotate import DOCUMENT_ROOT, URL, served_root
 from perceptforge.cli.app import console, new_app
 from perceptforge.errors import shown
 from perceptforge.fileio import write_json
@@ -90,9 +90,7 @@ ANNOTATION_FILE = typer.Option("annotations.json", "--annotation-file", help="th
 def outline_push(
     source: Path = typer.Argument(..., help="source directory with images and their annotation file"),
     url: Optional[str] = URL,
-    document_root: Optional[Path] = typer.Option(
-        None, "--document-root", help="the server's local-files document root (it must hold the folder)"
-    ),
+    document_root: Optional[Path] = DOCUMENT_ROOT,
     annotation_file: str = ANNOTATION_FILE,
 ) -> None:
     """One task per region whose outline a run uses (the subject, a `hair` region): its photo, its box, and its

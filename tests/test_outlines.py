@@ -3,10 +3,11 @@
 
 import json
 import shutil
+import subprocess
 
 import numpy as np
 import pytest
-from helpers import annotate
+from helpers import annotate, perceptforge_cmd
 
 from perceptforge.annotation import outlines
 from perceptforge.annotation.labelstudio import plain
@@ -64,7 +65,7 @@ def test_the_regions_to_outline_are_the_subjects_and_hair(sample_dir, tmp_path):
         outlines.targets(folder)
 
 
-def test_outlines_are_drawn_in_label_studio_and_written_back(label_studio, sample_dir, tmp_path):
+def test_outlines_are_drawn_in_label_studio_and_written_back(label_studio, sample_dir, tmp_path, cli_env):
     folder = tmp_path / "photos"  # under the server's document root (the session's temporary folder)
     shutil.copytree(sample_dir, folder)
     before = json.loads((folder / "annotations.json").read_text())
@@ -99,4 +100,10 @@ def test_outlines_are_drawn_in_label_studio_and_written_back(label_studio, sampl
     entry = next(e for e in read_source_dir(folder) if e.source_id == "1")
     mask = outline_mask(entry.regions[0]["segmentation"], entry.height, entry.width)
     assert mask[20, 20] and not mask[50, 50]
-    assert outlines.pull(folder, ls)["changed"] == []  # pulled again: nothing new
+    # pulled again, by the command a user types: nothing new
+    env = {**cli_env, "LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.admin.token}
+    done = subprocess.run(
+        [*perceptforge_cmd(), "sources", "outline", "pull", str(folder)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "0 written, 0 removed, 2 unchanged, 3 not drawn yet" in " ".join(done.stdout.split())
