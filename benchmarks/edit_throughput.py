@@ -1,6 +1,7 @@
 """Images per second of each editing backend at a given size, batch and dtype.
 
     python benchmarks/edit_throughput.py --backend composite --size 512 --n 16
+    python benchmarks/edit_throughput.py --backend filters --size 512 --n 16
     python benchmarks/edit_throughput.py --backend sd-inpaint --size 512 --batch 4 --dtype float16 --device cuda --real-size
 
 Diffusers backends use random weights (the speed is the same as trained ones): ``--real-size`` builds the
@@ -96,7 +97,7 @@ def timed(fn) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--backend", choices=["composite", "grabcut", "sd-inpaint"], default="composite")
+    p.add_argument("--backend", choices=["composite", "grabcut", "filters", "sd-inpaint"], default="composite")
     p.add_argument("--size", type=int, default=512)
     p.add_argument("--n", type=int, default=8)
     p.add_argument("--batch", type=int, default=4)
@@ -111,6 +112,12 @@ def main() -> None:
 
         s = timed(lambda: CompositeInpainter().edit(reqs))
         print(f"composite {args.size}px: {args.n / s:.1f} images/s")
+    elif args.backend == "filters":
+        from perceptforge.backends.filters import FILTERS
+
+        for name, draw in FILTERS.items():
+            s = timed(lambda draw=draw: [draw(np.asarray(r.image)) for r in reqs])
+            print(f"filters {name} {args.size}px: {args.n / s:.1f} images/s")
     elif args.backend == "grabcut":
         from perceptforge.backends.segmenters import GrabCutSegmenter
 
