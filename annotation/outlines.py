@@ -19,16 +19,16 @@ from perceptforge.annotation.labeling import config_text, rectangle_result
 from perceptforge.annotation.labelstudio import LabelStudio
 from perceptforge.annotation.sync import ensure_project, ensure_storage
 from perceptforge.annotation.task_data import local_files_url
+from perceptforge.data.geometry import xywh_to_xyxy
 from perceptforge.errors import InputError, PerceptforgeError
 from perceptforge.fileio import atomic_write_text, read_json, write_json
+from perceptforge.logic.outline import Point, with_holes
 from perceptforge.prompts.library import load_prompt
 from perceptforge.store.sources import outline_of, read_source_dir, resolve_inside
 
 KIND = "outline"
 MODEL_VERSION = "annotation file"
 STATE = Path(".perceptforge", "outlines.json")  # the project's id per server, beside the annotation file
-
-Point = tuple[float, float]
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,6 @@ def targets(source_dir: Path, annotation_file: str = "annotations.json") -> list
             where = f"{source_dir / annotation_file}: image {entry.source_id}, annotation {k} ({region.get('label')})"
             if region.get("id") is None:
                 raise InputError(where, "needs an 'id' so that its outline can be written back to it")
-            x, y, w, h = (float(v) for v in region["bbox"])
             found.append(
                 Target(
                     key=f"{entry.source_id}/{region['id']}",
@@ -72,7 +71,7 @@ def targets(source_dir: Path, annotation_file: str = "annotations.json") -> list
                     file_name=entry.file_name,
                     width=entry.width,
                     height=entry.height,
-                    box=(x, y, x + w, y + h),
+                    box=xywh_to_xyxy(region["bbox"]),
                     outline=outline_of(region, entry.width, entry.height, where),
                 )
             )
@@ -137,36 +136,13 @@ def drawn_polygons(
     return outlines, holes
 
 
-def inside(point: Point, ring: list[Point]) -> bool:
-    """Whether ``point`` lies inside the polygon ``ring`` (even-odd rule)."""
-    x, y = point
-    crossings = 0
-    for (x0, y0), (x1, y1) in zip(ring, ring[1:] + ring[:1], strict=True):
-        if (y0 > y) != (y1 > y) and x < x0 + (y - y0) * (x1 - x0) / (y1 - y0):
-            crossings += 1
-    return crossings % 2 == 1
-
-
-def bridged(ring: list[Point], hole: list[Point]) -> list[Point]:
-    """``ring`` with ``hole`` cut out of it: from the ring's vertex nearest the hole, a zero-width bridge to the
-    hole, round the hole, and back along the bridge (the even-odd rule counts the bridge's two edges twice)."""
-    i, j = min(
-        ((a, b) for a in range(len(ring)) for b in range(len(hole))),
-        key=lambda ab: (ring[ab[0]][0] - hole[ab[1]][0]) ** 2 + (ring[ab[0]][1] - hole[ab[1]][1]) ** 2,
-    )
-    return ring[: i + 1] + hole[j:] + hole[: j + 1] + ring[i:]
-
-
 def segmentation(outlines: list[list[Point]], holes: list[list[Point]], where: str) -> list[list[float]]:
-    """COCO polygons: each outline with the holes that lie inside it bridged in; a hole inside no outline is
-    refused, naming where (it would be drawn as a piece of the region)."""
-    rings = [list(o) for o in outlines]
-    for hole in holes:
-        home = next((k for k, ring in enumerate(rings) if all(inside(p, outlines[k]) for p in hole)), None)
-        if home is None:
-            raise InputError(where, f"a hole at {hole[0]} lies inside no outline")
-        rings[home] = bridged(rings[home], hole)
-    return [[v for point in ring for v in point] for ring in rings]
+    """COCO polygons: each outline with the holes inside it bridged in (``logic.outline.with_holes``); a hole
+    inside no outline is refused, naming where (it would be drawn as a piece of the region)."""
+    try:
+        return with_holes(outlines, holes)
+    except ValueError as exc:
+        raise InputError(where, str(exc)) from None
 
 
 # --- the project ---------------------------------------------------------------------------------------------

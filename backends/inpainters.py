@@ -146,8 +146,8 @@ class CompositeInpainter:
         else:
             focus = entry.focus if entry is not None else None
             x0, y0, x1, y1 = window = scene_window((donor.shape[1], donor.shape[0]), (w, h), mask, focus)
-            if entry is not None and entry.focus is not None:
-                shown = focus_shown(window, (w, h), mask, entry.focus)
+            if entry is not None and focus is not None:
+                shown = focus_shown(window, (w, h), mask, focus)
                 if shown < MIN_FOCUS_SHOWN:
                     # a launch pad whose rocket stands behind the subject is a dark sky with towers: the
                     # question would name what nobody can see

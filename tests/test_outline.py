@@ -116,3 +116,16 @@ def test_the_bundled_astronauts_drawn_hair_keeps_the_fringe_end_and_leaves_the_t
     assert (mask == outline_mask(hair.outline, 512, 512)).all()
     # the fringe's dark end (its colour is not the hair's median) is hair; the shadowed temple beside it is not
     assert mask[93, 263] and mask[110, 272] and not mask[115, 267] and not mask[100, 250]
+
+
+def test_a_hole_is_joined_to_the_outline_around_it():
+    from perceptforge.logic.outline import inside, with_holes
+
+    ring = [(0.0, 0.0), (10.0, 0.0), (10.0, 10.0), (0.0, 10.0)]
+    gap = [(4.0, 4.0), (6.0, 4.0), (6.0, 6.0), (4.0, 6.0)]
+    assert inside((5, 5), ring) and not inside((11, 5), ring)
+    (joined,) = with_holes([ring], [gap])
+    mask = outline_mask([joined], 10, 10)
+    assert mask.sum() == 100 - 4 and not mask[4:6, 4:6].any()  # the gap's four pixels open, the rest kept
+    with pytest.raises(ValueError, match="a hole at \\(4.0, 4.0\\) lies inside no outline"):
+        with_holes([], [gap])
