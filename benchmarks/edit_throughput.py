@@ -1,7 +1,7 @@
 """Images per second of each editing backend at a given size, batch and dtype.
 
     python benchmarks/edit_throughput.py --backend composite --size 512 --n 16
-    python benchmarks/edit_throughput.py --backend filters --size 512 --n 16
+    python benchmarks/edit_throughput.py --backend filters --size 512 --photos data/sample/images /tmp/photos/images
     python benchmarks/edit_throughput.py --backend sd-inpaint --size 512 --batch 4 --dtype float16 --device cuda --real-size
 
 Diffusers backends use random weights (the speed is the same as trained ones): ``--real-size`` builds the
@@ -95,6 +95,33 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def filters_side_by_side(folders: list[Path] | None, size: int, reqs) -> None:
+    """Each photo filter on every photo of ``folders`` (resized to ``size`` on its longer side, as a run's
+    images are) or on the noise requests, and OpenCV's ``pencilSketch``, which the pencil sketch replaced,
+    beside it in the same loop: the anchor."""
+    import cv2
+
+    from perceptforge.backends.filters import FILTERS
+
+    if folders:
+        images = []
+        for path in sorted(p for folder in folders for p in folder.iterdir() if p.suffix.lower() in (".jpg", ".png")):
+            with Image.open(path) as photo:
+                photo = photo.convert("RGB")
+                photo.thumbnail((size, size))
+                images.append(np.asarray(photo))
+    else:
+        images = [np.asarray(r.image) for r in reqs]
+
+    def anchor(image: np.ndarray) -> np.ndarray:
+        return cv2.pencilSketch(cv2.cvtColor(image, cv2.COLOR_RGB2BGR), sigma_s=60, sigma_r=0.07, shade_factor=0.05)[0]
+
+    for name, draw in [*FILTERS.items(), ("opencv pencilSketch (anchor)", anchor)]:
+        draw(images[0])  # warm-up
+        s = timed(lambda draw=draw: [draw(im) for im in images])
+        print(f"filters {name}: {len(images)} images up to {size}px, {len(images) / s:.1f} images/s")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backend", choices=["composite", "grabcut", "filters", "sd-inpaint"], default="composite")
@@ -105,6 +132,7 @@ def main() -> None:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--device", default="cpu")
     p.add_argument("--real-size", action="store_true")
+    p.add_argument("--photos", nargs="*", type=Path, help="filters: folders of photos to filter (default: noise)")
     args = p.parse_args()
     reqs = requests(args.n, args.size)
     if args.backend == "composite":
@@ -113,11 +141,7 @@ def main() -> None:
         s = timed(lambda: CompositeInpainter().edit(reqs))
         print(f"composite {args.size}px: {args.n / s:.1f} images/s")
     elif args.backend == "filters":
-        from perceptforge.backends.filters import FILTERS
-
-        for name, draw in FILTERS.items():
-            s = timed(lambda draw=draw: [draw(np.asarray(r.image)) for r in reqs])
-            print(f"filters {name} {args.size}px: {args.n / s:.1f} images/s")
+        filters_side_by_side(args.photos, args.size, reqs)
     elif args.backend == "grabcut":
         from perceptforge.backends.segmenters import GrabCutSegmenter
 
