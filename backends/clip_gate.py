@@ -4,13 +4,12 @@ automatic for the gpu profile)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
 from perceptforge.backends.devices import release
-from perceptforge.errors import PerceptforgeError
+from perceptforge.backends.hub import locate
 from perceptforge.prompts.library import load_prompt
 
 
@@ -27,11 +26,10 @@ class ClipScorer:
         if self.model is None:
             from transformers import CLIPModel, CLIPProcessor
 
-            path = Path(self.model_path).expanduser()
-            if not path.is_dir():
-                raise PerceptforgeError(f"{self.model_path}: CLIP model folder not found")
-            self.processor = CLIPProcessor.from_pretrained(path)
-            self.model = CLIPModel.from_pretrained(path).to(self.device).eval()  # type: ignore[arg-type]
+            found = locate(self.model_path, "transformers")
+            self.processor = CLIPProcessor.from_pretrained(found.path)
+            self.model = CLIPModel.from_pretrained(found.path).to(self.device).eval()  # type: ignore[arg-type]
+            self.model_id = found.label
         return self
 
     def unload(self) -> None:

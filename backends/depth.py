@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -12,13 +11,16 @@ from PIL import Image
 from pydantic import Field
 
 from perceptforge.backends.devices import device_lock, release
+from perceptforge.backends.hub import locate
 from perceptforge.backends.registry import BackendSettings, Runtime, register
-from perceptforge.errors import PerceptforgeError
 
 
 class TransformersDepthSettings(BackendSettings):
     backend: Literal["transformers-depth"] = "transformers-depth"
-    model_path: str = Field(description="folder of a depth-estimation model, loaded with transformers' pipeline")
+    model_path: str = Field(
+        description="a depth-estimation model for transformers' pipeline: local folder, or hub id at a revision",
+        json_schema_extra={"model": "transformers"},
+    )
     output: Literal["inverse_depth", "depth"] = Field(
         "inverse_depth",
         description="what the model predicts: relative inverse depth (DPT, Depth Anything: larger is nearer) "
@@ -46,10 +48,9 @@ class TransformersDepth:
                 return self
             from transformers import pipeline
 
-            path = Path(self.model_path).expanduser()
-            if not path.is_dir():
-                raise PerceptforgeError(f"{self.model_path}: depth model folder not found")
-            self.pipe = pipeline("depth-estimation", model=str(path), device=self.device)
+            found = locate(self.model_path, "transformers")
+            self.pipe = pipeline("depth-estimation", model=str(found.path), device=self.device)
+            self.model_id = found.label
         return self
 
     def unload(self) -> None:

@@ -20,6 +20,7 @@ from PIL import Image
 from pydantic import Field
 
 from perceptforge.backends.devices import pick_dtype, release, run_batched
+from perceptforge.backends.hub import locate
 from perceptforge.backends.protocols import EditRequest
 from perceptforge.backends.registry import BackendSettings, Runtime
 from perceptforge.data.schema import Rendering
@@ -44,7 +45,10 @@ def batch_that_fits(per_image: int, free: int, most: int = AUTO_BATCH_MAX) -> in
 class DiffusersSettings(BackendSettings):
     """What every diffusers backend's profile section holds."""
 
-    model: str = Field(description="local folder or model id (already in the local cache)")
+    model: str = Field(
+        description="local folder, or hub id at a revision (org/name@<commit>, fetched by `perceptforge models pull`)",
+        json_schema_extra={"model": "diffusers"},
+    )
     steps: int = Field(50, ge=1)
     guidance_scale: float = Field(7.5, ge=0)
     batch_size: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
@@ -112,15 +116,13 @@ class DiffusersEditor:
         if self.pipe is None:
             import diffusers
 
-            path = Path(self.model).expanduser()
-            source = str(path) if path.exists() else self.model
-            if not path.exists() and ("/" not in self.model or self.model.startswith((".", "/", "~"))):
-                raise PerceptforgeError(f"{self.model}: model folder not found")
+            found = locate(self.model, "diffusers")
             cls = getattr(diffusers, self.pipeline_class)
             try:
-                # local_files_only: a model id must already be in the local cache; nothing is downloaded.
+                # local_files_only: the folder is local or a cache snapshot (`perceptforge models pull`); nothing is
+                # downloaded during a run.
                 self.pipe = cls.from_pretrained(
-                    source,
+                    found.path,
                     dtype=pick_dtype(self.dtype_name, self.device),
                     local_files_only=True,
                     safety_checker=None,
@@ -128,6 +130,7 @@ class DiffusersEditor:
                 )
             except (OSError, ValueError) as exc:
                 raise PerceptforgeError(f"{self.model}: cannot load {self.pipeline_class}: {exc}") from None
+            self.model_id = found.label
             self.pipe = self.pipe.to(self.device)
             self.pipe.set_progress_bar_config(disable=True)
             self._near_the_hardware()

@@ -5,20 +5,23 @@ The image's embedding is its CLS token (``pooler_output`` where the model has on
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any, Literal
 
 from PIL import Image
 from pydantic import Field
 
 from perceptforge.backends.devices import device_lock, release
+from perceptforge.backends.hub import locate
 from perceptforge.backends.registry import BackendSettings, Runtime, register
-from perceptforge.errors import PerceptforgeError
 
 
 class TransformersEmbeddingSettings(BackendSettings):
     backend: Literal["transformers-embedding"] = "transformers-embedding"
-    model_path: str = Field(description="folder of a vision model (e.g. facebook/dinov2-small) and its image processor")
+    model_path: str = Field(
+        description="a vision model and its image processor: local folder, or hub id at a revision "
+        "(facebook/dinov2-small@<commit>)",
+        json_schema_extra={"model": "transformers"},
+    )
     pooling: Literal["cls", "mean"] = Field("cls", description="the CLS token (DINO's) or the mean of the patch tokens")
 
 
@@ -43,11 +46,10 @@ class TransformersEmbedding:
                 return self
             from transformers import AutoImageProcessor, AutoModel
 
-            path = Path(self.model_path).expanduser()
-            if not path.is_dir():
-                raise PerceptforgeError(f"{self.model_path}: embedding model folder not found")
-            self.processor = AutoImageProcessor.from_pretrained(path)
-            self.model = AutoModel.from_pretrained(path).to(self.device).eval()
+            found = locate(self.model_path, "transformers")
+            self.processor = AutoImageProcessor.from_pretrained(found.path)
+            self.model = AutoModel.from_pretrained(found.path).to(self.device).eval()
+            self.model_id = found.label
         return self
 
     def unload(self) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import re
-from pathlib import Path
 from typing import Any, Literal
 
 from PIL import Image
@@ -20,6 +19,7 @@ from pydantic import Field
 
 from perceptforge.backends.chat import ChatClient, EndpointSettings
 from perceptforge.backends.devices import release
+from perceptforge.backends.hub import locate
 from perceptforge.backends.registry import BackendSettings, Runtime, register
 from perceptforge.data.schema import Box, Grounding, Region
 from perceptforge.errors import PerceptforgeError
@@ -52,7 +52,10 @@ class OpenAIVLMSettings(EndpointSettings, BackendSettings):
 
 class TransformersSettings(BackendSettings):
     backend: Literal["transformers"]
-    model_path: str
+    model_path: str = Field(
+        description="an image-text-to-text model: local folder, or hub id at a revision (org/name@<commit>)",
+        json_schema_extra={"model": "transformers"},
+    )
     max_new_tokens: int = Field(256, gt=0)
 
 
@@ -177,11 +180,10 @@ class TransformersGrounder(PromptingGrounder):
 
     def load(self) -> TransformersGrounder:
         if self.model is None:
-            if not Path(self.model_path).expanduser().is_dir():
-                raise PerceptforgeError(f"{self.model_path}: transformers grounder needs a local model folder")
+            found = locate(self.model_path, "transformers", what="transformers grounder model folder")
             from transformers import AutoModelForImageTextToText, AutoProcessor
 
-            path = str(Path(self.model_path).expanduser())
+            path, self.model_id = str(found.path), found.label
             self.processor = AutoProcessor.from_pretrained(path, local_files_only=True)
             model = AutoModelForImageTextToText.from_pretrained(path, local_files_only=True)
             self.model = model.to(self.device).eval()  # type: ignore[arg-type]

@@ -33,6 +33,7 @@ import numpy as np
 from pydantic import Field
 
 from perceptforge.backends.devices import release
+from perceptforge.backends.hub import locate
 from perceptforge.backends.registry import BackendSettings, Runtime, register
 from perceptforge.backends.segmenters import check_image
 from perceptforge.data import geometry
@@ -45,7 +46,10 @@ Precision = Literal["auto", "float32", "bfloat16", "float16"]
 
 class SamSettings(BackendSettings):
     backend: Literal["sam"]
-    checkpoint: str
+    checkpoint: str = Field(
+        description="local .pth file, or its published URL with its digest (https://…/sam_vit_h_4b8939.pth#sha256=<hex>)",
+        json_schema_extra={"model": "file"},
+    )
     model_type: str = Field("vit_h", description="a key of segment_anything.sam_model_registry")
     mode: Literal["box", "automatic"] = "box"
     pred_iou_thresh: float = Field(0.88, ge=0, le=1)
@@ -150,9 +154,7 @@ class SamSegmenter:
 
     def load(self) -> SamSegmenter:
         if self.sam is None:
-            path = Path(self.checkpoint).expanduser()
-            if not path.is_file():
-                raise PerceptforgeError(f"{self.checkpoint}: SAM checkpoint not found")
+            path = locate(self.checkpoint, "file", what="SAM checkpoint").path
             from segment_anything import SamAutomaticMaskGenerator, SamPredictor, sam_model_registry
 
             if self.model_type not in sam_model_registry:

@@ -41,7 +41,9 @@ def bundled_model() -> Path:
 
 class SelfieSettings(BackendSettings):
     backend: Literal["selfie"]
-    model_path: str | None = Field(None, description="the .tflite model; default: the bundled one")
+    model_path: str | None = Field(
+        None, description="the .tflite model; default: the bundled one", json_schema_extra={"model": "file"}
+    )
     threshold: float = Field(0.5, gt=0, lt=1, description="person probability from which a pixel is the subject")
     sure: float = Field(
         0.9, gt=0, lt=1, description="the same within the boxes of what the old background names (its flag, its model)"

@@ -11,6 +11,7 @@ from typing import Any, Optional
 import typer
 
 from perceptforge.cli.app import console, err_console, new_app
+from perceptforge.cli.models import app as models_app
 from perceptforge.cli.sources import app as sources_app
 from perceptforge.cli.templates import app as templates_app
 from perceptforge.flows.family import Family, RunRequest
@@ -27,6 +28,7 @@ app.add_typer(run_app, name="run")
 app.add_typer(profile_app, name="profile")
 app.add_typer(templates_app, name="templates")
 app.add_typer(sources_app, name="sources")
+app.add_typer(models_app, name="models")
 
 
 def bundled_sample() -> Path:

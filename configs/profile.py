@@ -36,7 +36,11 @@ class Span(Section):
 class ClipGate(Section):
     """The faithfulness gate: CLIP must match the edited region to the new value better than to the old."""
 
-    model: str = Field(description="local folder of a transformers CLIPModel (and its processor)")
+    model: str = Field(
+        description="a transformers CLIPModel and its processor: local folder, or hub id at a revision "
+        "(org/name@<commit>)",
+        json_schema_extra={"model": "transformers"},
+    )
     margin: float = Field(0.0, description="required lead of the new value's similarity over the old value's")
 
 

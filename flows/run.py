@@ -19,7 +19,7 @@ from typing import Any
 from prefect import flow
 from prefect.context import FlowRunContext, TaskRunContext
 
-from perceptforge.backends import loaded
+from perceptforge.backends import hub, loaded
 from perceptforge.backends.devices import resolve_device
 from perceptforge.errors import PerceptforgeError
 from perceptforge.flows.common import prepare_run, record_profile, task_runner
@@ -72,6 +72,7 @@ def run_family(fam: Family, request: RunRequest) -> dict:
     """Plan (each input problem one line, nothing written), then the family's flow on the profile's runner."""
     plan = fam.plan(request)
     fam.check_run(plan)
+    hub.require_present(plan.inputs.profile, request.profile)
     for name in ("prefect.flow_runs", "prefect.task_runs"):
         logging.getLogger(name).addFilter(_PrintedByTheCli())
     runner = runner_for(fam, plan, request)

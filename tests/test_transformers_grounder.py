@@ -27,5 +27,5 @@ def test_tiny_llava_grounding_through_from_pretrained(tmp_path, sample_dir):
 
 
 def test_missing_model_folder_is_a_clear_error(tmp_path):
-    with pytest.raises(PerceptforgeError, match="needs a local model folder"):
+    with pytest.raises(PerceptforgeError, match="transformers grounder model folder not found"):
         TransformersGrounder(str(tmp_path / "nope")).load()
