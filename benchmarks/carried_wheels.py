@@ -24,6 +24,8 @@ ROOTS = [
     "prefect==3.8.8", "fastapi<0.151", "pydantic>=2.7,<3", "numpy", "pandas", "pillow", "opencv-python-headless",
     "openai", "typer", "rich", "pyyaml", "matplotlib", "pyarrow", "scipy==1.17.1", "imagehash>=4.3",
     "diffusers==0.42.1", "segment-anything==1.0", "prefect-dask==0.3.7",
+    # prefect asks for sqlalchemy[asyncio] and httpx[http2]; an extra's requirements are not followed below
+    "greenlet", "h2",
 ]  # fmt: skip
 PLATFORMS = ["manylinux1_x86_64", "manylinux2014_x86_64"] + [
     f"manylinux_2_{n}_x86_64" for n in (17, 24, 27, 28, 31, 34, 35)
