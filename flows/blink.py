@@ -152,7 +152,6 @@ def plan_units(
                 reasons[why] += 1
                 continue
             extra = companions(template, sid, sources, models)
-            index = len({u.sources[0][0].source_id for u in units if u.template.id == tid})
             # a template may draw several items from one source (``items_per_source``: points of one depth map)
             for draw in range(draws(template, entry)):
                 for variant in plan.variants:
@@ -168,7 +167,6 @@ def plan_units(
                             variant.name,
                             style,
                             plan.source_dir,
-                            index,
                             draw,
                         )
                     )

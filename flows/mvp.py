@@ -10,9 +10,13 @@ VLMEvalKit TSVs and an lmms-eval task (``outputs/export``).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from perceptforge.backends.registry import Runtime
 from perceptforge.data.schema import Grounding, Rendering
@@ -33,6 +37,8 @@ from perceptforge.logic.templates import Template
 from perceptforge.store.rundir import RunDir
 
 if TYPE_CHECKING:
+    from perceptforge.configs.profile import Gates
+    from perceptforge.store.sources import SourceEntry
     from perceptforge.tasks.runner import StageRunner
 
 
@@ -47,6 +53,31 @@ def skipped_units(
             if why:
                 out[unit_id(sid, t)] = why
     return out
+
+
+def read_photo(source_dir: Path, entry: SourceEntry, max_pixels: int | None) -> np.ndarray | str:
+    """The photo as ingest stores it, or why ingest would quarantine it (the reason for any value that reads it)."""
+    from perceptforge.errors import PerceptforgeError
+    from perceptforge.store.images import load_rgb
+    from perceptforge.store.sources import resolve_inside
+    from perceptforge.tasks.ingest import check_size
+
+    try:
+        image = load_rgb(resolve_inside(source_dir, entry.file_name), max_pixels)
+        check_size(entry, image.width, image.height)
+    except (PerceptforgeError, OSError, ValueError) as exc:
+        return str(exc)
+    return np.asarray(image)
+
+
+def photo_refusal(
+    read: Callable[[], np.ndarray | str], template: Template, grounding: Grounding, gates: Gates, old: str, region: str
+) -> str | None:
+    """The mask stage's refusal of ``region`` on the photo ``read`` gives (``tasks/mask.region_refusal``)."""
+    from perceptforge.tasks.mask import region_refusal
+
+    image = read()
+    return image if isinstance(image, str) else region_refusal(template, grounding, image, old, region, gates)
 
 
 def group_by_reason(reasons: dict[str, str]) -> dict[str, list[str]]:
@@ -157,20 +188,24 @@ class MvpFamily(Family):
         ]
 
     def source_check(self, plan: RunPlan) -> SourceCheck:
-        """Per category, why each source cannot serve it on this profile, from the annotation file alone: the
-        grounding a run starts from when the profile's grounder is the file (a VLM grounder may find more)."""
+        """Per category, why each source cannot serve it on this profile, from the annotation file (the grounding a
+        run starts from when the profile's grounder is the file; a VLM grounder may find more) and, for a value that
+        names a region (hair), from the photo itself, as the mask stage would refuse it."""
         from perceptforge.store.sources import grounding_from_entry
 
         prof = plan.inputs.profile
         runtime = prof.runtime()
         editors = prof.build("inpainter", runtime), prof.build("editor", runtime)
         offers, skipped = renderable_values(plan.details.used, prof, *editors)
-        groundings = {e.source_id: grounding_from_entry(e) for e in plan.inputs.entries if e.subject}
-        verdicts = {
-            tid: {sid: category_needs.unmet(t, g, offers[tid]) for sid, g in groundings.items()}
-            for tid, t in sorted(plan.details.used.items())
-            if tid in offers
-        }
+        used = {tid: t for tid, t in sorted(plan.details.used.items()) if tid in offers}
+        verdicts: dict[str, dict[str, str | None]] = {tid: {} for tid in used}
+        for entry in (e for e in plan.inputs.entries if e.subject):
+            grounding = grounding_from_entry(entry)
+            # decoded once, and only for a category whose value names a region (hair): the rest read no pixels
+            read = cache(partial(read_photo, plan.inputs.source_dir, entry, prof.ingest.max_pixels))
+            for tid, t in used.items():
+                refusal = partial(photo_refusal, read, t, grounding, prof.gates)
+                verdicts[tid][entry.source_id] = category_needs.unmet(t, grounding, offers[tid], refusal)
         donors = {e.source_id: "no main subject: a donor image" for e in plan.inputs.entries if not e.subject}
         return SourceCheck(verdicts, skipped, donors)
 

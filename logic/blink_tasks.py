@@ -261,61 +261,146 @@ def augmented_view(
     return Image.fromarray(np.clip(shifted, 0, 255).round().astype(np.uint8))
 
 
+Counts = tuple[int, int]  # shapes in a panel's top half and in its bottom half
+
+
 @dataclass(frozen=True)
 class IqPuzzle:
-    counts: tuple[int, int, int]  # shapes in the three panels shown
-    options: tuple[int, ...]  # shapes in each candidate panel
+    counts: tuple[Counts, Counts, Counts]  # the three panels shown
+    options: tuple[Counts, ...]  # each candidate panel
     answer: int
-    shape: str
+    shapes: tuple[str, str]  # the top half's shape, the bottom half's
+    ink: str  # a name of IQ_INKS: every shape of the puzzle is drawn in it
+    size: float = 0.3  # a shape's radius as a share of its cell's width
+    layout: int = 0  # seeds where each shape sits in its cell, so the picture too is the unit's own
 
 
-IQ_SHAPES = ("circle", "square", "triangle")
-# every (start, step, shape) a puzzle can have: 36, so a run's puzzles can all differ
-IQ_SPACE = [(start, step, shape) for start in range(1, 5) for step in range(1, 4) for shape in IQ_SHAPES]
+IQ_SHAPES = ("circle", "square", "triangle", "diamond", "hexagon", "star")
+IQ_INKS = {
+    "black": (30, 30, 30),
+    "blue": (30, 60, 150),
+    "red": (170, 30, 30),
+    "green": (20, 110, 50),
+    "purple": (100, 40, 140),
+    "brown": (120, 70, 20),
+}
+IQ_MAX = 10  # shapes in a half panel: two rows of five
+IQ_STEPS = (-2, -1, 0, 1, 2)
 
 
-def iq_puzzle(rng: np.random.Generator, n_options: int = 4, index: int | None = None, seed: int = 0) -> IqPuzzle:
-    """A counting sequence: three panels with k, k+s, k+2s shapes; the answer panel has k+3s; the distractors
-    are nearby counts (k+2s, k+3s±1, k+4s), all distinct and positive. ``index`` picks the puzzle from a
-    seed-shuffled enumeration of every (start, step, shape), so a run's first 36 puzzles never repeat."""
-    if index is None:
-        start, step, shape = IQ_SPACE[int(rng.integers(len(IQ_SPACE)))]
-    else:
-        start, step, shape = IQ_SPACE[
-            int(np.random.default_rng([seed, 7]).permutation(len(IQ_SPACE))[index % len(IQ_SPACE)])
-        ]
-    truth = start + 3 * step
-    pool = sorted({start + 2 * step, truth - 1, truth + 1, start + 4 * step, truth + 2} - {truth})
-    distractors = [int(c) for c in rng.choice([c for c in pool if c > 0], size=n_options - 1, replace=False)]
-    options = [truth, *distractors]
+def iq_rows() -> list[tuple[int, int]]:
+    """Every (first count, step) of one half whose four counts lie in 1..9 (a distractor may add one)."""
+    return [(a, s) for s in IQ_STEPS for a in range(1, IQ_MAX) if 1 <= a + 3 * s <= IQ_MAX - 1]
+
+
+def iq_rules() -> list[tuple[tuple[int, int], tuple[int, int], str, str]]:
+    """Every (top row, bottom row, top shape, bottom shape) a puzzle can have, never both halves constant: 19,440,
+    so two runs' puzzles, each drawn from its own unit's generator, rarely share one (a handful of repeats in a
+    hundred thousand pairs), and never a picture (``layout``)."""
+    rows = iq_rows()
+    return [
+        (top, bottom, a, b)
+        for top in rows
+        for bottom in rows
+        if top[1] or bottom[1]
+        for a in IQ_SHAPES
+        for b in IQ_SHAPES
+        if a != b
+    ]
+
+
+def iq_puzzle(rng: np.random.Generator, n_options: int = 4) -> IqPuzzle:
+    """A puzzle whose rule, shapes, ink and layout all come from ``rng``, the unit's own generator."""
+    rules = iq_rules()
+    return iq_puzzle_of(rules[int(rng.integers(len(rules)))], rng, n_options)
+
+
+def iq_puzzle_of(
+    rule: tuple[tuple[int, int], tuple[int, int], str, str], rng: np.random.Generator, n_options: int = 4
+) -> IqPuzzle:
+    """Two counting sequences in one row of panels: the top half's shapes go k, k+s, k+2s, the bottom half's
+    j, j+t, j+2t (a step may be negative or, in one half, zero); the answer panel has k+3s and j+3t. Each distractor
+    gets one half wrong or both: a count one or two off, the last panel repeated, one half not moved on, both moved
+    one step too far. All in an order and a layout drawn from ``rng``."""
+    (k, s), (j, t), top, bottom = rule
+    counts = tuple((k + n * s, j + n * t) for n in range(3))
+    truth = (k + 3 * s, j + 3 * t)
+    last = counts[2]
+    near = {(truth[0] + d, truth[1]) for d in (-1, 1, 2)} | {(truth[0], truth[1] + d) for d in (-1, 1, 2)}
+    near |= {last, (truth[0], last[1]), (last[0], truth[1]), (truth[0] + s, truth[1] + t), (truth[0] + 1, truth[1] + 1)}
+    pool = sorted(c for c in near - {truth} if 1 <= min(c) and max(c) <= IQ_MAX)
+    picked = rng.choice(len(pool), size=n_options - 1, replace=False)
+    options = [truth, *(pool[int(i)] for i in picked)]
     order = rng.permutation(n_options)
     return IqPuzzle(
-        (start, start + step, start + 2 * step),
+        (counts[0], counts[1], counts[2]),
         tuple(options[i] for i in order),
         int(np.flatnonzero(order == 0)[0]),
-        shape,
+        (top, bottom),
+        str(rng.choice(sorted(IQ_INKS))),
+        float(rng.uniform(0.24, 0.32)),
+        int(rng.integers(2**31)),
     )
 
 
-def draw_panel(count: int, shape: str, size: int = 120) -> np.ndarray:
-    """``count`` identical shapes on a grid in a white panel with a black frame."""
+def shape_points(shape: str, cx: float, cy: float, r: float) -> np.ndarray:
+    """The polygon of a shape other than a circle, centred on (cx, cy) with radius ``r``."""
+    if shape == "square":
+        angles, radii = np.radians([45, 135, 225, 315]), [r * np.sqrt(2)] * 4
+    elif shape == "triangle":
+        angles, radii = np.radians([270, 30, 150]), [r * 1.15] * 3
+    elif shape == "diamond":
+        angles, radii = np.radians([0, 90, 180, 270]), [r * 1.1] * 4
+    elif shape == "hexagon":
+        angles, radii = np.radians(np.arange(0, 360, 60)), [r] * 6
+    else:  # a five-pointed star
+        angles, radii = np.radians(np.arange(270, 630, 36)), [r * 1.2, r * 0.5] * 5
+    return np.array([[cx + q * np.cos(a), cy + q * np.sin(a)] for a, q in zip(angles, radii)]).round().astype(np.int32)
+
+
+def draw_shapes(
+    panel: np.ndarray,
+    count: int,
+    shape: str,
+    area: Box,
+    ink: tuple[int, int, int],
+    radius: float,
+    rng: np.random.Generator,
+) -> None:
+    """``count`` identical shapes in ``area`` of ``panel``, at most five to a row, centred; each moved within its
+    cell by ``rng``, never out of it, so shapes never touch and each is counted once. A cell is as wide for one
+    shape as for ten: the size of the shapes tells nothing of their number."""
+    import cv2
+
+    x0, y0, x1, y1 = area
+    per_row = (IQ_MAX + 1) // 2
+    cell_w, cell_h = (x1 - x0) / per_row, (y1 - y0) / 2
+    r = max(3.0, cell_w * radius)
+    slack = max(0.0, min(cell_w, cell_h) / 2 - r * 1.2 - 1)  # the star and triangle reach 1.2 r from their centre
+    rows = [min(per_row, count - first) for first in range(0, count, per_row)]
+    top = y0 + (y1 - y0 - len(rows) * cell_h) / 2
+    for row, n in enumerate(rows):
+        left = x0 + (x1 - x0 - n * cell_w) / 2
+        for col in range(n):
+            dx, dy = rng.uniform(-slack, slack, 2)
+            cx, cy = left + cell_w * (col + 0.5) + dx, top + cell_h * (row + 0.5) + dy
+            if shape == "circle":
+                cv2.circle(panel, (round(cx), round(cy)), round(r), ink, -1, cv2.LINE_AA)
+            else:
+                cv2.fillPoly(panel, [shape_points(shape, cx, cy, r)], ink, cv2.LINE_AA)
+
+
+def draw_panel(counts: Counts, puzzle: IqPuzzle, size: int, rng: np.random.Generator) -> np.ndarray:
+    """A white panel with a black frame: the top half's shapes above a thin grey line, the bottom half's below."""
     import cv2
 
     panel = np.full((size, size, 3), 255, np.uint8)
     cv2.rectangle(panel, (1, 1), (size - 2, size - 2), (0, 0, 0), 2)
-    per_row = int(np.ceil(np.sqrt(count)))
-    cell = (size - 16) / per_row
-    r = max(3, int(cell * 0.32))
-    for k in range(count):
-        cx = int(8 + cell * (k % per_row + 0.5))
-        cy = int(8 + cell * (k // per_row + 0.5))
-        if shape == "circle":
-            cv2.circle(panel, (cx, cy), r, (30, 30, 30), -1)
-        elif shape == "square":
-            cv2.rectangle(panel, (cx - r, cy - r), (cx + r, cy + r), (30, 30, 30), -1)
-        else:
-            tri = np.array([[cx, cy - r], [cx - r, cy + r], [cx + r, cy + r]], np.int32)
-            cv2.fillPoly(panel, [tri], (30, 30, 30))
+    cv2.line(panel, (8, size // 2), (size - 9, size // 2), (190, 190, 190), 1)
+    ink = IQ_INKS[puzzle.ink]
+    halves = ((6.0, 6.0, size - 6.0, size / 2 - 2), (6.0, size / 2 + 2, size - 6.0, size - 6.0))
+    for count, shape, area in zip(counts, puzzle.shapes, halves):
+        draw_shapes(panel, count, shape, area, ink, puzzle.size, rng)
     return panel
 
 
@@ -329,17 +414,18 @@ def draw_iq_puzzle(puzzle: IqPuzzle, panel: int = 160, gap: int = 24) -> tuple[I
     label_h = 44
     height = 2 * panel + 3 * gap + 30 + label_h
     canvas = np.full((height, width, 3), 255, np.uint8)
-    for k, count in enumerate(puzzle.counts):
+    layout = np.random.default_rng(puzzle.layout)
+    for k, counts in enumerate(puzzle.counts):
         x = gap + k * (panel + gap)
-        canvas[gap : gap + panel, x : x + panel] = draw_panel(count, puzzle.shape, panel)
+        canvas[gap : gap + panel, x : x + panel] = draw_panel(counts, puzzle, panel, layout)
     qx = gap + 3 * (panel + gap)
     cv2.rectangle(canvas, (qx, gap), (qx + panel - 1, gap + panel - 1), (0, 0, 0), 2)
     cv2.putText(canvas, "?", (qx + panel // 2 - 18, gap + panel // 2 + 20), cv2.FONT_HERSHEY_SIMPLEX, 2.0, (0, 0, 0), 4)
     boxes: list[Box] = []
     top = 2 * gap + panel + 30
-    for k, count in enumerate(puzzle.options):
+    for k, counts in enumerate(puzzle.options):
         x = gap + k * (panel + gap)
-        canvas[top : top + panel, x : x + panel] = draw_panel(count, puzzle.shape, panel)
+        canvas[top : top + panel, x : x + panel] = draw_panel(counts, puzzle, panel, layout)
         boxes.append((float(x), float(top), float(x + panel), float(top + panel)))
         letter = "ABCDE"[k]
         (tw, th), _ = cv2.getTextSize(letter, cv2.FONT_HERSHEY_SIMPLEX, 1.2, 3)

@@ -343,12 +343,23 @@ def edit_mask(
         # a star of the flag GrabCut kept beside her head is not her: only what is joined to her face, body or
         # what she holds stays
         mask = ~subject_parts(kept, list(protected_regions(grounding).values()))
-    elif region is not None:  # a region named by its label (hair, perhaps on both sides of a cap): its own colour
-        faces = [r.box.xyxy for r in grounding.regions if r.role == "face"]
-        named = [r for r in grounding.regions if r.label.lower() == region.lower()]
-        mask = np.logical_or.reduce([drawn_region(image, r, faces) for r in named])
+    elif region is not None:
+        mask = region_mask(template, grounding, image, region)
     else:
         mask = segmenter.box_mask(image, box)
+    if not mask.any():
+        raise ValueError(f"source {grounding.source_id}: the edit mask for template {template.id} is empty")
+    return mask
+
+
+def region_mask(template: Template, grounding: Grounding, image: np.ndarray, region: str) -> np.ndarray:
+    """The pixels of the regions labelled ``region`` (hair, perhaps on both sides of a cap): each its drawn outline,
+    or its own colour (at least one is annotated: ``target_box`` says so first). Raises ValueError where the photo
+    cannot give them (a black-and-white photo, hair as pale as the skin, no such pixels): the mask stage
+    quarantines the unit, and ``sources check`` says so before a run."""
+    faces = [r.box.xyxy for r in grounding.regions if r.role == "face"]
+    named = [r for r in grounding.regions if r.label.lower() == region.lower()]
+    mask = np.logical_or.reduce([drawn_region(image, r, faces) for r in named])
     if not mask.any():
         raise ValueError(f"source {grounding.source_id}: the edit mask for template {template.id} is empty")
     return mask

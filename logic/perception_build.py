@@ -31,12 +31,10 @@ class NotApplicable(ValueError):
 
 @dataclass(frozen=True)
 class Draw:
-    """What a builder draws with: the unit's generator, and its place among the task's units (a task whose
-    items do not come from a source, the IQ Test, enumerates its puzzles by it so they never repeat)."""
+    """What a builder draws with: the unit's generator (a task that uses nothing of its source's picture, the IQ
+    Test, draws all of its puzzle from it), and the models the profile names."""
 
     rng: np.random.Generator
-    index: int = 0
-    seed: int = 0
     draw: int = 0  # which of the template's items_per_source this is (a source's k-th judgement)
     # a perceptual embedding (normalised vectors, one per image), when the profile names a CLIP model
     embed: Callable[[list[Image.Image]], list[list[float]]] | None = None
@@ -287,7 +285,7 @@ def visual_similarity(t: PerceptionTemplate, sources: list[SourceView], draw: Dr
 
 
 def iq_test(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
-    puzzle = bt.iq_puzzle(draw.rng, index=draw.index, seed=draw.seed)
+    puzzle = bt.iq_puzzle(draw.rng)
     picture, boxes = bt.draw_iq_puzzle(puzzle)  # the letters are part of the puzzle's picture
     return Built([picture], [f"picture {LETTERS[k]}" for k in range(len(boxes))], puzzle.answer)
 

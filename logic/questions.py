@@ -70,6 +70,11 @@ def cross_mcq_low(
     return _validated(CrossImageMCQ, question=question, options=options, answer=answer, level="low")
 
 
+def high_options(exclude: Sequence[str] = ()) -> list[str]:
+    """The cross-image high-level MCQ's options: every high level but those a template leaves out."""
+    return [h for h in HIGH_LEVEL_OPTIONS if h not in exclude]
+
+
 def cross_mcq_high(question: str, high: str, rng: np.random.Generator, exclude: Sequence[str] = ()) -> CrossImageMCQ:
     """Which high-level aspect changed: the five high-level categories as options, less those the edit
     also changes (``exclude``), which would make a second option right."""
@@ -77,7 +82,7 @@ def cross_mcq_high(question: str, high: str, rng: np.random.Generator, exclude: 
         raise ValueError(f"high-level category {high!r} is not one of {HIGH_LEVEL_OPTIONS}")
     if high in exclude:
         raise ValueError(f"high-level category {high!r} cannot be both the answer and excluded")
-    options, answer = place_answer(high, [h for h in HIGH_LEVEL_OPTIONS if h != high and h not in exclude], rng)
+    options, answer = place_answer(high, [h for h in high_options(exclude) if h != high], rng)
     return _validated(CrossImageMCQ, question=question, options=options, answer=answer, level="high")
 
 

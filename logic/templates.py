@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from perceptforge.data.schema import Category, EditKind
 from perceptforge.errors import InputError, describe_validation_error
+from perceptforge.logic.questions import high_options
 from perceptforge.prompts.library import load_prompt
 
 # Values a template's prompts may name; the question and idea stages fill them (logic/context.py).
@@ -103,8 +104,9 @@ class Template(BaseModel):
     cross_description: str = Field(min_length=1, description="the release's wording for cross-image MCQs")
     cross_high_exclude: list[Literal["identity", "emotion", "scenario", "role", "behaviour"]] = Field(
         default_factory=list,
-        description="high levels this category's edit changes as well (a new background changes the scenario "
-        "too): left out of the cross-image high-level options so that one answer is right",
+        description="high levels this category's edit changes as well, or that another category calls the same "
+        "change (B1 calls a new background behaviour): left out of the cross-image high-level options so that one "
+        "answer is right (``option_clashes`` checks the second at load)",
     )
     cross_high: bool = Field(
         True,
@@ -176,7 +178,36 @@ def discover() -> dict[str, tuple[Template, Path]]:
             if template.id in found:
                 raise InputError(str(path), f"template id {template.id} is already defined in {found[template.id][1]}")
             found[template.id] = (template, path)
+    clashes = option_clashes({k: t for k, (t, _) in found.items()})
+    if clashes:
+        # the file found last of the two (a folder's or a plug-in's beside the bundled ones) is the one to change
+        pair, problem = clashes[0]
+        order = list(found)
+        raise InputError(str(found[max(pair, key=order.index)][1]), problem)
     return dict(sorted(found.items()))
+
+
+def option_clashes(found: dict[str, Template]) -> list[tuple[tuple[str, str], str]]:
+    """((template id, other template id), problem) for each cross-image high-level MCQ with two defensible options:
+    the other template makes the same kind of change (the same ``attribute``: a new background) and calls it
+    another high level, which is among the options too. S1 (a new background: scenario) beside B1 (a new
+    background: behaviour) must leave behaviour out, or an annotator rightly picks either."""
+    problems = []
+    for tid, template in sorted(found.items()):
+        if not template.cross_high:
+            continue
+        options = high_options(template.cross_high_exclude)
+        for other_id, other in sorted(found.items()):
+            if other.attribute == template.attribute and other.high != template.high and other.high in options:
+                problems.append(
+                    (
+                        (tid, other_id),
+                        f"template {tid}'s cross-image high-level options hold both {template.high!r} and "
+                        f"{other.high!r}, and template {other_id} calls the same change ({template.attribute}) "
+                        f"{other.high!r}: add {other.high!r} to {tid}'s cross_high_exclude",
+                    )
+                )
+    return problems
 
 
 def templates() -> dict[str, Template]:

@@ -17,7 +17,7 @@ from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.backends.protocols import Segmenter
 from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import BackendRef, Candidate, Grounding, IngestedSource, MaskRecord
-from perceptforge.logic.edit_region import edit_mask, protected_regions, standing_objects
+from perceptforge.logic.edit_region import edit_mask, protected_regions, region_mask, standing_objects
 from perceptforge.logic.gates import mask_measurements, mask_verdict
 from perceptforge.logic.ids import unit_rng
 from perceptforge.logic.templates import Template
@@ -65,6 +65,19 @@ def gate_mask(
     if reason:
         raise QualityGate(reason, measured)
     return measured
+
+
+def region_refusal(
+    template: Template, grounding: Grounding, image: np.ndarray, old_value: str, region: str, gates: Gates
+) -> str | None:
+    """Why this stage refuses a value that names a region (hair) on this photo, in the words of its quarantine:
+    ``region_mask``'s reason (a black-and-white photo, hair as pale as the skin, none found) or its gate's (too
+    little of it to show a change). ``sources check`` asks it before a run; None: the stage takes the value."""
+    try:
+        gate_mask(template, region_mask(template, grounding, image, region), grounding, old_value, gates, {}, image)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def make_mask(

@@ -54,7 +54,6 @@ class PerceptionUnit:
     variant: str  # visual-prompt variant name
     style: MarkStyle
     source_dir: Path  # where per-task extras (a disparity map) are read
-    index: int = 0  # the unit's source's place among the sources that serve its task
     draw: int = 0  # which of the template's items_per_source this unit is
 
 
@@ -64,11 +63,7 @@ def uses_sources(template: PerceptionTemplate) -> bool:
 
 
 def item_id(unit: PerceptionUnit, seed: int) -> str:
-    """A hash of what the item is made of. A task that uses no source (the IQ Test) hashes its puzzle's place
-    instead of the source's bytes: the same puzzle drawn in two runs (other photos, same seed) keeps one id."""
-    if not uses_sources(unit.template):
-        key = f"puzzle{unit.index}:{unit.template.id}:v{unit.template.version}:{seed}:{unit.variant}"
-        return hashlib.sha256(key.encode()).hexdigest()[:16]
+    """A hash of what the item is made of: its sources' bytes, the template, the seed and the variant."""
     shas = ",".join(s.sha256 for _, s in unit.sources)
     key = f"{shas}:{unit.template.id}:v{unit.template.version}:{seed}:{unit.variant}"
     if unit.draw:  # the first draw keeps the id it had before items_per_source existed
@@ -131,13 +126,12 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir, models: Mapping[str
     embedder, generator, detector = given.get("embedder"), given.get("generator"), given.get("detector")
     # The draw does not depend on the variant, so the variants of one unit differ only in their marks.
     draw_key = "" if unit.draw == 0 else f"#{unit.draw}"
-    # a task without sources draws by its place (as its id is made), so its items never depend on a source's id
-    owner = unit.sources[0][0].source_id if uses_sources(t) else f"puzzle{unit.index}"
+    # a task that uses nothing of its source's picture (the IQ Test) draws from the source's bytes, as its id is
+    # made: photos of another folder give other puzzles, the same photo under another id the same item
+    owner = unit.sources[0][0].source_id if uses_sources(t) else unit.sources[0][1].sha256
     rng = unit_rng(seed, f"{owner}-{t.id}{draw_key}:build")
     draw = Draw(
         rng,
-        unit.index,
-        seed,
         draw=unit.draw,
         embed=embedder.image_embeddings if embedder is not None else None,
         embed_model=getattr(embedder, "model_id", ""),

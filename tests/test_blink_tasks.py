@@ -114,23 +114,38 @@ def test_spatial_relations_are_stated_only_when_unambiguous():
 
 
 def test_iq_puzzles_continue_their_sequence():
-    from perceptforge.logic.blink_tasks import draw_iq_puzzle, iq_puzzle
+    from perceptforge.logic.blink_tasks import IQ_MAX, draw_iq_puzzle, iq_puzzle, iq_puzzle_of, iq_rules
 
-    for seed in range(20):
-        puzzle = iq_puzzle(np.random.default_rng(seed))
-        a, b, c = puzzle.counts
-        assert b - a == c - b > 0 and puzzle.options[puzzle.answer] == c + (c - b)
-        assert len(set(puzzle.options)) == 4 and min(puzzle.options) >= 1
-    # by index, a run's puzzles never repeat
-    from perceptforge.logic.blink_tasks import IQ_SPACE
-
-    drawn = {
-        (p.counts, p.shape)
-        for p in (iq_puzzle(np.random.default_rng(k), index=k, seed=3) for k in range(len(IQ_SPACE)))
-    }
-    assert len(drawn) == len(IQ_SPACE) == 36
-    image, boxes = draw_iq_puzzle(puzzle)
+    drawn = [iq_puzzle(np.random.default_rng(seed)) for seed in range(400)]
+    # every rule, each half rising, falling or (in one half) constant, leaves three distractors that fit a panel
+    every = [iq_puzzle_of(rule, np.random.default_rng(0)) for rule in iq_rules()]
+    for puzzle in drawn + every:
+        (a, x), (b, y), (c, z) = puzzle.counts
+        assert b - a == c - b and y - x == z - y and (b - a, y - x) != (0, 0)
+        assert puzzle.options[puzzle.answer] == (c + (c - b), z + (z - y))
+        assert len(set(puzzle.options)) == 4 and all(1 <= n <= IQ_MAX for o in puzzle.options for n in o)
+    assert {(p.counts[1][0] > p.counts[0][0]) for p in drawn} == {True, False}  # rising and falling rows
+    # 19,440 rules: 400 seeds all but never share one
+    assert len({(p.counts, p.shapes) for p in drawn}) >= 395
+    image, boxes = draw_iq_puzzle(drawn[0])
     assert len(boxes) == 4 and all(0 <= b[0] and b[2] <= image.width and b[3] <= image.height for b in boxes)
+    again = draw_iq_puzzle(iq_puzzle(np.random.default_rng(0)))[0]
+    assert again.tobytes() == image.tobytes()  # the layout is the puzzle's own: drawn again, the same bytes
+
+
+def test_each_shape_of_an_iq_panel_is_counted_once():
+    """Shapes never touch, so an annotator (and a connected-component count) finds exactly the puzzle's numbers."""
+    import cv2
+
+    from perceptforge.logic.blink_tasks import draw_panel, iq_puzzle
+
+    for seed in range(60):
+        puzzle = iq_puzzle(np.random.default_rng(seed))
+        for counts in (*puzzle.counts, *puzzle.options):
+            panel = draw_panel(counts, puzzle, 160, np.random.default_rng(seed))
+            for half, expected in zip((panel[6:78, 6:-6], panel[82:-6, 6:-6]), counts):
+                inked = (half.min(axis=2) < 200).astype(np.uint8)
+                assert cv2.connectedComponents(inked, connectivity=8)[0] - 1 == expected, (seed, counts)
 
 
 # --- issue 28: BLINK-style items a careful annotator accepts ---------------------------------------------------

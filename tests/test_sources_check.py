@@ -5,6 +5,7 @@ import json
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 from helpers import perceptforge_cmd
 
@@ -143,7 +144,105 @@ def test_the_worked_example_of_schema_md_serves_what_it_says(tmp_path, cli_env):
     start = block.index("```json") + len("```json")
     doc = json.loads(block[start : block.index("```", start)])
     (tmp_path / "images").mkdir()
-    Image.new("RGB", (640, 480), (120, 100, 90)).save(tmp_path / "images" / "portrait.jpg")
+    # I1 reads the photo's pixels (a hair recolour needs hair the colour can tell from the skin): the portrait is
+    # drawn where its boxes say, black hair over a face before a bookshelf's brown
+    image = np.full((480, 640, 3), (120, 100, 90), np.uint8)
+    image[180:, 200:470] = (170, 30, 30)  # the red jacket
+    image[70:180, 285:365] = (222, 176, 146)  # the face
+    image[42:85, 272:378] = (30, 25, 20)  # short black hair, down over the face's top
+    Image.fromarray(image).save(tmp_path / "images" / "portrait.jpg")
     (tmp_path / "annotations.json").write_text(json.dumps(doc))
     out = check(cli_env, str(tmp_path))
     assert all(f"{c}: 1 of 1 sources" in out for c in ("B1", "I1", "S1", "S2")), out
+
+
+def portrait(hair: tuple, skin: tuple = (225, 180, 150), grey: bool = False) -> np.ndarray:
+    """A 120×120 head and shoulders before a blue backdrop: hair over the top of the face and beside it."""
+    image = np.zeros((120, 120, 3), np.uint8)
+    image[:] = (70, 110, 170)
+    image[90:, 25:95] = (60, 60, 60)  # shoulders in a dark coat
+    image[15:95, 40:80] = skin  # the face, up to the crown where no hair covers it
+    if hair:
+        image[15:40, 35:85] = hair
+        image[40:70, 35:41] = image[40:70, 79:85] = hair  # falling beside the face
+    return image.mean(axis=2, keepdims=True).repeat(3, axis=2).astype(np.uint8) if grey else image
+
+
+PORTRAITS = {
+    "brown": portrait((110, 70, 35)),
+    "grey": portrait((110, 70, 35), grey=True),  # a black-and-white photo
+    "pale": portrait((235, 222, 200), skin=(232, 200, 180)),  # white hair beside pale skin
+    "bald": portrait(()),  # a hair box over a bald crown: no hair to see
+}
+
+
+def portrait_folder(root) -> str:
+    from PIL import Image
+
+    (root / "images").mkdir(parents=True)
+    images, annotations = [], []
+    boxes = (
+        ("man", "subject", [25, 12, 70, 108]),
+        ("face", "face", [38, 30, 44, 66]),
+        ("hair", "other", [33, 12, 54, 30]),
+    )
+    for k, (name, pixels) in enumerate(PORTRAITS.items()):
+        Image.fromarray(pixels).save(root / "images" / f"{name}.png")
+        images.append(
+            {"id": name, "file_name": f"images/{name}.png", "width": 120, "height": 120, "license": 1,
+             "caption": "A man before a blue backdrop.", "subject": "man",
+             "attributes": {"physical_feature": "short hair", "background": "a blue backdrop"}}
+        )  # fmt: skip
+        annotations += [
+            {"id": 10 * k + n, "image_id": name, "label": label, "role": role, "bbox": box}
+            for n, (label, role, box) in enumerate(boxes)
+        ]
+    doc = {"images": images, "annotations": annotations, "licenses": [{"id": 1, "name": "CC0-1.0", "url": ""}]}
+    (root / "annotations.json").write_text(json.dumps(doc))
+    return str(root)
+
+
+def test_sources_check_refuses_for_i1_what_the_run_quarantines(tmp_path, cli_env):
+    """Issue 41: `sources check` marked I1 served for a black-and-white photo and for white hair beside pale skin,
+    which the run then quarantined. It now asks the mask stage's own refusal of the photo's hair
+    (``tasks/mask.region_refusal``), and says what the run's quarantine says, word for word."""
+    src = portrait_folder(tmp_path / "src")
+    check(cli_env, src, "--only", "I1", "--json", str(tmp_path / "check.json"))
+    verdicts = json.loads((tmp_path / "check.json").read_text())["verdicts"]["I1"]
+    done = subprocess.run(
+        [*perceptforge_cmd(), "run", "mvp", "--source", src, "--out", str(tmp_path / "run"), "--categories", "I1"],
+        env=cli_env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = (tmp_path / "run" / "quarantine.jsonl").read_text().splitlines()
+    quarantined = {r["unit"]: r for r in map(json.loads, lines)}
+    assert verdicts["brown"] is None and "brown-I1" not in quarantined
+    assert "black-and-white photo" in verdicts["grey"] and "as skin-coloured as the face" in verdicts["pale"]
+    assert verdicts["bald"] == "source bald: the edit mask for template I1 is empty"
+    for name in ("grey", "pale", "bald"):
+        assert quarantined[f"{name}-I1"]["stage"] == "mask" and quarantined[f"{name}-I1"]["detail"] == verdicts[name]
+
+
+def test_a_photo_refusing_one_value_still_serves_with_another():
+    """The photo's refusal takes out only the values that name its region: a profile that also renders face paint
+    serves a black-and-white photo with that."""
+    pink = Rendering(value="pink hair", high="dyed", backend="recolour", how="colour", colour="#ff00ff", region="hair")
+    paint = Rendering(value="face paint", high="a clown", backend="sd", how="prompt")
+    with_hair = GROUNDING.model_copy(
+        update={
+            "regions": [
+                *GROUNDING.regions,
+                Region(label="hair", box=Box(x0=0, y0=0, x1=9, y1=9)),
+                Region(label="face", box=Box(x0=0, y0=5, x1=20, y1=30), role="face"),
+            ]
+        }
+    )
+    asked = []
+
+    def refusal(old: str, region: str) -> str:
+        asked.append((old, region))
+        return "a black-and-white photo"
+
+    assert unmet(templates()["I1"], with_hair, [pink, paint], refusal) is None
+    assert unmet(templates()["I1"], with_hair, [pink], refusal) == "a black-and-white photo"
+    assert asked == [("short hair", "hair")] * 2

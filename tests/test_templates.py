@@ -8,7 +8,8 @@ from helpers import candidate_for, perceptforge_cmd
 
 from perceptforge.backends.writers import TemplateWriter
 from perceptforge.errors import InputError
-from perceptforge.logic.templates import check, discover, scaffold, templates
+from perceptforge.logic.questions import high_options
+from perceptforge.logic.templates import check, discover, option_clashes, scaffold, templates
 from perceptforge.store.sources import grounding_from_entry, read_source_dir
 
 PAPER_EDIT_KINDS = {"background_substitution": {"B1", "R1", "S1"}, "direct_alteration": {"E2", "S2"}}
@@ -66,6 +67,37 @@ def test_bad_and_duplicate_templates_are_named(tmp_path, monkeypatch):
     (tmp_path / "X1.yaml").write_text(scaffold("B1", "copy of B1"))
     with pytest.raises(InputError, match=r"template id B1 is already defined in .*B1.yaml"):
         discover()
+
+
+def test_no_cross_image_high_question_has_two_defensible_options():
+    """Issue 41: S1's "Which aspect of the man has been altered?" (a new background) offered scenario and behaviour,
+    and B1 calls a new background a change of behaviour. Of each question's options, the only high level that a
+    category making the same change claims is the question's own answer."""
+    found = templates()
+    for t in (t for t in found.values() if t.cross_high):
+        same_change = {o.high for o in found.values() if o.attribute == t.attribute}
+        assert same_change & set(high_options(t.cross_high_exclude)) == {t.high}, t.id
+    assert high_options(found["S1"].cross_high_exclude) == ["identity", "emotion", "scenario", "role"]
+    assert option_clashes(found) == []
+    was = found | {"S1": found["S1"].model_copy(update={"cross_high_exclude": []})}  # S1 as the issue found it
+    assert option_clashes(was) == [
+        (
+            ("S1", "B1"),
+            "template S1's cross-image high-level options hold both 'scenario' and 'behaviour', and template B1 calls "
+            "the same change (background) 'behaviour': add 'behaviour' to S1's cross_high_exclude",
+        )
+    ]
+
+
+def test_a_category_whose_options_clash_with_another_is_refused_at_load(tmp_path, monkeypatch):
+    """A new category that calls a held object's change a role, beside B3 (a held object: behaviour): either
+    question would have two right answers. The error names the new file, not the bundled one."""
+    (tmp_path / "X1.yaml").write_text(scaffold("X1", "X").replace("high: behaviour ", "high: role      "))
+    monkeypatch.setenv("PERCEPTFORGE_TEMPLATES", str(tmp_path))
+    with pytest.raises(InputError, match=r"X1.yaml: template B3's cross-image high-level options hold both "):
+        discover()
+    (tmp_path / "X1.yaml").write_text(scaffold("X1", "X"))  # held object: behaviour, as B3 says
+    assert "X1" in discover()
 
 
 @pytest.mark.parametrize("template_id", ["B1", "B2", "B3", "B4", "E1", "E2", "I1", "I2", "R1", "R2", "R3", "S1", "S2"])
