@@ -165,7 +165,7 @@ class ProfileModel:
 def model_kind(model: BaseModel, field: str) -> Kind | None:
     extra = type(model).model_fields[field].json_schema_extra
     kind = extra.get("model") if isinstance(extra, dict) else None
-    return kind if kind in KINDS else None  # type: ignore[return-value]
+    return kind if kind in KINDS else None
 
 
 def _walk(value: Any, where: str) -> Iterator[ProfileModel]:
