@@ -73,7 +73,7 @@ class RotationFamily(Family):
     export_options = BlinkFamily.export_options  # what that export reads (--license, --only-verified)
 
     def plan(self, request):
-        inputs = plan_inputs(request)
+        inputs = plan_inputs(request, self)  # --limit as this family counts (every image)
         return RunPlan(self.name, inputs, inputs.identity(self.name, ["rotation@v1"]), request.fresh)
 
     def stages(self, plan, run, runner, runtime):
