@@ -17,7 +17,15 @@ def audit_beside(paths: list[Path], out: Path, benchmark: str = "perceptforge") 
     print_audit(run_audit(paths, out, benchmark), out)
 
 
+def given_on_the_command_line(ctx: typer.Context, names: frozenset[str]) -> set[str]:
+    """Which of the parameters ``names`` the user gave (a default is not a choice the family could ignore). By the
+    source's name: Typer carries its own copy of click, whose ``ParameterSource`` is not ``click.core``'s."""
+    sources = {n: ctx.get_parameter_source(n) for n in names}
+    return {n for n, source in sources.items() if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")}
+
+
 def export(
+    ctx: typer.Context,
     run_dir: Path = typer.Argument(..., help="run directory with items/ and images/"),
     out: Path = typer.Option(..., "--out", help="split directory to write"),
     formats: str = typer.Option(
@@ -37,10 +45,11 @@ def export(
     """Export a run as its family writes it: an MVP run as a split stratified by category (JSONL + images, Parquet,
     VLMEvalKit TSV, manifest, data card); a BLINK-style run in BLINK's official layout; a CODIS or MME-RealWorld run
     as the release's JSON with its kept items' original images. The audit then runs on what was written."""
-    from perceptforge.flows.family import ExportOptions
+    from perceptforge.flows.family import EXPORT_OPTIONS, ExportOptions, check_export_options
     from perceptforge.flows.registry import family_of_run
 
     fam = family_of_run(run_dir)
+    check_export_options(fam, given_on_the_command_line(ctx, EXPORT_OPTIONS), f"export {run_dir}")
     options = ExportOptions(
         tuple(f.strip() for f in formats.split(",") if f.strip()), only_verified, seed, val_fraction, license
     )

@@ -9,13 +9,15 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich.markup import escape
 
 from perceptforge.cli.app import console, err_console, new_app
 from perceptforge.cli.models import app as models_app
 from perceptforge.cli.sources import app as sources_app
 from perceptforge.cli.templates import app as templates_app
+from perceptforge.errors import InputError, shown
 from perceptforge.flows.family import Family, RunRequest
-from perceptforge.flows.registry import families, family
+from perceptforge.flows.registry import Refusal, family, registered
 from perceptforge.settings import configure_prefect
 
 app = new_app(
@@ -145,11 +147,31 @@ def _run_command(fam: Family) -> Callable[..., None]:
     return command
 
 
+def _refused_command(refusal: Refusal) -> Callable[..., None]:
+    """``perceptforge run <name>`` of a refused family: one line saying so, whatever options were given (the
+    warning every command prints says why)."""
+
+    def command() -> None:
+        raise InputError(f"run {refusal.name}", "this family was refused when it registered (the warning above)")
+
+    return command
+
+
 # Prefect reads its settings when first imported, and a family module (a plug-in's too) may import it:
 # our defaults (state folder, quiet logs, the startup timeout) go in first.
 configure_prefect()
-for _family in families().values():
+_registered = registered()
+for _family in _registered.families.values():
     run_app.command(_family.name)(_run_command(_family))
+# A refused plug-in is one warning line on every command, and the other families and commands work as before.
+for _refusal in _registered.refused:
+    err_console.print(f"[yellow]warning:[/] {escape(shown(_refusal.error))}", highlight=False, soft_wrap=True)
+    if _refusal.name not in _registered.families:
+        run_app.command(
+            _refusal.name,
+            hidden=True,
+            context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+        )(_refused_command(_refusal))
 
 
 @app.command()

@@ -31,10 +31,12 @@ class AuthoredFamily(Family):
 
     kind: ClassVar[AuthoredKind]
     next_step = "`perceptforge annotate push {out}`: annotators write the items from these drafts"
+    # the release's own format holds every item that passed review, and nothing else: only the data card's licence
+    export_options = frozenset({"license"})
 
     def plan(self, request: RunRequest) -> RunPlan:
         """Everything the run is decided by, checked before any stage; each problem is one line."""
-        inputs = plan_inputs(request)
+        inputs = plan_inputs(request, self)
         return RunPlan(self.name, inputs, inputs.identity(self.name, [self.name]), request.fresh)
 
     def stages(self, plan: RunPlan, run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:

@@ -114,12 +114,13 @@ class BlinkPlan:
         return self.inputs.entries
 
 
-def plan_blink(request: RunRequest) -> BlinkPlan:
-    """Everything the run is decided by, checked before any stage; each problem is one line."""
+def plan_blink(request: RunRequest, family: Family | None = None) -> BlinkPlan:
+    """Everything the run is decided by, checked before any stage; each problem is one line. ``family`` says which
+    sources ``--limit`` keeps (``BlinkFamily``: not the second views it counts; none: every source counts)."""
     found = load_perception_templates()
     templates = {k: found[k] for k in check_selection(request.select, found, "--tasks", "task(s)")}
     variants = parse_variants(request.options.get("prompt_variants"))
-    inputs = plan_inputs(request)
+    inputs = plan_inputs(request, family)
     # task templates as "categories" (id@version): resume serves more of them, as in the MVP flow
     categories = [f"{k}@v{t.version}" for k, t in sorted(templates.items())]
     identity = inputs.identity("blink", categories, variants=[v.name for v in variants])
@@ -227,10 +228,21 @@ class BlinkFamily(Family):
     }
     audit_benchmark = "blink"
     scorer_benchmark = "blink"
+    # BLINK's layout has no val/test split of ours and one format: --formats, --seed and --val-fraction are refused
+    export_options = frozenset({"license", "only_verified"})
 
     def plan(self, request: RunRequest) -> RunPlan:
-        blink = plan_blink(request)
+        blink = plan_blink(request, self)
         return RunPlan(self.name, blink.inputs, blink.identity, request.fresh, blink)
+
+    def counts_toward_limit(self, entry: SourceEntry) -> bool:
+        """Not a secondary view of a pose sequence: it is a companion of its sequence's other views."""
+        return not needs.secondary_view(entry)
+
+    def comes_along(self, entry: SourceEntry, kept: list[SourceEntry]) -> bool:
+        """A second view comes with a kept photo of its pose sequence or scene, whose Multi-view and Visual
+        Similarity units take it along (without that photo, its own units would pair it with fewer views)."""
+        return needs.accompanies(entry, kept)
 
     def stages(self, plan: RunPlan, run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
         return blink_stages(plan.details, runner, runtime)

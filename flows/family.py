@@ -9,11 +9,17 @@ itself goes one way for every family (``flows/run.py``).
 What every family shares lives here too: the run request (the same options with the same meaning for
 every ``perceptforge run <family>``) and ``plan_inputs``, which reads the profile, the seed, the source
 folder (the profile's annotation file) and the ``--limit``, and checks the run directory's identity.
+
+``Family`` is an abstract base class: a subclass that lacks ``plan``, ``stages`` or ``write_report`` cannot be
+made (``IncompleteFamily``, one line), so a plug-in is refused when it registers, not after its stages ran.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Collection
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -105,6 +111,8 @@ class Exported:
 
 @dataclass(frozen=True)
 class ExportOptions:
+    """``perceptforge export``'s options; a family reads those it names in ``Family.export_options``."""
+
     formats: tuple[str, ...] = ("jsonl", "parquet", "vlmevalkit", "lmms-eval")
     only_verified: bool = False
     seed: int = 0
@@ -112,10 +120,18 @@ class ExportOptions:
     license: str = "other"
 
 
-def plan_inputs(request: RunRequest, is_unit_source: Any = None) -> Inputs:
+EXPORT_OPTIONS = frozenset(f.name for f in fields(ExportOptions))
+
+
+def export_flag(option: str) -> str:
+    """The command-line flag of an ``ExportOptions`` field (``val_fraction`` → ``--val-fraction``)."""
+    return "--" + option.replace("_", "-")
+
+
+def plan_inputs(request: RunRequest, family: Family | None = None) -> Inputs:
     """Profile, seed and sources, checked; each problem one line. The annotation file is the profile's
-    (``grounder.file``); ``--limit N`` keeps the first N source images (by id) the family builds units from
-    (``is_unit_source``, default every image), and the others, which only serve units (MVP's donor scenes)."""
+    (``grounder.file``); ``--limit N`` keeps what the family says (``kept_by_limit``; every image counts when no
+    family is given)."""
     prof, seed = profile_and_seed(request.profile, request.seed)
     source_dir = Path(request.source).resolve()
     annotation_file = str(getattr(prof.grounder, "file", "annotations.json"))
@@ -124,10 +140,21 @@ def plan_inputs(request: RunRequest, is_unit_source: Any = None) -> Inputs:
         raise InputError(str(source_dir / annotation_file), "lists no images")
     digest = sources_digest(source_dir, annotation_file, entries)
     if request.limit is not None:
-        counts = is_unit_source or (lambda e: True)
-        kept = {e.source_id for e in [e for e in entries if counts(e)][: request.limit]}
-        entries = [e for e in entries if e.source_id in kept or not counts(e)]
+        entries = kept_by_limit(entries, request.limit, family)
     return Inputs(prof, seed, source_dir, annotation_file, entries, Path(request.out), request.limit, digest)
+
+
+def kept_by_limit(entries: list[SourceEntry], limit: int, family: Family | None) -> list[SourceEntry]:
+    """The first ``limit`` images (by id) that count toward ``--limit`` (``Family.counts_toward_limit``), and the
+    images that do not count but come along with those (``Family.comes_along``: MVP's donor scenes, BLINK's second
+    views of a kept photo's pose sequence), so the kept images build the items the whole run builds of them."""
+    if family is None:
+        return entries[:limit]
+    kept = [e for e in entries if family.counts_toward_limit(e)][:limit]
+    ids = {e.source_id for e in kept}
+    return [
+        e for e in entries if e.source_id in ids or (not family.counts_toward_limit(e) and family.comes_along(e, kept))
+    ]
 
 
 def check_selection(given: list[str] | None, known: dict[str, Any], option: str, what: str) -> list[str]:
@@ -151,9 +178,25 @@ class SourceCheck:
     bystanders: dict[str, str] = field(default_factory=dict)
 
 
-class Family:
-    """One benchmark family. Subclasses set the class attributes and implement ``plan`` and ``stages``;
-    the rest has defaults a family overrides when it has the thing (an export, a Label Studio path)."""
+class IncompleteFamily(InputError):
+    """A ``Family`` subclass made without one of the methods every family implements."""
+
+    def __init__(self, cls: type, missing: Collection[str]):
+        self.family_name = getattr(cls, "name", None)  # the registry files the refusal under it
+        required = ", ".join(sorted(Family.__abstractmethods__))
+        super().__init__(
+            f"{cls.__module__}.{cls.__qualname__}",
+            f"does not implement {', '.join(sorted(missing))} (every Family implements {required})",
+        )
+
+    def __reduce__(self) -> tuple:
+        return (InputError, (self.where, self.what))
+
+
+class Family(ABC):
+    """One benchmark family. Subclasses set the class attributes and implement ``plan``, ``stages`` and
+    ``write_report``; the rest has defaults a family overrides when it has the thing (an export, a Label Studio
+    path). ``flows/registry.py`` checks the attributes (``check_family``) when it registers the family."""
 
     name: ClassVar[str]  # `perceptforge run <name>`, run.json's "flow", the Prefect flow's name
     title: ClassVar[str]  # what people call it ("MVP-Bench")
@@ -169,9 +212,30 @@ class Family:
     # folders the family writes in its run directory besides the shared layout (flows/common.RUN_LAYOUT):
     # --fresh removes them too, and nothing else the run did not write
     run_folders: ClassVar[tuple[str, ...]] = ()
+    # the ExportOptions fields its `export` reads (by field name: "formats", "seed", …): `perceptforge export`
+    # refuses the others in one line rather than ignore them
+    export_options: ClassVar[frozenset[str]] = frozenset()
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Family:
+        # ABCMeta's own refusal is a TypeError raised while the plug-in's module is imported; ours names the class
+        # and what it lacks in one line the registry can show
+        missing: frozenset[str] = getattr(cls, "__abstractmethods__", frozenset())
+        if missing:
+            raise IncompleteFamily(cls, missing)
+        return super().__new__(cls)
+
+    @abstractmethod
     def plan(self, request: RunRequest) -> RunPlan:
-        raise NotImplementedError
+        """Read and check everything the run is decided by, writing nothing."""
+
+    def counts_toward_limit(self, entry: SourceEntry) -> bool:
+        """Whether the source image counts toward ``--limit N``: the first N that count are kept (``kept_by_limit``).
+        An image that does not count serves other images' units (a donor scene, a second view)."""
+        return True
+
+    def comes_along(self, entry: SourceEntry, kept: list[SourceEntry]) -> bool:
+        """Whether an image that does not count toward ``--limit`` is kept with the images that do (``kept``)."""
+        return True
 
     def check_run(self, plan: RunPlan) -> None:
         """The run directory can hold this run (another run there, without --fresh, is one line)."""
@@ -181,11 +245,13 @@ class Family:
         """The largest source's pixels: the memory budget's measure for the number of workers."""
         return max((e.width * e.height for e in plan.inputs.entries), default=0)
 
+    @abstractmethod
     def stages(self, plan: RunPlan, run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
-        raise NotImplementedError
+        """Build the run's items on the shared stage runner."""
 
+    @abstractmethod
     def write_report(self, run: RunDir) -> Path:
-        raise NotImplementedError
+        """Write the run's report (``report.html``) and return its path."""
 
     nothing_built: ClassVar[str] = "the run built no items"  # the CLI's error when ``built`` is 0
 
@@ -218,3 +284,50 @@ class Family:
 
     def pull(self, run_dir: Path, ls: LabelStudio, checks: Any = None) -> dict:
         raise PerceptforgeError(f"{run_dir}: {self.title} items have no Label Studio projects")
+
+
+# A family's name is a command (`perceptforge run <name>`); its select option and its own options become the
+# command's parameters, so they are Python names that must not take a common option's place.
+FAMILY_NAME = re.compile(r"[a-z][a-z0-9_-]*")
+SELECT_OPTION = re.compile(r"--[a-z][a-z0-9_]*")
+COMMON_RUN_OPTIONS = frozenset(f.name for f in fields(RunRequest)) - {"select"}
+
+
+def check_family(fam: Family) -> list[str]:
+    """What is wrong with a family's declarations, one phrase each (none: it can be registered)."""
+    problems = []
+    name, title = getattr(fam, "name", None), getattr(fam, "title", None)
+    if not isinstance(name, str) or not FAMILY_NAME.fullmatch(name):
+        problems.append(f"name {name!r} is not a command name (lower-case letters, digits, '-' and '_')")
+    if not isinstance(title, str) or not title.strip():
+        problems.append("title is not set (what people call the benchmark)")
+    select = fam.select_option
+    if not isinstance(select, str) or not SELECT_OPTION.fullmatch(select) or select[2:] in COMMON_RUN_OPTIONS:
+        problems.append(f"select_option {select!r} is not an option of its own such as '--categories' or '--tasks'")
+    taken = sorted(o for o in fam.options if not o.isidentifier() or o in COMMON_RUN_OPTIONS or f"--{o}" == select)
+    if taken:
+        problems.append(
+            f"options {taken} are not Python names of their own (every run has {sorted(COMMON_RUN_OPTIONS)})"
+        )
+    if isinstance(fam.export_options, str):
+        problems.append(f"export_options is the string {fam.export_options!r}, not a set of ExportOptions fields")
+    elif unknown := sorted(set(fam.export_options) - EXPORT_OPTIONS):
+        problems.append(
+            f"export_options names {unknown}, which are not ExportOptions fields ({sorted(EXPORT_OPTIONS)})"
+        )
+    return problems
+
+
+def check_export_options(fam: Family, given: Collection[str], where: str) -> None:
+    """``perceptforge export``'s options given on the command line (``ExportOptions`` field names) that the family's
+    export would not read: one line naming them and the family, rather than an export that ignored them."""
+    ignored = sorted(set(given) - set(fam.export_options))
+    if not ignored:
+        return
+    flags = ", ".join(export_flag(o) for o in ignored)
+    honoured = ", ".join(export_flag(o) for o in sorted(fam.export_options)) or "none of them"
+    them = "it" if len(ignored) == 1 else "them"
+    raise InputError(
+        where,
+        f"the {fam.name} family's export ({fam.title}) does not use {flags}; leave {them} out (it reads {honoured})",
+    )

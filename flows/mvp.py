@@ -35,6 +35,7 @@ from perceptforge.logic import category_needs
 from perceptforge.logic.ids import unit_id
 from perceptforge.logic.templates import Template
 from perceptforge.store.rundir import RunDir
+from perceptforge.store.sources import SourceEntry
 
 if TYPE_CHECKING:
     from perceptforge.configs.profile import Gates
@@ -101,16 +102,21 @@ class MvpFamily(Family):
     audit_benchmark = "perceptforge"
     scorer_benchmark = "perceptforge"
     next_step = "`perceptforge annotate push {out}`: two annotators verify every item"
+    export_options = frozenset({"formats", "only_verified", "seed", "val_fraction", "license"})
 
     def plan(self, request: RunRequest) -> RunPlan:
         """Everything a run is decided by, read and checked before any stage: the profile, the templates, the
         source directory and its annotation file, and the run directory's identity. Each problem is one line
-        (an InputError naming the file or option); nothing is written. ``--limit`` counts images with a main
-        subject; donor scenes always come."""
+        (an InputError naming the file or option); nothing is written."""
         all_templates, used = select_templates(request.select)
-        inputs = plan_inputs(request, is_unit_source=lambda e: bool(e.subject))
+        inputs = plan_inputs(request, self)
         identity = inputs.identity(self.name, sorted(used))
         return RunPlan(self.name, inputs, identity, request.fresh, MvpDetails(all_templates, used))
+
+    def counts_toward_limit(self, entry: SourceEntry) -> bool:
+        """Images with a main subject: a donor scene makes no unit, it serves the background edits of any other
+        (so every donor comes along: ``Family.comes_along``'s default)."""
+        return bool(entry.subject)
 
     def stages(self, plan: RunPlan, run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
         # the stages (Prefect tasks) load with the run, not with the CLI: `perceptforge --help` stays quick

@@ -140,6 +140,24 @@ NEEDS: dict[str, Need] = {n.name: n for n in TABLE}
 SECONDARY_VIEW = "a secondary view of a pose sequence (it serves Multi-view tasks only)"
 
 
+def secondary_view(entry: Source) -> bool:
+    """A view of a pose sequence other than its reference view: it serves Multi-view units, and the reference
+    view's Multi-view and Visual Similarity units take it along."""
+    pose = entry.pose
+    return bool(pose and not pose["reference"])
+
+
+def accompanies(entry: Source, kept: Iterable[Source]) -> bool:
+    """Whether one of ``kept`` is another view of ``entry``'s pose sequence or a photo of its scene: the companions
+    Multi-view (``sequence``) and Visual Similarity (``scene``) units take."""
+    sequence, scene = (entry.pose or {}).get("sequence"), scene_of(entry)
+    return any(
+        (sequence is not None and (k.pose or {}).get("sequence") == sequence)
+        or (scene is not None and scene_of(k) == scene)
+        for k in kept
+    )
+
+
 def check_needs(names: Iterable[str]) -> list[str]:
     """Problems with a template's ``needs``: an unknown name, or two needs that take different companions."""
     names = list(names)
@@ -175,7 +193,7 @@ def unmet(names: Iterable[str], entry: Source, n_sources: int, models: Collectio
             return need.missing if has_model or need.model is None else need.missing_without_model or need.missing
         if n_sources < need.min_sources:
             return need.missing
-    if entry.pose and not entry.pose["reference"] and not any(n.secondary_views for n in needs):
+    if secondary_view(entry) and not any(n.secondary_views for n in needs):
         return SECONDARY_VIEW
     return None
 

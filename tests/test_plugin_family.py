@@ -11,7 +11,7 @@ import pytest
 from helpers import annotate, dist_info, perceptforge_cmd
 
 from perceptforge.annotation.labeling import choice, text
-from perceptforge.flows.registry import families, family_of_run
+from perceptforge.flows.registry import family_of_run, registered
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,9 +70,10 @@ class RotationFamily(Family):
     run_folders = ("rotation",)  # what --fresh removes besides the shared layout
     # BLINK-shaped items: BLINK's Label Studio verification, export and report serve them as they are
     export, push, pull, write_report = BlinkFamily.export, BlinkFamily.push, BlinkFamily.pull, BlinkFamily.write_report
+    export_options = BlinkFamily.export_options  # what that export reads (--license, --only-verified)
 
     def plan(self, request):
-        inputs = plan_inputs(request)
+        inputs = plan_inputs(request, self)  # --limit as this family counts (every image)
         return RunPlan(self.name, inputs, inputs.identity(self.name, ["rotation@v1"]), request.fresh)
 
     def stages(self, plan, run, runner, runtime):
@@ -158,8 +159,8 @@ def test_a_family_and_a_task_from_another_package(label_studio, tmp_path, sample
 
     monkeypatch.setattr(library, "_registered", [])
     monkeypatch.syspath_prepend(str(ext))
-    families.cache_clear()
-    request.addfinalizer(families.cache_clear)
+    registered.cache_clear()
+    request.addfinalizer(registered.cache_clear)
     ls = label_studio.client()
     ann1, ann2 = (label_studio.client(a) for a in label_studio.annotators)
     for name, run in runs.items():
