@@ -138,7 +138,9 @@ def flow_rows(summary: dict, wall: float, device: str, label: str) -> list[tuple
     stats = summary.get("backend_stats", {})
     edit_s = summary["wall_time_s"].get("edit", 0.0)
     edited = summary["counts"].get("edited", 0)
-    edit_model = sum(s.get("model_s", 0.0) for role, s in stats.items() if role not in ("segmenter",))
+    editors = {role: s for role, s in stats.items() if role != "segmenter"}
+    edit_model = sum(s.get("model_s", 0.0) for s in editors.values())  # the calls that edit units (device-locked)
+    measuring = sum(s.get("measure_s", 0.0) for s in editors.values())  # batch_size auto, before the stage
     outside = 100 * max(0.0, edit_s - edit_model) / max(edit_s, 1e-9)
     if edit_model > edit_s:  # two backends' calls ran side by side on worker threads: their sum is no wall time
         said = f"calls overlap: Σ {edit_model:.1f} s of model calls in {edit_s:.1f} s"
@@ -156,6 +158,7 @@ def flow_rows(summary: dict, wall: float, device: str, label: str) -> list[tuple
             said,
             ANCHOR["outside"],
         ),
+        (f"{label}: before the edit stage", f"batch_size auto measured in {measuring:.1f} s of model calls", ""),
     ]
     for role, s in sorted(stats.items()):
         if "seconds_per_image" in s:
