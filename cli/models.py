@@ -40,8 +40,10 @@ def size_text(n: int) -> str:
 
 @app.command("list")
 def list_models(profile: str = PROFILE) -> None:
-    """Each model the profile names, whether a run finds it (local path, or the cache at the pinned revision),
-    and the command that fetches what is missing."""
+    """Which models of the profile a run finds, and how to fetch the rest.
+
+    Each model field, what it names, and whether it is there: a local path, or the Hugging Face cache at the pinned
+    revision. Exits 1 when any is missing."""
     table = Table(title=f"models of profile {profile}")
     for column in ("field", "model", "kind", "status"):
         table.add_column(column)
@@ -72,9 +74,10 @@ def _pull_file(plan: hub.PullPlan) -> hub.Located:
 
 @app.command("pull")
 def pull(profile: str = PROFILE) -> None:
-    """Fetch every hub model (at its pinned revision) and published file (its digest checked) the profile names
-    into the Hugging Face cache; what is there already is kept, a partial download resumes. Local paths are only
-    checked."""
+    """Fetch the profile's models into the Hugging Face cache.
+
+    Every hub model at its pinned revision (only the files its pipeline loads) and every published file with its
+    digest checked; what is there already is kept, a stopped pull resumes. Local paths are only checked."""
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
         raise PerceptforgeError("HF_HUB_OFFLINE is set: pulling needs the hub; unset it for this command")
     models = _models(profile)
