@@ -44,6 +44,9 @@ def list_models(profile: str = PROFILE) -> None:
 
     Each model field, what it names, and whether it is there: a local path, or the Hugging Face cache at the pinned
     revision. Exits 1 when any is missing."""
+    if not _models(profile):
+        console.print(f"profile {escape(profile)} names no model weights: nothing to fetch", highlight=False)
+        return
     table = Table(title=f"models of profile {profile}")
     for column in ("field", "model", "kind", "status"):
         table.add_column(column)
