@@ -182,9 +182,7 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     )
 
 
-def _judged_officially(
-    judge, question: str, own: str, output: str | None, submitted: bool
-) -> tuple[bool | None, str]:
+def _judged_officially(judge, question: str, own: str, output: str | None, submitted: bool) -> tuple[bool | None, str]:
     """``data/eval.py``: every submitted output goes to the judge (an empty one too, and a null one as the
     text "None", which is what ``str.format`` makes of it); none is read by rule."""
     if not submitted:
