@@ -173,3 +173,20 @@ def test_codis_record_error_names_the_file_and_line(tmp_path):
     with pytest.raises(InputError) as err:
         codis.score([tmp_path / "data.json"], [tmp_path / "out.jsonl"], "strict")
     assert str(err.value).startswith(f"{tmp_path / 'out.jsonl'}:1") and "context must be 1 or 2" in str(err.value)
+
+
+# --- strict reads the lone lower-case letters every official script reads -------------------------------------
+
+
+@pytest.mark.parametrize(("output", "n", "letter"), [("b", 4, "B"), ("(e)", 5, "E"), ("c.", 4, "C"), ("[a]", 2, "A")])
+def test_strict_reads_a_lone_lower_case_letter(output, n, letter):
+    from perceptforge.scorer.extract import extract_choice
+
+    assert extract_choice(output, n).value == letter
+
+
+@pytest.mark.parametrize(("output", "n", "options"), [("e", 4, None), ("(f)", 5, None), ("a", 2, ["a", "b"])])
+def test_strict_leaves_a_lower_case_letter_that_is_no_option_letter_unparsed(output, n, options):
+    from perceptforge.scorer.extract import extract_choice
+
+    assert extract_choice(output, n, options).value is None
