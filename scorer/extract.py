@@ -701,6 +701,9 @@ CHOICE_RULES = (
 
 # "B", "(B)", "B.", "(B) the third image", "B) the third image." (the text is stripped)
 _BARE_LETTER = re.compile(r"[\(\[]?([A-H])(?:[\)\]]?\.?\Z|[\)\]\.:]\s*(.*?)\.?\Z)", re.S)
+# "b", "(e)", "b.", "[c]": a lone lower-case letter, which every official script reads as that letter (MVP-Bench
+# compares case-insensitively, BLINK's judge and MME-RealWorld's option match land on it)
+_BARE_LOWER = re.compile(r"[\(\[]?([a-h])[\)\]]?\.?\Z")
 _DECLARATION_WORDS = (*(word for word, _ in _declaration_plan(LETTERS)), "i ")
 
 
@@ -792,7 +795,15 @@ def _extract_short(text: str, valid: str, options: Sequence[str] | None) -> Extr
             and not _holds_any(text.lower(), _DECLARATION_WORDS)
         ):
             return _result(bare.group(1), "leading")
+    lower = _BARE_LOWER.match(text)
+    if lower and lower.group(1).upper() in valid and not _is_an_option(lower.group(1), options):
+        return _result(lower.group(1).upper(), "leading")
     return _extract(text, valid, options)
+
+
+def _is_an_option(word: str, options: Sequence[str] | None) -> bool:
+    """Whether a lone word is itself an option's text (then it answers by text, not by letter)."""
+    return bool(options) and any(str(o).strip().lower() == word for o in options or ())
 
 
 def _extract(text: str, valid: str, options: Sequence[str] | None) -> Extraction:

@@ -272,13 +272,16 @@ def read_predictions(
     key_of: Callable[[dict], Iterable[tuple[str, str | None]]],
     known: set[str] | None = None,
     repeats: str = "error",
+    nulls: str = "missing",
 ) -> PredictionSet:
     """``key_of(record)`` yields ``(key, output)`` pairs (a CODIS record can hold two outputs).
 
     An id given twice with the same output is kept once, with a warning; with different outputs it is an
     error naming both lines, or, with ``repeats="last"``, the later one is kept, with a warning (BLINK's
     official script keeps the last). Ids not in ``known`` are reported (with ``known=None``, the caller finds
-    them with the store's ``mark_known`` and ``unknown``)."""
+    them with the store's ``mark_known`` and ``unknown``). A null output is no prediction (counted missing,
+    warned), or, with ``nulls="keep"``, a prediction whose output is None. An output that is not text is
+    scored as its JSON text, and the count of them is warned."""
     result = PredictionSet()
     batch: dict[str, tuple[str, str | None, str]] = {}  # key → (key, output, where)
 
@@ -290,6 +293,7 @@ def read_predictions(
         held = result.by_key.get_many(row[0] for row in rows)  # a key read in an earlier batch: sort it out
         result.by_key.put_many(row for row in rows if row[0] not in held or _repeat(result, held[row[0]], row, repeats))
 
+    not_text: list[str] = []  # where each output that is not text was read
     for raw in paths:
         path = Path(raw)
         for where, record in iter_records(path):
@@ -297,16 +301,21 @@ def read_predictions(
                 pairs = list(key_of(record))
             except KeyError as exc:
                 raise InputError(where, f"prediction record lacks {exc}") from None
-            for key, output in pairs:
-                if type(key) is not str:
-                    if isinstance(key, bool) or not isinstance(key, int):
-                        raise InputError(where, f"a prediction's id must be a text or a number, got {key!r}")
-                    key = str(key)
+            except RecordError as exc:
+                raise InputError(where, str(exc)) from None
+            for raw_key, output in pairs:
+                key = id_text(raw_key, where)
                 if type(output) is not str:
-                    if output is None:  # a null or absent output is no prediction: counted as missing, said so
-                        result.warnings.append(f"{where}: id {key} has no output; counted as missing")
-                        continue
-                    output = json.dumps(output) if not isinstance(output, (int, float)) else str(output)
+                    if output is None:
+                        if nulls == "keep":
+                            # sent on as the script sends it (CODIS formats a null into its prompt as "None")
+                            result.warnings.append(f"{where}: id {key} has a null output; scored as the script does")
+                        else:  # a null or absent output is no prediction: counted as missing, said so
+                            result.warnings.append(f"{where}: id {key} has no output; counted as missing")
+                            continue
+                    else:
+                        not_text.append(where)
+                        output = json.dumps(output) if not isinstance(output, (int, float)) else str(output)
                 if known is not None and key not in known:
                     result.unknown.append(f"{where}: id {key}")
                     continue
@@ -316,7 +325,29 @@ def read_predictions(
                     if len(batch) >= 5000:
                         flush()
     flush()
+    if not_text:
+        result.warnings.append(
+            f"{len(not_text)} outputs are not text (an object, a list, a number, true/false or NaN), first at "
+            f"{not_text[0]}: each is scored as its JSON text"
+        )
     return result
+
+
+class RecordError(ValueError):
+    """What is wrong with one prediction record; ``read_predictions`` names its file and line."""
+
+
+def id_text(value: object, where: str) -> str:
+    """A prediction's id as the data's ids are keyed. A number is its text; a whole float (1838.0, as pandas
+    and some writers leave an id) is the integer's, because the official scripts look ids up in Python dicts,
+    where 1838.0 finds 1838."""
+    if type(value) is str:
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(where, f"a prediction's id must be a text or a whole number, got {value!r}")
+    return str(value)
 
 
 def _repeat(result: PredictionSet, prior: Prediction, row: tuple[str, str | None, str], repeats: str) -> bool:

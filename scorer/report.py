@@ -39,9 +39,7 @@ def print_result(result: ScoreResult, console: Console) -> None:
             rt.add_row(group, *(fmt(v) for v in (ci or (None, None))))
         console.print(rt)
     rate = result.parse_failure_rate
-    console.print(
-        f"parse failures: {fmt(rate)}% of outputs · missing predictions: {len(result.missing)} (count as wrong)"
-    )
+    console.print(f"parse failures: {fmt(rate)}% of outputs · {missing_line(len(result.missing), result.left_out)}")
     if result.unknown:
         console.print(
             f"[yellow]{len(result.unknown)} predictions have ids the data does not have[/], e.g. "
@@ -51,6 +49,18 @@ def print_result(result: ScoreResult, console: Console) -> None:
         console.print(f"[yellow]warning:[/] {escape(shown(warning))}")
     if len(result.warnings) > 5:
         console.print(f"[yellow]… {len(result.warnings) - 5} more warnings[/]")
+
+
+def missing_line(missing: int, left_out: int) -> str:
+    """What the tables did with the missing predictions: counted as wrong, or left out as a script does."""
+    if missing and left_out >= missing:
+        return f"missing predictions: {missing} (left out, as the official script does)"
+    if left_out:
+        return (
+            f"missing predictions: {missing} ({left_out} left out, as the official script does; "
+            f"{missing - left_out} count as wrong)"
+        )
+    return f"missing predictions: {missing} (count as wrong)"
 
 
 def write_json(result: ScoreResult, path: Path) -> None:

@@ -111,6 +111,7 @@ class ScoreResult:
     unknown: list[str] = field(default_factory=list)
     bar_chart: dict[str, float | None] = field(default_factory=dict)  # what --plot draws
     group_key: str = "category"  # how --items names ScoredItem.group: "task" for BLINK
+    left_out: int = 0  # of ``missing``, those the tables leave out (an official script reads only the predictions)
 
     @property
     def parse_failure_rate(self) -> float | None:

@@ -91,7 +91,7 @@ def test_mvp_bench_official_equals_the_release_script_item_by_item(tmp_path):
 class FakeJudge:
     """A deterministic judge for the routing only: says yes when the answer says "yes" anywhere."""
 
-    def yes_no(self, question, output):
+    def mvp_bench_official(self, question, output):
         return "yes" if "yes" in output.lower() else "no"
 
 
@@ -101,11 +101,11 @@ def test_mvp_bench_official_sends_what_the_rule_cannot_read_to_the_judge(tmp_pat
     ours = {i.id: i for i in result.items}
     for rec in data:
         out = outputs[rec["question_id"]]
-        if rec["type"].startswith("y/n") and ref_mvp_yes_no(out, rec["answer"]) == "judge" and out:
+        if rec["type"].startswith("y/n") and ref_mvp_yes_no(out, rec["answer"]) == "judge":
             assert ours[rec["question_id"]].method == "judge"
-            assert ours[rec["question_id"]].correct is (FakeJudge().yes_no("", out) == rec["answer"])
-    empty = sum(1 for r in data if r["type"].startswith("y/n") and outputs[r["question_id"]] == "")
-    assert result.metrics["needs_judge"] == empty  # nothing to judge in an empty answer
+            assert ours[rec["question_id"]].correct is (FakeJudge().mvp_bench_official("", out) == rec["answer"])
+    assert any(outputs[r["question_id"]] == "" for r in data if r["type"].startswith("y/n"))
+    assert result.metrics["needs_judge"] == 0  # the empty answers too: the script sends "" to its judge
 
 
 # --- MME-RealWorld ------------------------------------------------------------------------------------------

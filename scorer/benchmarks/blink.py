@@ -30,7 +30,7 @@ from perceptforge.fileio import read_json
 from perceptforge.scorer import metrics as m
 from perceptforge.scorer.extract import LETTERS, Extraction, extract_choice
 from perceptforge.scorer.judge import judge_unparsed
-from perceptforge.scorer.predictions import read_predictions
+from perceptforge.scorer.predictions import RecordError, read_predictions
 from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 
 _ANSWER = re.compile(r"^\(?([A-H])\)?$")
@@ -113,15 +113,14 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     def key_of(rec: dict):
         if official:
             if "prediction" not in rec:
-                raise InputError(
-                    str(rec.get("idx")),
-                    "--protocol official needs the official 'prediction' field (saved_outputs files)",
-                )
+                raise RecordError("--protocol official needs the official 'prediction' field (saved_outputs files)")
             return [(rec["idx"], rec["prediction"])]
         return [(rec["idx"], rec.get("full_prediction", rec.get("output")))]
 
-    # the same idx twice: the official script keeps the last (a dict filled in reading order)
-    preds = read_predictions(predictions, key_of, known=set(items), repeats="last")
+    # the same idx twice: the official script keeps the last (a dict filled in reading order), reading the
+    # task files in its own order, so "the last" across files is the one its order reads last
+    order = official_file_order(predictions) if official else list(predictions)
+    preds = read_predictions(order, key_of, known=set(items), repeats="last")
     scored, missing = ItemLog(), []
     for idx, item in items.items():
         pred = preds.by_key.get(idx)
@@ -174,6 +173,25 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         dict(tasks),
         group_key="task",
     )
+
+
+# eval/evaluate.py's ``subtasks``: the order get_prediction_file reads the task files in
+OFFICIAL_TASK_ORDER = (
+    "Visual_Similarity", "Counting", "Relative_Depth", "Jigsaw", "Art_Style", "Functional_Correspondence",
+    "Semantic_Correspondence", "Spatial_Relation", "Object_Localization", "Visual_Correspondence",
+    "Multi-view_Reasoning", "Relative_Reflectance", "Forensic_Detection", "IQ_Test",
+)  # fmt: skip
+
+
+def official_file_order(predictions: list[Path]) -> list[Path]:
+    """The prediction files in the official script's task order; files named for no BLINK task (JSON
+    Lines, our own tasks) after them, in the order given. Stable, so files named for one task keep theirs."""
+    rank = {task: k for k, task in enumerate(OFFICIAL_TASK_ORDER)}
+
+    def place(path: Path) -> int:
+        return rank.get(Path(path).stem.replace(" ", "_").removesuffix("_concat"), len(rank))
+
+    return sorted(predictions, key=place)
 
 
 def _tasks_named(predictions: list[Path], tasks: dict) -> set[str]:

@@ -26,7 +26,7 @@ from perceptforge.fileio import read_json
 from perceptforge.prompts.library import load_prompt
 from perceptforge.scorer import metrics as m
 from perceptforge.scorer.extract import normalise_answer
-from perceptforge.scorer.predictions import iter_records, read_predictions
+from perceptforge.scorer.predictions import RecordError, iter_records, read_predictions
 from perceptforge.scorer.requests import Request, image_under
 from perceptforge.scorer.result import ItemLog, ScoredItem, ScoreResult, Table
 
@@ -98,15 +98,16 @@ def _keys(rec: dict):
         return [(f"{rec['id']}#1", out.get("output_1")), (f"{rec['id']}#2", out.get("output_2"))]
     context = rec["context"]
     if str(context) not in ("1", "2"):
-        raise InputError(str(rec.get("id")), f"context must be 1 or 2, got {context!r}")
+        raise RecordError(f"context must be 1 or 2, got {context!r}")
     return [(f"{rec['id']}#{context}", rec["output"])]
 
 
 def score(data: list[Path], predictions: list[Path], protocol: str = "strict", judge=None, **_) -> ScoreResult:
     pairs = read_data(data)
     known = {f"{pid}#{c}" for pid in pairs for c in (1, 2)}
-    preds = read_predictions(predictions, _keys, known=known)
     official = protocol == "official"
+    # data/eval.py formats a null output into its prompt ("None"): official keeps it as a prediction
+    preds = read_predictions(predictions, _keys, known=known, nulls="keep" if official else "missing")
     scored, missing, codis_pairs = ItemLog(), [], []
     absent = 0
     for pid, pair in pairs.items():
@@ -119,11 +120,12 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         for c in (1, 2):
             key = f"{pid}#{c}"
             own, other = pair["answers"][c - 1], pair["answers"][2 - c]
-            output = preds.output(key)
-            if key not in preds.by_key:
+            held = preds.by_key.get(key)
+            output = held.output if held else None
+            if held is None:
                 missing.append(key)
             if official:
-                correct, method = _judged_officially(judge, pair["question"], own, output)
+                correct, method = _judged_officially(judge, pair["question"], own, output, held is not None)
             else:
                 correct, method = judge_by_rule(output, own, other)
                 if correct is None and judge is not None and output:
@@ -166,16 +168,28 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
         ),
     ]
     bars = {c: v["Acc_p"] for c, v in metrics["categories"].items()}
-    return ScoreResult("codis", protocol, metrics, tables, scored, preds.warnings, missing, preds.unknown, bars)
+    return ScoreResult(
+        "codis",
+        protocol,
+        metrics,
+        tables,
+        scored,
+        preds.warnings,
+        missing,
+        preds.unknown,
+        bars,
+        left_out=2 * absent if official else 0,
+    )
 
 
-def _judged_officially(judge, question: str, own: str, output: str | None) -> tuple[bool | None, str]:
-    """``data/eval.py``: every submitted output goes to the judge (an empty one too); none is read by rule."""
-    if output is None:
+def _judged_officially(judge, question: str, own: str, output: str | None, submitted: bool) -> tuple[bool | None, str]:
+    """``data/eval.py``: every submitted output goes to the judge (an empty one too, and a null one as the
+    text "None", which is what ``str.format`` makes of it); none is read by rule."""
+    if not submitted:
         return False, "missing"  # a context the predictions leave out of a submitted pair
     if judge is None:
         return None, "needs_judge"
-    return judge.codis_official(question, own, output), "judge"
+    return judge.codis_official(question, own, str(output)), "judge"
 
 
 def requests(data: Path, images: Path, with_context: bool = True) -> Iterator[Request]:

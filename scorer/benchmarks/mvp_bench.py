@@ -7,9 +7,12 @@ image, ``y/n-e`` on the edited one); ``id`` links a pair. ``--protocol official`
 - vanilla MCQ (``all_questions.json``): the first piece of the output split on "." then "," then ")",
   stripped of parentheses, compared case-insensitively ("(C) text" and "c" are C);
 - CircularEval (``mcq_questions.json``): the first piece split on "." then ",", compared exactly;
-- Yes/No: only an exact first clause ("Yes", "no.", "No, …") is read by rule; everything else goes to
-  the GPT judge. With ``--judge`` it goes to ours; without, it is reported as needing a judge and counted
-  as the script counts an undecided answer (wrong), never read by our own rule;
+- Yes/No: only an exact first clause ("Yes", "no.", "No, …") is read by rule; everything else, an empty
+  output too, goes to the GPT judge. With ``--judge`` it goes to that judge as the script sends it: the
+  script's own prompt (``prompts/judge/mvp_bench_official``), asked 5 times at temperature 0, 0.5, … 2,
+  each reply read the script's way (``judge.mvp_official_reading``) and the last reading kept; without,
+  it is reported as needing a judge and counted as the script counts an undecided answer (wrong), never
+  read by our own rule;
 - iAcc over images with more than one question, mAcc over pairs with more than three records.
 
 ``strict`` keeps the metric definitions and uses our extraction.
@@ -108,8 +111,9 @@ def _yes_no(rec: dict, output: str | None, official: bool, judge=None) -> Extrac
     if not official:
         return extract_yes_no(output)
     ex = official_yes_no(output)
-    if ex.method == "needs_judge" and judge is not None and output:
-        return Extraction(judge.yes_no(rec["question"], output), "judge")
+    # an empty output too: the script sends "" to its judge like any answer its rule cannot read
+    if ex.method == "needs_judge" and judge is not None and output is not None:
+        return Extraction(judge.mvp_bench_official(rec["question"], output), "judge")
     return ex
 
 
@@ -133,7 +137,8 @@ def _kind(rec: dict, official: bool) -> str:
 
 def score(data: list[Path], predictions: list[Path], protocol: str = "strict", judge=None, **_) -> ScoreResult:
     official = protocol == "official"
-    preds = read_predictions(predictions, lambda r: [(str(r["question_id"]), r.get("output", r.get("prediction")))])
+    # the raw id: read_predictions keys a whole float (1838.0) as the script's dict finds it (1838)
+    preds = read_predictions(predictions, lambda r: [(r["question_id"], r.get("output", r.get("prediction")))])
     items = ItemLog()
     missing: list[str] = []
     seen: set[str] = set()
@@ -238,7 +243,18 @@ def score(data: list[Path], predictions: list[Path], protocol: str = "strict", j
     bars = {f"Y/N {k}": v for k, v in yn["accuracy"].items()} | {
         f"MCQ {g}": metrics["mcq"]["vanilla"][g] for g in groups
     }
-    return ScoreResult("mvp-bench", protocol, metrics, tables, items, preds.warnings, missing, unknown, bars)
+    return ScoreResult(
+        "mvp-bench",
+        protocol,
+        metrics,
+        tables,
+        items,
+        preds.warnings,
+        missing,
+        unknown,
+        bars,
+        left_out=len(missing) if official else 0,
+    )
 
 
 def requests(data: Path, images: Path) -> Iterator[Request]:
