@@ -365,3 +365,27 @@ def orphan_temporaries(tmp, env):
     if proc.returncode or left:
         return ("traceback" if "Traceback" in proc.stderr else "silently wrong"), f"left {left}; exit {proc.returncode}"
     return "handled", "both removed"
+
+
+# --- issue 43: selections that name nothing, loops a user can size -------------------------------------------------
+@case("--categories ',' (a selection that names no category)")
+def empty_selection(tmp, env):
+    proc = cli(env, "run", "mvp", "--source", str(SAMPLE), "--out", str(tmp / "run"), "--categories", ",", timeout=120)
+    if (tmp / "run").exists():
+        return "silently wrong", "the run started"
+    return verdict(proc, "--categories ',' names no id")
+
+
+@case("score --bootstrap 1000000000")
+def huge_bootstrap(tmp, env):
+    data, preds = tmp / "data.jsonl", tmp / "preds.jsonl"
+    question = {"question_id": 0, "id": 7, "image": "x.jpg", "question": "Which?\nA. a\nB. b", "answer": "A",
+                "type": "mcq-e", "level": "high"}  # fmt: skip
+    data.write_text(json.dumps(question) + "\n")
+    preds.write_text(json.dumps({"question_id": 0, "output": "A"}) + "\n")
+    args = ["score", "mvp-bench", "--data", str(data), "--predictions", str(preds), "--bootstrap", "1000000000"]
+    proc = cli(env, *args, timeout=120)
+    outcome, detail = verdict(proc, "Invalid value for '--bootstrap'")
+    if outcome == "clear error" and "100000" not in proc.stderr:
+        return "silently wrong", "the refusal does not name the limit"
+    return outcome, detail
