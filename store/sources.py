@@ -273,11 +273,15 @@ def extras_of(source_dir: Path, img: dict, where: str) -> dict[str, str]:
 
 
 def resolve_inside(source_dir: str | Path, file_name: str) -> Path:
-    """The file's path, refusing one that escapes the source directory (``../``, absolute, symlink out)."""
+    """The file's path, refusing one that escapes the source directory (``../``, absolute, symlink out) or that is
+    there but not a regular file: opening a named pipe waits for a writer that never comes, a device never ends."""
     root = Path(source_dir).resolve()
     candidate = (root / file_name).resolve()
     if not candidate.is_relative_to(root):
         raise InputError(file_name, f"points outside the source directory {root}")
+    if candidate.exists() and not candidate.is_file():
+        kind = "a folder" if candidate.is_dir() else "a named pipe, socket or device"
+        raise InputError(str(candidate), f"is {kind}, not a regular file: refused")
     return candidate
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from . import SAMPLE, Outcome, case, cli, small_run, source_copy, verdict
+from . import SAMPLE, Outcome, case, cli, last_line, small_run, source_copy, verdict
 
 
 # --- 1. a run directory holding another run --------------------------------------------------------------
@@ -389,3 +389,20 @@ def huge_bootstrap(tmp, env):
     if outcome == "clear error" and "100000" not in proc.stderr:
         return "silently wrong", "the refusal does not name the limit"
     return outcome, detail
+
+
+@case("a named pipe as a source image", expect="handled")
+def fifo_source(tmp, env):
+    src = source_copy(tmp)
+    pipe = src / "images" / "coffee.jpg"
+    pipe.unlink()
+    os.mkfifo(pipe)
+    args = ["run", "mvp", "--source", str(src), "--out", str(tmp / "run"), "--categories", "I1"]
+    proc = cli(env, *args, timeout=300)
+    if "Traceback" in proc.stderr:
+        return "traceback", last_line(proc)
+    quarantined = [json.loads(p.read_text()) for p in (tmp / "run" / "quarantine").glob("*.json")]
+    refused = [q for q in quarantined if "coffee.jpg" in q.get("detail", "") and "not a regular file" in q["detail"]]
+    if not refused or "not a regular file" not in proc.stdout + proc.stderr:
+        return "silently wrong", f"exit {proc.returncode}; quarantined {[q.get('detail') for q in quarantined]}"
+    return "handled", f"quarantined, the others went on: {refused[0]['detail']}"
