@@ -406,3 +406,39 @@ def fifo_source(tmp, env):
     if not refused or "not a regular file" not in proc.stdout + proc.stderr:
         return "silently wrong", f"exit {proc.returncode}; quarantined {[q.get('detail') for q in quarantined]}"
     return "handled", f"quarantined, the others went on: {refused[0]['detail']}"
+
+
+# --- issue 43: a task folder's text files ---------------------------------------------------------------------------
+PIECE_FIT = (
+    "# A Jigsaw-built task from a folder of its own.\nid: piece_fit\nversion: 1\ntask: Piece_Fit\nbuilder: jigsaw\n"
+    "needs: [image]\nprompt: blink_ext/piece_fit\nchoices: 2\nrandom_choice: 50.0\n"
+).encode()
+PIECE_FIT_PROMPT = b"The first image lacks its lower-right part.\nWhich of the next two images fits the gap?\n"
+
+# (case, the task YAML's bytes, the prompt's bytes, what the line must say)
+TASK_FOLDER_CASES = [
+    ("a task YAML that is not UTF-8 (Latin-1)", PIECE_FIT.replace(b"own.", b"own, caf\xe9."), PIECE_FIT_PROMPT,
+     "piece_fit.yaml:1: not UTF-8 text (byte 0xe9"),
+    ("a task YAML with a key given twice", PIECE_FIT + b"choices: 3\n", PIECE_FIT_PROMPT,
+     "piece_fit.yaml:10: key 'choices' is given twice"),
+    ("a prompt file that is not UTF-8 (Latin-1)", PIECE_FIT, PIECE_FIT_PROMPT.replace(b"gap", b"g\xe2p"),
+     "piece_fit.v1.txt:2: not UTF-8 text (byte 0xe2"),
+    ("a prompt with an empty {} placeholder", PIECE_FIT, PIECE_FIT_PROMPT.replace(b"gap?", b"gap in {}?"),
+     "piece_fit.v1.txt:2: the placeholder {} has no name"),
+]  # fmt: skip
+
+
+def task_folder_case(task: bytes, prompt: bytes, must_say: str) -> Callable[[Path, dict], Outcome]:
+    def run(tmp: Path, env: dict) -> Outcome:
+        (tmp / "tasks" / "prompts" / "blink_ext").mkdir(parents=True)
+        (tmp / "tasks" / "piece_fit.yaml").write_bytes(task)
+        (tmp / "tasks" / "prompts" / "blink_ext" / "piece_fit.v1.txt").write_bytes(prompt)
+        env = {**env, "PERCEPTFORGE_BLINK_TASKS": str(tmp / "tasks")}
+        proc = cli(env, "sources", "check", str(SAMPLE), "--flow", "blink", "--only", "piece_fit", timeout=300)
+        return verdict(proc, must_say)
+
+    return run
+
+
+for _name, _task, _prompt, _says in TASK_FOLDER_CASES:
+    case(_name)(task_folder_case(_task, _prompt, _says))
