@@ -102,7 +102,9 @@ def read_utf8(path: str | os.PathLike) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        raise InputError(f"{path}:{line}", f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+        raise InputError(
+            f"{path}:{line}", f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        ) from None
 
 
 def read_yaml(path: str | os.PathLike) -> Any:

@@ -12,7 +12,8 @@ import typer
 
 from perceptforge.cli.app import console, err_console, new_app
 from perceptforge.cli.models import app as models_app
-from perceptforge.cli.sources import app as sources_app, selected_ids
+from perceptforge.cli.sources import app as sources_app
+from perceptforge.cli.sources import selected_ids
 from perceptforge.cli.templates import app as templates_app
 from perceptforge.flows.family import Family, RunRequest
 from perceptforge.flows.registry import families, family

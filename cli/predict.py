@@ -33,7 +33,10 @@ def predict(
     ),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="requests in flight"),
     timeout_s: float = typer.Option(
-        60.0, "--timeout", min=0.1, help="seconds one try of a request may take, from connecting to its answer's last byte"
+        60.0,
+        "--timeout",
+        min=0.1,
+        help="seconds one try of a request may take, from connecting to its answer's last byte",
     ),
     retries: int = typer.Option(
         2,

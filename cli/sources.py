@@ -38,7 +38,9 @@ def check(
     source cannot, and a summary per category: the checks a run makes in its plan, without running."""
     fam = family(flow)
     with tempfile.TemporaryDirectory() as nowhere:  # the plan reads, never writes; it wants a run directory name
-        request = RunRequest(source=str(source), out=str(Path(nowhere) / "run"), profile=profile, select=selected_ids(select, "--only"))
+        request = RunRequest(
+            source=str(source), out=str(Path(nowhere) / "run"), profile=profile, select=selected_ids(select, "--only")
+        )
         found = fam.source_check(fam.plan(request))
     what = "category" if fam.select_option == "--categories" else "task"
     verdicts = found.verdicts
@@ -80,7 +82,9 @@ def selected_ids(text: Optional[str], option: str) -> Optional[list[str]]:
         return None
     ids = [c.strip() for c in text.split(",") if c.strip()]
     if not ids:
-        raise PerceptforgeError(f"{option} {text!r} names no id: give comma-separated ids, or leave {option} out for all")
+        raise PerceptforgeError(
+            f"{option} {text!r} names no id: give comma-separated ids, or leave {option} out for all"
+        )
     return ids
 
 
