@@ -10,6 +10,7 @@ import struct
 import subprocess
 import time
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
@@ -410,9 +411,9 @@ def fifo_source(tmp, env):
 
 # --- issue 43: a task folder's text files ---------------------------------------------------------------------------
 PIECE_FIT = (
-    "# A Jigsaw-built task from a folder of its own.\nid: piece_fit\nversion: 1\ntask: Piece_Fit\nbuilder: jigsaw\n"
-    "needs: [image]\nprompt: blink_ext/piece_fit\nchoices: 2\nrandom_choice: 50.0\n"
-).encode()
+    b"# A Jigsaw-built task from a folder of its own.\nid: piece_fit\nversion: 1\ntask: Piece_Fit\nbuilder: jigsaw\n"
+    b"needs: [image]\nprompt: blink_ext/piece_fit\nchoices: 2\nrandom_choice: 50.0\n"
+)
 PIECE_FIT_PROMPT = b"The first image lacks its lower-right part.\nWhich of the next two images fits the gap?\n"
 
 # (case, the task YAML's bytes, the prompt's bytes, what the line must say)
@@ -442,3 +443,50 @@ def task_folder_case(task: bytes, prompt: bytes, must_say: str) -> Callable[[Pat
 
 for _name, _task, _prompt, _says in TASK_FOLDER_CASES:
     case(_name)(task_folder_case(_task, _prompt, _says))
+
+
+# --- issue 43: two sources, one file name --------------------------------------------------------------------------
+@case("two image ids that make one file name ('a b' and 'a_b')")
+def ids_one_file_name(tmp, env):
+    def rename(doc: dict) -> None:
+        for img, new in zip(doc["images"][:2], ("a b", "a_b"), strict=True):
+            for ann in doc["annotations"]:
+                if ann["image_id"] == img["id"]:
+                    ann["image_id"] = new
+            img["id"] = new
+
+    src = source_copy(tmp, rename)
+    proc = cli(env, "run", "mvp", "--source", str(src), "--out", str(tmp / "run"), timeout=300)
+    if (tmp / "run" / "items").exists():
+        return "data lost", "the run started"
+    return verdict(proc, "id 'a_b' makes the file name 'a_b', as images[0]'s id 'a b' does")
+
+
+@case("ten copies of one photo under ten ids: every item counted is on disk once", expect="handled")
+def copies_of_one_photo(tmp, env):
+    def copies(doc: dict) -> None:
+        first = doc["images"][0]
+        regions = [a for a in doc["annotations"] if a["image_id"] == first["id"]]
+        doc["images"], doc["annotations"] = [], []
+        for k in range(10):
+            doc["images"].append({**first, "id": f"copy{k}", "file_name": f"images/copy{k}.jpg"})
+            doc["annotations"] += [{**a, "id": f"{k}-{a['id']}", "image_id": f"copy{k}"} for a in regions]
+
+    src = source_copy(tmp, copies)
+    for k in range(10):
+        shutil.copyfile(src / "images" / "astronaut.jpg", src / "images" / f"copy{k}.jpg")
+    run = tmp / "run"
+    proc = cli(env, "run", "mvp", "--source", str(src), "--out", str(run), "--categories", "I1", timeout=1200)
+    if proc.returncode or "Traceback" in proc.stderr:
+        return ("traceback" if "Traceback" in proc.stderr else "silently wrong"), last_line(proc)
+    counted = json.loads((run / "summary.json").read_text())["counts"]["items"]
+    items = [json.loads(p.read_text()) for p in (run / "items").glob("*.json")]
+    per_source = Counter(item["lineage"]["source_id"] for item in items)
+    quarantined = [json.loads(p.read_text()) for p in (run / "quarantine").glob("*.json")]
+    without_reason = [q["unit"] for q in quarantined if not q.get("detail")]
+    if counted != len(items) or len({i["id"] for i in items}) != len(items) or without_reason:
+        return "data lost", f"summary counts {counted} items, items/ holds {len(items)}; no reason: {without_reason}"
+    accounted = set(per_source) | {f"copy{k}" for k in range(10) for q in quarantined if f"copy{k}" in q["unit"]}
+    if len(accounted) != 10:
+        return "data lost", f"{len(per_source)} copies have items, {len(quarantined)} are quarantined, of 10"
+    return "handled", f"{counted} items, all on disk, from {len(per_source)} copies; {len(quarantined)} quarantined"
