@@ -95,6 +95,18 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, sort_keys=True, ensure_ascii=False, indent=2) + "\n")
 
 
+def read_utf8(path: str | os.PathLike) -> str:
+    """A text file that must be UTF-8; one that is not is an error naming the file, the line and the byte."""
+    raw = Path(path).read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise InputError(
+            f"{path}:{line}", f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        ) from None
+
+
 def read_yaml(path: str | os.PathLike) -> Any:
     """A YAML file, strictly: a key given twice in one mapping is an error naming its line (YAML's loaders keep
     the last silently), as is a file that does not parse."""
@@ -114,7 +126,7 @@ def read_yaml(path: str | os.PathLike) -> Any:
 
     Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
-        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=Strict)  # noqa: S506 (a SafeLoader)
+        return yaml.load(read_utf8(path), Loader=Strict)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)

@@ -3,7 +3,11 @@
 Images go as base64 data URLs. The ``openai`` client retries rate limits, timeouts, connection errors, 408,
 409 and 5xx answers with exponential backoff, honouring Retry-After; when it gives up the error is
 EndpointUnavailable (worth a later run), and anything else (a 400, a 401) fails at once with the server's
-message. The key is read from the named environment variable when the client is built and never logged.
+message. The key is read from the named environment variable when the client is built and never logged: an
+error that echoes it (a 401 page quoting the header it refused) has it replaced by ``***`` before it leaves.
+
+``timeout_s`` bounds each try as a whole, from connecting to the answer's last byte: the ``openai`` client's own
+timeout applies to each read, so a server that trickles a byte a second would never time out.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import base64
 import json
 import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,7 +122,11 @@ class ChatClient:
             # The client's own retries: connection errors, timeouts, 408, 409, 429 and 5xx, with exponential
             # backoff from 0.5 s (at most 8 s, less up to a quarter at random), or what Retry-After asks for.
             self._client = OpenAI(
-                base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=self.max_retries
+                base_url=self.base_url,
+                api_key=key,
+                timeout=self.timeout_s,
+                max_retries=self.max_retries,
+                http_client=deadline_http_client(self.timeout_s),
             )
         return self
 
@@ -132,7 +141,24 @@ class ChatClient:
 
     def chat(self, messages: list[dict], response_format: dict | None = None) -> str:
         """One completion for a message history (used to send a validation error back to the model). The
-        ``openai`` client retries (``max_retries``); what it gives up on that may pass is EndpointUnavailable."""
+        ``openai`` client retries (``max_retries``); what it gives up on that may pass is EndpointUnavailable.
+        No error leaves with the key in it, nor chained to one that has it."""
+        try:
+            return self._chat(messages, response_format)
+        except PerceptforgeError as exc:
+            said = self.redact(str(exc))
+            if said == str(exc):
+                raise
+            raise (EndpointUnavailable if isinstance(exc, EndpointUnavailable) else PerceptforgeError)(said) from None
+        except Exception as exc:  # the client library's own, whose text may quote the server's answer
+            raise PerceptforgeError(f"{self.base_url}: {type(exc).__name__}: {self.redact(str(exc))}") from None
+
+    def redact(self, text: str) -> str:
+        """``text`` with the key (as the environment gives it) replaced by ``***``."""
+        key = os.environ.get(self.api_key_env, "")
+        return text.replace(key, "***") if key else text
+
+    def _chat(self, messages: list[dict], response_format: dict | None) -> str:
         import openai
 
         self.load()
@@ -155,7 +181,14 @@ class ChatClient:
         if not getattr(reply, "choices", None):  # a web page or a proxy's answer under HTTP 200
             raise PerceptforgeError(f"{self.base_url}: the answer is not a chat completion: {str(reply)[:80]!r}")
         self.usage.add(getattr(reply, "usage", None))
-        return reply.choices[0].message.content or ""
+        choice = reply.choices[0]
+        content = getattr(getattr(choice, "message", None), "content", None)
+        if content is None:  # not an empty answer: nothing was answered (a refusal, tool calls, a cut-off reasoning)
+            raise PerceptforgeError(
+                f"{self.base_url}: the reply has no content (content: null, finish_reason: "
+                f"{getattr(choice, 'finish_reason', None)!r})"
+            )
+        return content
 
     def _gave_up(self, exc: Exception) -> EndpointUnavailable:
         # the client numbers each try in a header of the request it sends; the last one's is the count of retries
@@ -164,6 +197,78 @@ class ChatClient:
         tries = int(retries) + 1 if retries is not None else self.max_retries + 1
         said = f"{tries} tries" if tries > 1 else "1 try"
         return EndpointUnavailable(f"{self.base_url}: gave up after {said}: {type(exc).__name__}: {exc}")
+
+
+class _DeadlineStream:
+    """A connection whose every read and write ends by one deadline: ``total_s`` from when it was opened, then
+    from each request written after an answer was read (a kept-alive connection serves one request at a time)."""
+
+    def __init__(self, inner: Any, total_s: float, timed_out: type[Exception]):
+        self._inner, self._total, self._timed_out = inner, total_s, timed_out
+        self._deadline = time.monotonic() + total_s
+        self._answered = False
+
+    def _left(self, timeout: float | None) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise self._timed_out(f"no whole answer within {self._total:g} s")
+        return left if timeout is None else min(timeout, left)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self._answered = True
+        return self._inner.read(max_bytes, self._left(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if self._answered:
+            self._deadline, self._answered = time.monotonic() + self._total, False
+        self._inner.write(buffer, self._left(timeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, *args: Any, **kwargs: Any) -> _DeadlineStream:
+        tls = _DeadlineStream(self._inner.start_tls(*args, **kwargs), self._total, self._timed_out)
+        tls._deadline = self._deadline
+        return tls
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend:
+    """httpcore's network backend, its connections bounded by :class:`_DeadlineStream`; ``timed_out`` is the
+    ReadTimeout of the httpcore package the pool is from, which httpx turns into its own timeout (and the
+    ``openai`` client into a retried APITimeoutError)."""
+
+    def __init__(self, inner: Any, total_s: float, timed_out: type[Exception]):
+        self._inner, self._total, self._timed_out = inner, total_s, timed_out
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> _DeadlineStream:
+        return _DeadlineStream(self._inner.connect_tcp(*args, **kwargs), self._total, self._timed_out)
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> _DeadlineStream:
+        return _DeadlineStream(self._inner.connect_unix_socket(*args, **kwargs), self._total, self._timed_out)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def deadline_http_client(total_s: float) -> Any:
+    """The ``openai`` client's HTTP client (its defaults) with every try ended ``total_s`` after it began. httpx
+    has per-read timeouts only, so the deadline is kept by the connections httpcore opens; proxies from the
+    environment get it too. The pool's own package is asked for its timeout: httpx may be built on a fork of
+    httpcore (``httpcore2``), whose exceptions are the ones it maps."""
+    import importlib
+
+    from openai import DefaultHttpxClient
+
+    client = DefaultHttpxClient()
+    for transport in [client._transport, *client._mounts.values()]:
+        pool = getattr(transport, "_pool", None)
+        if pool is not None and not isinstance(pool._network_backend, _DeadlineBackend):
+            core = importlib.import_module(type(pool).__module__.split(".")[0])
+            pool._network_backend = _DeadlineBackend(pool._network_backend, total_s, core.ReadTimeout)
+    return client
 
 
 # What the openai client retries by status (with connection errors and timeouts): request timeout, lock

@@ -14,6 +14,7 @@ from rich.markup import escape
 from perceptforge.cli.app import console, err_console, new_app
 from perceptforge.cli.models import app as models_app
 from perceptforge.cli.sources import app as sources_app
+from perceptforge.cli.sources import selected_ids
 from perceptforge.cli.templates import app as templates_app
 from perceptforge.errors import InputError, shown
 from perceptforge.flows.family import Family, RunRequest
@@ -35,10 +36,6 @@ app.add_typer(models_app, name="models")
 
 def bundled_sample() -> Path:
     return Path(str(resources.files("perceptforge.data").joinpath("sample")))
-
-
-def _ids(text: Optional[str]) -> Optional[list[str]]:
-    return [c.strip() for c in text.split(",") if c.strip()] or None if text else None
 
 
 def run_and_print(fam: Family, request: RunRequest) -> dict:
@@ -86,7 +83,7 @@ def _run_command(fam: Family) -> Callable[..., None]:
             profile=given["profile"],
             seed=given["seed"],
             limit=given["limit"],
-            select=_ids(given[select]),
+            select=selected_ids(given[select], fam.select_option),
             fresh=given["fresh"],
             runner=given["runner"],
             dask_address=given["dask_address"],

@@ -32,11 +32,17 @@ def predict(
         "with their reasons in OUT.failed.jsonl and asked again by the next run",
     ),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="requests in flight"),
-    timeout_s: float = typer.Option(60.0, "--timeout", min=0.1, help="seconds one try of a request may take"),
+    timeout_s: float = typer.Option(
+        60.0,
+        "--timeout",
+        min=0.1,
+        help="seconds one try of a request may take, from connecting to its answer's last byte",
+    ),
     retries: int = typer.Option(
         2,
         "--retries",
         min=0,
+        max=20,  # each try may take --timeout: a mistyped count would keep a dead endpoint's request for days
         help="tries after the first for a request that timed out or met a 408/409/429/5xx (the openai client's "
         "backoff: 0.5, 1, 2 … s up to 8, or the server's Retry-After); a request takes at most (retries + 1) × "
         "timeout plus the backoff",

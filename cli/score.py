@@ -15,6 +15,8 @@ from perceptforge.fileio import refuse_overwrite
 from perceptforge.scorer import benchmarks
 
 READABLE = (".json", ".jsonl", ".xlsx", ".tsv", ".csv")
+# each resample rescores every item: a mistyped count would run until killed
+MAX_BOOTSTRAP = 100_000
 
 
 def expand_paths(paths: list[Path]) -> list[Path]:
@@ -48,6 +50,12 @@ def score(
     judge: Optional[str] = typer.Option(
         None, "--judge", help="LLM judge for what rules cannot decide: openai:MODEL@BASE_URL"
     ),
+    judge_timeout: float = typer.Option(
+        60.0,
+        "--judge-timeout",
+        min=0.1,
+        help="seconds one try of a judge request may take, from connecting to the answer's last byte (4 retries)",
+    ),
     json_out: Optional[Path] = typer.Option(None, "--json", help="write the metrics as JSON"),
     csv_out: Optional[Path] = typer.Option(
         None, "--csv", help="write the metric tables as CSV, and the per-item results beside them (NAME_items.csv)"
@@ -57,7 +65,14 @@ def score(
     ),
     plot: Optional[Path] = typer.Option(None, "--plot", help="write per-category bars as PNG"),
     items_out: Optional[Path] = typer.Option(None, "--items", help="write one JSON line per scored item"),
-    bootstrap: int = typer.Option(0, "--bootstrap", min=0, help="bootstrap resamples for 95% intervals (0: none)"),
+    bootstrap: int = typer.Option(
+        0,
+        "--bootstrap",
+        min=0,
+        max=MAX_BOOTSTRAP,
+        help=f"bootstrap resamples for 95% intervals (0: none; at most {MAX_BOOTSTRAP:,}, far past where the "
+        "interval stops moving)",
+    ),
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap"),
     allow_missing: bool = typer.Option(
         False, "--allow-missing", help="exit 0 even when no item of the data has a prediction"
@@ -81,7 +96,7 @@ def score(
     if judge:
         from perceptforge.scorer.judge import Judge
 
-        judge_client = Judge.from_spec(judge)
+        judge_client = Judge.from_spec(judge, judge_timeout)
     options = {}
     if "keep_items" in inspect.signature(module.score).parameters:  # a plug-in need not know the option
         options["keep_items"] = bool(items_out or csv_out or xlsx_out or bootstrap)  # kept only to be read

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from perceptforge.cli.annotate import DOCUMENT_ROOT, URL, served_root
 from perceptforge.cli.app import console, new_app
-from perceptforge.errors import shown
+from perceptforge.errors import PerceptforgeError, shown
 from perceptforge.fileio import write_json
 from perceptforge.flows.family import RunRequest
 from perceptforge.flows.registry import family
@@ -38,7 +38,9 @@ def check(
     source cannot, and a summary per category: the checks a run makes in its plan, without running."""
     fam = family(flow)
     with tempfile.TemporaryDirectory() as nowhere:  # the plan reads, never writes; it wants a run directory name
-        request = RunRequest(source=str(source), out=str(Path(nowhere) / "run"), profile=profile, select=_ids(select))
+        request = RunRequest(
+            source=str(source), out=str(Path(nowhere) / "run"), profile=profile, select=selected_ids(select, "--only")
+        )
         found = fam.source_check(fam.plan(request))
     what = "category" if fam.select_option == "--categories" else "task"
     verdicts = found.verdicts
@@ -73,8 +75,17 @@ def check(
         write_json(json_out, {"verdicts": verdicts, "skipped": found.skipped, "bystanders": found.bystanders})
 
 
-def _ids(text: Optional[str]) -> Optional[list[str]]:
-    return [c.strip() for c in text.split(",") if c.strip()] or None if text else None
+def selected_ids(text: Optional[str], option: str) -> Optional[list[str]]:
+    """The ids a comma-separated option names; None (all) only when it is not given: a selection that names none
+    (``','``, ``''``) is a mistake, never a request for everything."""
+    if text is None:
+        return None
+    ids = [c.strip() for c in text.split(",") if c.strip()]
+    if not ids:
+        raise PerceptforgeError(
+            f"{option} {text!r} names no id: give comma-separated ids, or leave {option} out for all"
+        )
+    return ids
 
 
 def _natural(sid: str) -> tuple:

@@ -26,8 +26,10 @@ _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset("a an the of in on at to is are does do what which where who how this that image".split())
 
 
-def item_id(source_sha256: str, benchmark: str, seed: int) -> str:
-    return hashlib.sha256(f"{source_sha256}:{benchmark}:{seed}".encode()).hexdigest()[:16]
+def item_id(source_id: str, source_sha256: str, benchmark: str, seed: int) -> str:
+    """The source's id is part of it: copies of one photo under two ids are two items (one may be quarantined as
+    a near-duplicate), never one file written twice."""
+    return hashlib.sha256(f"{source_sha256}:{benchmark}:{seed}:{source_id}".encode()).hexdigest()[:16]
 
 
 def words(text: str) -> list[str]:

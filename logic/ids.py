@@ -23,8 +23,10 @@ def unit_rng(seed: int, unit: str) -> np.random.Generator:
     return np.random.default_rng([seed, digest])
 
 
-def question_id(source_sha256: str, template: Template, seed: int, index: int) -> str:
-    key = f"{source_sha256}:{template.id}:v{template.version}:{seed}:{index}"
+def question_id(source_id: str, source_sha256: str, template: Template, seed: int, index: int) -> str:
+    """The item's id (its file name in ``items/``). The source's id is part of it: two copies of one photo under
+    two ids are two sources, whose items must not share a file."""
+    key = f"{source_sha256}:{template.id}:v{template.version}:{seed}:{index}:{source_id}"
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 

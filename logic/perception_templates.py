@@ -24,10 +24,10 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from perceptforge.errors import InputError, PerceptforgeError, describe_validation_error
+from perceptforge.fileio import read_yaml
 from perceptforge.logic.perception_needs import check_needs
 from perceptforge.prompts.library import load_prompt, register_prompt_root
 
@@ -122,14 +122,12 @@ def load_perception_templates(folders: Sequence[str | Path] = ()) -> dict[str, P
 
 def load_template(path: Path, builders: Collection[str] | None = None) -> PerceptionTemplate:
     """One template file, its prompts checked (an unknown prompt file is an error now, not mid-run)."""
+    raw = read_yaml(path)  # strict: a key given twice, bytes that are not UTF-8 are one line naming the line
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
         context = {"builders": builders} if builders is not None else None
         template = PerceptionTemplate.model_validate(raw, context=context)
     except ValidationError as exc:
         raise InputError(str(path), "; ".join(describe_validation_error(exc))) from None
-    except yaml.YAMLError as exc:
-        raise InputError(str(path), f"not YAML: {str(exc).splitlines()[0]}") from None
     prompts = [template.prompt]
     if "generation_prompt" in template.params:
         prompts.append(str(template.params["generation_prompt"]))

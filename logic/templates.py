@@ -17,11 +17,11 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from perceptforge.data.schema import Category, EditKind
 from perceptforge.errors import InputError, describe_validation_error
+from perceptforge.fileio import read_yaml
 from perceptforge.logic.questions import high_options
 from perceptforge.prompts.library import load_prompt
 
@@ -157,10 +157,7 @@ def template_dirs() -> list[Path]:
 
 
 def load_template(path: Path) -> Template:
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise InputError(str(path), f"invalid YAML: {exc}") from None
+    raw = read_yaml(path)  # strict: a key given twice, bytes that are not UTF-8 are one line naming the line
     try:
         return Template.model_validate(raw)
     except ValidationError as exc:

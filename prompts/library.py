@@ -119,10 +119,40 @@ def load_prompt(prompt_id: str, version: int | None = None) -> Prompt:
     chosen = version if version is not None else max(versions)
     if chosen not in versions:
         raise PerceptforgeError(f"prompt {prompt_id} has no version {chosen} (has {sorted(versions)})")
-    text = versions[chosen].read_text(encoding="utf-8")
+    entry = versions[chosen]
+    raw = entry.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise PerceptforgeError(
+            f"{entry}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        ) from None
     prompt = Prompt(prompt_id, chosen, text.rstrip("\n"))
     try:
         _ = prompt.placeholders
     except ValueError as exc:
         raise PerceptforgeError(f"prompt {prompt_id} v{chosen}: bad placeholder syntax: {exc}") from None
+    unnamed = _unnamed_placeholder(prompt.text)
+    if unnamed:
+        line, field = unnamed
+        raise PerceptforgeError(
+            f"{entry}:{line}: the placeholder {{{field}}} has no name: name it ({{name}}), or write a literal brace "
+            "as {{ or }}"
+        )
     return prompt
+
+
+_FIELD = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+
+
+def _unnamed_placeholder(text: str) -> tuple[int, str] | None:
+    """The line and text of the first ``{}`` or ``{0}`` placeholder: rendering fills placeholders by name, so one
+    without a name would fail at the first render, mid-run, and ``placeholders`` would never list it."""
+    for match in _FIELD.finditer(text):
+        field = match.group(1)
+        if field is not None:
+            name = re.split(r"[.\[!:]", field, maxsplit=1)[0]
+            if not name or name.isdigit():
+                return text.count("\n", 0, match.start()) + 1, field
+    return None

@@ -31,13 +31,13 @@ class Judge:
         self._clients: dict[float, ChatClient] = {}
 
     @classmethod
-    def from_spec(cls, spec: str) -> Judge:
+    def from_spec(cls, spec: str, timeout_s: float = 60.0) -> Judge:
         match = re.fullmatch(r"openai:([^@]+)@(.+)", spec)
         if not match:
             raise PerceptforgeError(f"--judge must look like openai:MODEL@BASE_URL, got {spec!r}")
         from perceptforge.backends.chat import ChatClient
 
-        return cls(ChatClient(base_url=match.group(2), model=match.group(1), seed=0))
+        return cls(ChatClient(base_url=match.group(2), model=match.group(1), seed=0, timeout_s=timeout_s))
 
     def _ask(self, prompt_id: str, suffix: str = "", temperature: float | None = None, **values: str) -> str:
         prompt = load_prompt(prompt_id)

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from perceptforge.data.schema import CODIS_CATEGORIES, MME_DOMAINS, Box, Grounding, Region
 from perceptforge.errors import InputError, describe_validation_error
 from perceptforge.fileio import read_json
+from perceptforge.store.rundir import safe_name
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ def read_source_dir(source_dir: str | Path, annotation_file: str = "annotations.
         by_image.setdefault(ann["image_id"], []).append(ann)
     entries = []
     seen: dict[str, int] = {}
+    names: dict[str, tuple[int, object]] = {}
     for k, img in enumerate(doc["images"]):
         where = f"{path}: images[{k}]"
         try:
@@ -103,6 +105,17 @@ def read_source_dir(source_dir: str | Path, annotation_file: str = "annotations.
         if str(image_id) in seen:
             raise InputError(where, f"id {image_id!r} is already used by images[{seen[str(image_id)]}]")
         seen[str(image_id)] = k
+        # ... and as file names made safe (``safe_name``), on a file system that may ignore case: "a b" and "a_b",
+        # or "A" and "a", would write one file for two sources.
+        name = safe_name(str(image_id))
+        if name.casefold() in names:
+            j, other = names[name.casefold()]
+            raise InputError(
+                where,
+                f"id {image_id!r} makes the file name {name!r}, as images[{j}]'s id {other!r} does: give ids that "
+                "differ in letters or digits, not only in case, spaces or punctuation",
+            )
+        names[name.casefold()] = (k, image_id)
         attributes = img.get("attributes") or {}
         if not isinstance(attributes, dict):
             raise InputError(
@@ -273,11 +286,15 @@ def extras_of(source_dir: Path, img: dict, where: str) -> dict[str, str]:
 
 
 def resolve_inside(source_dir: str | Path, file_name: str) -> Path:
-    """The file's path, refusing one that escapes the source directory (``../``, absolute, symlink out)."""
+    """The file's path, refusing one that escapes the source directory (``../``, absolute, symlink out) or that is
+    there but not a regular file: opening a named pipe waits for a writer that never comes, a device never ends."""
     root = Path(source_dir).resolve()
     candidate = (root / file_name).resolve()
     if not candidate.is_relative_to(root):
         raise InputError(file_name, f"points outside the source directory {root}")
+    if candidate.exists() and not candidate.is_file():
+        kind = "a folder" if candidate.is_dir() else "a named pipe, socket or device"
+        raise InputError(str(candidate), f"is {kind}, not a regular file: refused")
     return candidate
 
 

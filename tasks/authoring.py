@@ -107,7 +107,7 @@ def make_draft(unit: DraftUnit, writer: QuestionWriter, seed: int, authoring: Au
     source has nothing the drafter can ask about (the unit is quarantined with that reason)."""
     entry, image = unit.entry, unit.image
     facts = facts_of(entry, authoring)
-    iid = authored.item_id(image.sha256, unit.kind.name, seed)
+    iid = authored.item_id(entry.source_id, image.sha256, unit.kind.name, seed)
     rng = unit_rng(seed, f"{iid}:draft")
     content: CodisContent | MMERealWorldContent
     scaffold = False

@@ -63,8 +63,9 @@ def uses_sources(template: PerceptionTemplate) -> bool:
 
 
 def item_id(unit: PerceptionUnit, seed: int) -> str:
-    """A hash of what the item is made of: its sources' bytes, the template, the seed and the variant."""
-    shas = ",".join(s.sha256 for _, s in unit.sources)
+    """A hash of what the item is made of: its sources (ids and bytes: copies of one photo under two ids make two
+    items, never one file written twice), the template, the seed and the variant."""
+    shas = ",".join(f"{s.id}={s.sha256}" for _, s in unit.sources)
     key = f"{shas}:{unit.template.id}:v{unit.template.version}:{seed}:{unit.variant}"
     if unit.draw:  # the first draw keeps the id it had before items_per_source existed
         key += f":draw{unit.draw}"

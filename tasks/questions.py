@@ -77,7 +77,8 @@ def make_candidate(
             "idea": idea.idea,
             "instruction": idea.instruction,
             "questions": [
-                {"id": question_id(source_sha256, template, seed, k), "question": q} for k, q in enumerate(built)
+                {"id": question_id(grounding.source_id, source_sha256, template, seed, k), "question": q}
+                for k, q in enumerate(built)
             ],
             "lineage": {
                 "source_id": grounding.source_id,

@@ -7,12 +7,13 @@ import shutil
 import subprocess
 import time
 import urllib.request
+from importlib import resources
 from pathlib import Path
 
 from PIL import Image
 
-from . import Outcome, case, cli, small_run, verdict
-from .servers import HTML, Reply, completion, refused, serving
+from . import SAMPLE, Outcome, case, cli, small_run, verdict
+from .servers import HTML, Reply, Trickle, completion, echoes_key, refused, serving
 
 
 def tiny_release(tmp: Path, n: int = 3) -> Path:
@@ -196,3 +197,87 @@ def label_studio_foreign_id(tmp, env):
     if tasks or storages:
         return "security", f"another project (id {theirs}) got {len(tasks)} task(s), {len(storages)} storage(s)"
     return verdict(pulled, f"recorded as id {theirs}, is not there")
+
+
+# --- issue 43: secrets, deadlines, replies that answer nothing ------------------------------------------------------
+KEY = "sk-perceptforge-test-7f3a9c"  # what a gateway's 401 quotes back
+
+
+def leaked(tmp: Path, env: dict, proc: subprocess.CompletedProcess) -> list[str]:
+    """Where the key was seen: the terminal, any file under ``tmp`` or in the state folder (Prefect's database and
+    logs, the judge's cache)."""
+    places = ["the terminal"] if KEY in proc.stdout + proc.stderr else []
+    for folder in (tmp, Path(env["PERCEPTFORGE_STATE_DIR"])):
+        places += [str(p) for p in folder.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+    return places
+
+
+@case("predict: an endpoint whose 401 error echoes the API key")
+def predict_key_echoed(tmp, env):
+    out = tmp / "pred.jsonl"
+    with serving(lambda body: echoes_key) as (url, _):
+        proc = predict_cli({**env, "OPENAI_API_KEY": KEY}, tiny_release(tmp, 2), f"{url}/v1", out, "--retries", "0")
+    if where := leaked(tmp, env, proc):
+        return "security", f"the key reached {', '.join(where)}"
+    return verdict(proc, "Incorrect API key provided: Bearer ***")
+
+
+def judged(tmp: Path, env: dict, url: str, model: str, *extra: str) -> subprocess.CompletedProcess:
+    """``score mvp-bench`` of one answer the rules cannot read, so the judge at ``url`` is asked."""
+    data, preds = tmp / "data.jsonl", tmp / "preds.jsonl"
+    question = {"question_id": 0, "id": 7, "image": "x.jpg", "question": "Which?\nA. a\nB. b", "answer": "A",
+                "type": "mcq-e", "level": "high"}  # fmt: skip
+    data.write_text(json.dumps(question) + "\n")
+    preds.write_text(json.dumps({"question_id": 0, "output": "the first one, I think"}) + "\n")
+    args = ["score", "mvp-bench", "--data", str(data), "--predictions", str(preds), "--judge", f"openai:{model}@{url}"]
+    return cli(env, *args, *extra, timeout=120)
+
+
+@case("score --judge: a judge whose 401 error echoes the API key")
+def judge_key_echoed(tmp, env):
+    with serving(lambda body: echoes_key) as (url, _):
+        proc = judged(tmp, {**env, "OPENAI_API_KEY": KEY}, f"{url}/v1", "judge-401")
+    if where := leaked(tmp, env, proc):
+        return "security", f"the key reached {', '.join(where)}"
+    return verdict(proc, "Incorrect API key provided: Bearer ***")
+
+
+@case("run mvp: an LLM endpoint whose 401 error echoes the API key")
+def run_llm_key_echoed(tmp, env):
+    profile = tmp / "openai.yaml"
+    local = Path(str(resources.files("perceptforge.configs").joinpath("local.yaml"))).read_text()
+    with serving(lambda body: echoes_key) as (url, _):
+        llm = f"llm:\n  backend: openai\n  base_url: {url}/v1\n  model: m\n  max_retries: 0\n"
+        profile.write_text(local.replace("llm:\n  backend: template\n", llm))
+        args = ["run", "mvp", "--source", str(SAMPLE), "--out", str(tmp / "run"), "--profile", str(profile)]
+        proc = cli({**env, "OPENAI_API_KEY": KEY}, *args, "--categories", "I1", "--limit", "1")
+    if where := leaked(tmp, env, proc):
+        return "security", f"the key reached {', '.join(where)}"
+    return verdict(proc, "Incorrect API key provided: Bearer ***")
+
+
+TRICKLED = Trickle(completion("A"), interval=1.0)  # about 250 bytes: four minutes of a byte a second
+
+
+@case("predict --timeout 2: an endpoint that trickles one answer a byte a second")
+def predict_trickle(tmp, env):
+    started = time.monotonic()
+    outcome, detail = one_failed(tmp, env, TRICKLED, "--timeout", "2", "--retries", "1", bound=60)
+    return outcome, f"{detail} ({time.monotonic() - started:.0f} s)"
+
+
+@case("score --judge --judge-timeout 2: a judge that trickles its answer a byte a second")
+def judge_trickle(tmp, env):
+    started = time.monotonic()
+    with serving(lambda body: TRICKLED) as (url, _):
+        proc = judged(tmp, env, f"{url}/v1", "judge-trickle", "--judge-timeout", "2")
+    elapsed = time.monotonic() - started
+    if elapsed > 60:  # five tries of 2 s and the client's backoff (at most 8 s each)
+        return "hang", f"{elapsed:.0f} s"
+    outcome, detail = verdict(proc, "gave up after 5 tries: APITimeoutError")
+    return outcome, f"{detail} ({elapsed:.0f} s)"
+
+
+@case("predict: a reply with content null for one request of three")
+def predict_content_null(tmp, env):
+    return one_failed(tmp, env, completion(None), "--retries", "0")

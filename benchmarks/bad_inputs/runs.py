@@ -10,6 +10,7 @@ import struct
 import subprocess
 import time
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from . import SAMPLE, Outcome, case, cli, small_run, source_copy, verdict
+from . import SAMPLE, Outcome, case, cli, last_line, small_run, source_copy, verdict
 
 
 # --- 1. a run directory holding another run --------------------------------------------------------------
@@ -365,3 +366,127 @@ def orphan_temporaries(tmp, env):
     if proc.returncode or left:
         return ("traceback" if "Traceback" in proc.stderr else "silently wrong"), f"left {left}; exit {proc.returncode}"
     return "handled", "both removed"
+
+
+# --- issue 43: selections that name nothing, loops a user can size -------------------------------------------------
+@case("--categories ',' (a selection that names no category)")
+def empty_selection(tmp, env):
+    proc = cli(env, "run", "mvp", "--source", str(SAMPLE), "--out", str(tmp / "run"), "--categories", ",", timeout=120)
+    if (tmp / "run").exists():
+        return "silently wrong", "the run started"
+    return verdict(proc, "--categories ',' names no id")
+
+
+@case("score --bootstrap 1000000000")
+def huge_bootstrap(tmp, env):
+    data, preds = tmp / "data.jsonl", tmp / "preds.jsonl"
+    question = {"question_id": 0, "id": 7, "image": "x.jpg", "question": "Which?\nA. a\nB. b", "answer": "A",
+                "type": "mcq-e", "level": "high"}  # fmt: skip
+    data.write_text(json.dumps(question) + "\n")
+    preds.write_text(json.dumps({"question_id": 0, "output": "A"}) + "\n")
+    args = ["score", "mvp-bench", "--data", str(data), "--predictions", str(preds), "--bootstrap", "1000000000"]
+    proc = cli(env, *args, timeout=120)
+    outcome, detail = verdict(proc, "Invalid value for '--bootstrap'")
+    if outcome == "clear error" and "100000" not in proc.stderr:
+        return "silently wrong", "the refusal does not name the limit"
+    return outcome, detail
+
+
+@case("a named pipe as a source image", expect="handled")
+def fifo_source(tmp, env):
+    src = source_copy(tmp)
+    pipe = src / "images" / "coffee.jpg"
+    pipe.unlink()
+    os.mkfifo(pipe)
+    args = ["run", "mvp", "--source", str(src), "--out", str(tmp / "run"), "--categories", "I1"]
+    proc = cli(env, *args, timeout=300)
+    if "Traceback" in proc.stderr:
+        return "traceback", last_line(proc)
+    quarantined = [json.loads(p.read_text()) for p in (tmp / "run" / "quarantine").glob("*.json")]
+    refused = [q for q in quarantined if "coffee.jpg" in q.get("detail", "") and "not a regular file" in q["detail"]]
+    if not refused or "not a regular file" not in proc.stdout + proc.stderr:
+        return "silently wrong", f"exit {proc.returncode}; quarantined {[q.get('detail') for q in quarantined]}"
+    return "handled", f"quarantined, the others went on: {refused[0]['detail']}"
+
+
+# --- issue 43: a task folder's text files ---------------------------------------------------------------------------
+PIECE_FIT = (
+    b"# A Jigsaw-built task from a folder of its own.\nid: piece_fit\nversion: 1\ntask: Piece_Fit\nbuilder: jigsaw\n"
+    b"needs: [image]\nprompt: blink_ext/piece_fit\nchoices: 2\nrandom_choice: 50.0\n"
+)
+PIECE_FIT_PROMPT = b"The first image lacks its lower-right part.\nWhich of the next two images fits the gap?\n"
+
+# (case, the task YAML's bytes, the prompt's bytes, what the line must say)
+TASK_FOLDER_CASES = [
+    ("a task YAML that is not UTF-8 (Latin-1)", PIECE_FIT.replace(b"own.", b"own, caf\xe9."), PIECE_FIT_PROMPT,
+     "piece_fit.yaml:1: not UTF-8 text (byte 0xe9"),
+    ("a task YAML with a key given twice", PIECE_FIT + b"choices: 3\n", PIECE_FIT_PROMPT,
+     "piece_fit.yaml:10: key 'choices' is given twice"),
+    ("a prompt file that is not UTF-8 (Latin-1)", PIECE_FIT, PIECE_FIT_PROMPT.replace(b"gap", b"g\xe2p"),
+     "piece_fit.v1.txt:2: not UTF-8 text (byte 0xe2"),
+    ("a prompt with an empty {} placeholder", PIECE_FIT, PIECE_FIT_PROMPT.replace(b"gap?", b"gap in {}?"),
+     "piece_fit.v1.txt:2: the placeholder {} has no name"),
+]  # fmt: skip
+
+
+def task_folder_case(task: bytes, prompt: bytes, must_say: str) -> Callable[[Path, dict], Outcome]:
+    def run(tmp: Path, env: dict) -> Outcome:
+        (tmp / "tasks" / "prompts" / "blink_ext").mkdir(parents=True)
+        (tmp / "tasks" / "piece_fit.yaml").write_bytes(task)
+        (tmp / "tasks" / "prompts" / "blink_ext" / "piece_fit.v1.txt").write_bytes(prompt)
+        env = {**env, "PERCEPTFORGE_BLINK_TASKS": str(tmp / "tasks")}
+        proc = cli(env, "sources", "check", str(SAMPLE), "--flow", "blink", "--only", "piece_fit", timeout=300)
+        return verdict(proc, must_say)
+
+    return run
+
+
+for _name, _task, _prompt, _says in TASK_FOLDER_CASES:
+    case(_name)(task_folder_case(_task, _prompt, _says))
+
+
+# --- issue 43: two sources, one file name --------------------------------------------------------------------------
+@case("two image ids that make one file name ('a b' and 'a_b')")
+def ids_one_file_name(tmp, env):
+    def rename(doc: dict) -> None:
+        for img, new in zip(doc["images"][:2], ("a b", "a_b"), strict=True):
+            for ann in doc["annotations"]:
+                if ann["image_id"] == img["id"]:
+                    ann["image_id"] = new
+            img["id"] = new
+
+    src = source_copy(tmp, rename)
+    proc = cli(env, "run", "mvp", "--source", str(src), "--out", str(tmp / "run"), timeout=300)
+    if (tmp / "run" / "items").exists():
+        return "data lost", "the run started"
+    return verdict(proc, "id 'a_b' makes the file name 'a_b', as images[0]'s id 'a b' does")
+
+
+@case("ten copies of one photo under ten ids: every item counted is on disk once", expect="handled")
+def copies_of_one_photo(tmp, env):
+    def copies(doc: dict) -> None:
+        first = doc["images"][0]
+        regions = [a for a in doc["annotations"] if a["image_id"] == first["id"]]
+        doc["images"], doc["annotations"] = [], []
+        for k in range(10):
+            doc["images"].append({**first, "id": f"copy{k}", "file_name": f"images/copy{k}.jpg"})
+            doc["annotations"] += [{**a, "id": f"{k}-{a['id']}", "image_id": f"copy{k}"} for a in regions]
+
+    src = source_copy(tmp, copies)
+    for k in range(10):
+        shutil.copyfile(src / "images" / "astronaut.jpg", src / "images" / f"copy{k}.jpg")
+    run = tmp / "run"
+    proc = cli(env, "run", "mvp", "--source", str(src), "--out", str(run), "--categories", "I1", timeout=1200)
+    if proc.returncode or "Traceback" in proc.stderr:
+        return ("traceback" if "Traceback" in proc.stderr else "silently wrong"), last_line(proc)
+    counted = json.loads((run / "summary.json").read_text())["counts"]["items"]
+    items = [json.loads(p.read_text()) for p in (run / "items").glob("*.json")]
+    per_source = Counter(item["lineage"]["source_id"] for item in items)
+    quarantined = [json.loads(p.read_text()) for p in (run / "quarantine").glob("*.json")]
+    without_reason = [q["unit"] for q in quarantined if not q.get("detail")]
+    if counted != len(items) or len({i["id"] for i in items}) != len(items) or without_reason:
+        return "data lost", f"summary counts {counted} items, items/ holds {len(items)}; no reason: {without_reason}"
+    accounted = set(per_source) | {f"copy{k}" for k in range(10) for q in quarantined if f"copy{k}" in q["unit"]}
+    if len(accounted) != 10:
+        return "data lost", f"{len(per_source)} copies have items, {len(quarantined)} are quarantined, of 10"
+    return "handled", f"{counted} items, all on disk, from {len(per_source)} copies; {len(quarantined)} quarantined"
