@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # the stages load with the run, not with the CLI: `perceptfor
     from perceptforge.tasks.runner import StageRunner
 
 log = logging.getLogger("perceptforge")
+_WARNED: set[str] = set()
 
 # BLINK §4.3's ablation: circle radius 5 / 10 / 15 px at 1024 px height, red or grey.
 COLOURS = {"red": (255, 0, 0), "grey": (128, 128, 128)}
@@ -138,7 +139,9 @@ def selected_tasks(found: TaskFiles, select: list[str] | None) -> dict[str, Perc
         if tid in found.broken:
             raise found.broken[tid]
     for error in found.problems():
-        log.warning("BLINK task file skipped: %s", error)
+        if str(error) not in _WARNED:  # the CLI plans before the flow plans again: one line per process
+            _WARNED.add(str(error))
+            log.warning("BLINK task file skipped: %s", error)
     return {k: found.templates[k] for k in chosen}
 
 
