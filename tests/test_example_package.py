@@ -6,6 +6,7 @@ annotators on the real Label Studio server (skipped, saying why, where its venv 
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,10 +28,11 @@ def example(tmp_path_factory, sample_dir):
     """The example installed, and one run of each thing it adds, exported."""
     root = tmp_path_factory.mktemp("example")
     target = root / "site"
-    # the build happens in a copy: setuptools writes build/ and *.egg-info beside the project it builds
+    # built from a copy: setuptools writes build/ and *.egg-info beside the project it builds
+    source = shutil.copytree(EXAMPLE, root / "src")
     installed = subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", target]
-        + [str(EXAMPLE)],
+        + [str(source)],
         capture_output=True,
         text=True,
         cwd=root,
