@@ -108,7 +108,7 @@ def test_the_example_installs_runs_exports_and_scores(example):
     scored = cli(env, "score", "perceptforge", *data_args, "--predictions", preds, "--json", root / "mvp.json")
     assert scored.returncode == 0, scored.stderr[-2000:]
     metrics = json.loads((root / "mvp.json").read_text())
-    assert metrics["overall"] == 100.0 and metrics["missing"] == 0 and metrics["unparsed"] == 0
+    assert metrics["overall"] == 100.0 and metrics["missing"] == [] and metrics["unparsed"] == 0
 
 
 def test_the_examples_blink_shaped_items_are_verified_on_label_studio(example, label_studio, monkeypatch, request):
