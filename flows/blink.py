@@ -8,6 +8,7 @@ the reason; the summary gives items and random-choice accuracy per task.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -31,8 +32,8 @@ from perceptforge.flows.family import (
 )
 from perceptforge.logic import perception_needs as needs
 from perceptforge.logic.marks import MarkStyle
-from perceptforge.logic.perception_build import style_of
-from perceptforge.logic.perception_templates import PerceptionTemplate, load_perception_templates
+from perceptforge.logic.perception_build import builders, style_of
+from perceptforge.logic.perception_templates import PerceptionTemplate, TaskFiles, read_tasks
 from perceptforge.prompts.library import load_prompt
 from perceptforge.store.rundir import RunDir
 from perceptforge.store.sources import SourceEntry
@@ -40,6 +41,9 @@ from perceptforge.store.sources import SourceEntry
 if TYPE_CHECKING:  # the stages load with the run, not with the CLI: `perceptforge --help` stays quick
     from perceptforge.tasks.perception import PerceptionUnit
     from perceptforge.tasks.runner import StageRunner
+
+log = logging.getLogger("perceptforge")
+_WARNED: set[str] = set()
 
 # BLINK §4.3's ablation: circle radius 5 / 10 / 15 px at 1024 px height, red or grey.
 COLOURS = {"red": (255, 0, 0), "grey": (128, 128, 128)}
@@ -117,14 +121,28 @@ class BlinkPlan:
 def plan_blink(request: RunRequest, family: Family | None = None) -> BlinkPlan:
     """Everything the run is decided by, checked before any stage; each problem is one line. ``family`` says which
     sources ``--limit`` keeps (``BlinkFamily``: not the second views it counts; none: every source counts)."""
-    found = load_perception_templates()
-    templates = {k: found[k] for k in check_selection(request.select, found, "--tasks", "task(s)")}
+    templates = selected_tasks(read_tasks(builders=builders()), request.select)
     variants = parse_variants(request.options.get("prompt_variants"))
     inputs = plan_inputs(request, family)
     # task templates as "categories" (id@version): resume serves more of them, as in the MVP flow
     categories = [f"{k}@v{t.version}" for k, t in sorted(templates.items())]
     identity = inputs.identity("blink", categories, variants=[v.name for v in variants])
     return BlinkPlan(inputs, templates, variants, identity)
+
+
+def selected_tasks(found: TaskFiles, select: list[str] | None) -> dict[str, PerceptionTemplate]:
+    """The tasks a run builds (all that load, or those ``select`` names). A broken task file stops the run only
+    when it is asked for by name; otherwise it is one warning line and the run goes on without it."""
+    chosen = check_selection(select, {**found.broken, **found.templates}, "--tasks", "task(s)") if select else []
+    chosen = chosen or sorted(found.templates)
+    for tid in chosen:
+        if tid in found.broken:
+            raise found.broken[tid]
+    for error in found.problems():
+        if str(error) not in _WARNED:  # the CLI plans before the flow plans again: one line per process
+            _WARNED.add(str(error))
+            log.warning("BLINK task file skipped: %s", error)
+    return {k: found.templates[k] for k in chosen}
 
 
 def draws(template: PerceptionTemplate, entry: SourceEntry) -> int:
@@ -217,62 +235,20 @@ def blink_stages(plan: BlinkPlan, runner: StageRunner, runtime: Runtime) -> Stag
     return StagesResult(counts, per_task, figures)
 
 
-class BlinkFamily(Family):
-    name = "blink"
-    title = "BLINK"
-    summary = "Build BLINK-style items (BLINK §3.2: vision tasks as MCQs with visual prompts) from SOURCE into OUT."
-    select_option = "--tasks"
-    options = {
-        "prompt_variants": "BLINK §4.3's visual-prompt ablation as variants of one split: RADII:COLOURS, "
-        "e.g. 5,10,15:red,grey"
-    }
+class BlinkShapedFamily(Family):
+    """A family whose items are BLINK-shaped (``PerceptionItem`` records in ``items/``): BLINK's report, export
+    (its layout, ``tasks.json``, items.jsonl with decisions), Label Studio verification, audit and scorer serve
+    them as they are. A subclass sets ``name`` and ``title`` and implements ``plan`` and ``stages``."""
+
     audit_benchmark = "blink"
     scorer_benchmark = "blink"
     # BLINK's layout has no val/test split of ours and one format: --formats, --seed and --val-fraction are refused
     export_options = frozenset({"license", "only_verified"})
 
-    def plan(self, request: RunRequest) -> RunPlan:
-        blink = plan_blink(request, self)
-        return RunPlan(self.name, blink.inputs, blink.identity, request.fresh, blink)
-
-    def counts_toward_limit(self, entry: SourceEntry) -> bool:
-        """Not a secondary view of a pose sequence: it is a companion of its sequence's other views."""
-        return not needs.secondary_view(entry)
-
-    def comes_along(self, entry: SourceEntry, kept: list[SourceEntry]) -> bool:
-        """A second view comes with a kept photo of its pose sequence or scene, whose Multi-view and Visual
-        Similarity units take it along (without that photo, its own units would pair it with fewer views)."""
-        return needs.accompanies(entry, kept)
-
-    def stages(self, plan: RunPlan, run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
-        return blink_stages(plan.details, runner, runtime)
-
     def write_report(self, run: RunDir) -> Path:
         from perceptforge.outputs.blink_report import write_blink_report
 
         return Path(write_blink_report(run))
-
-    def table(self, summary: dict) -> tuple[str, list[str], list[list[str]]]:
-        rows = [
-            [t, str(n), f"{summary['random_choice_per_task'][t]:.1f}"] for t, n in summary["items_per_task"].items()
-        ]
-        title = f"blink run · seed {summary['seed']} · variants {', '.join(summary['variants'])}"
-        return title, ["task", "items", "random choice %"], rows
-
-    def notes(self, summary: dict) -> list[str]:
-        return [f"[dim]skipped {t}: {why}[/]" for t, why in summary["skipped_tasks"].items()]
-
-    def source_check(self, plan: RunPlan) -> SourceCheck:
-        """Per task, why each source cannot serve it with this profile's models."""
-        blink: BlinkPlan = plan.details
-        models = frozenset(profile_models(blink.profile, blink.profile.runtime()))
-        n = len(blink.entries)
-        return SourceCheck(
-            {
-                tid: {e.source_id: serves(t, e, n, models) for e in blink.entries}
-                for tid, t in sorted(blink.templates.items())
-            }
-        )
 
     def export(self, run_dir: Path, out: Path, options: ExportOptions) -> Exported:
         """BLINK's official layout, with tasks.json, items.jsonl (lineage, decisions), verification.json once
@@ -298,6 +274,55 @@ class BlinkFamily(Family):
         from perceptforge.annotation.perception_sync import pull
 
         return pull(run_dir, ls)
+
+
+class BlinkFamily(BlinkShapedFamily):
+    name = "blink"
+    title = "BLINK"
+    summary = "Build BLINK-style items (BLINK §3.2: vision tasks as MCQs with visual prompts) from SOURCE into OUT."
+    select_option = "--tasks"
+    options = {
+        "prompt_variants": "BLINK §4.3's visual-prompt ablation as variants of one split: RADII:COLOURS, "
+        "e.g. 5,10,15:red,grey"
+    }
+
+    def plan(self, request: RunRequest) -> RunPlan:
+        blink = plan_blink(request, self)
+        return RunPlan(self.name, blink.inputs, blink.identity, request.fresh, blink)
+
+    def counts_toward_limit(self, entry: SourceEntry) -> bool:
+        """Not a secondary view of a pose sequence: it is a companion of its sequence's other views."""
+        return not needs.secondary_view(entry)
+
+    def comes_along(self, entry: SourceEntry, kept: list[SourceEntry]) -> bool:
+        """A second view comes with a kept photo of its pose sequence or scene, whose Multi-view and Visual
+        Similarity units take it along (without that photo, its own units would pair it with fewer views)."""
+        return needs.accompanies(entry, kept)
+
+    def stages(self, plan: RunPlan, run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
+        return blink_stages(plan.details, runner, runtime)
+
+    def table(self, summary: dict) -> tuple[str, list[str], list[list[str]]]:
+        rows = [
+            [t, str(n), f"{summary['random_choice_per_task'][t]:.1f}"] for t, n in summary["items_per_task"].items()
+        ]
+        title = f"blink run · seed {summary['seed']} · variants {', '.join(summary['variants'])}"
+        return title, ["task", "items", "random choice %"], rows
+
+    def notes(self, summary: dict) -> list[str]:
+        return [f"[dim]skipped {t}: {why}[/]" for t, why in summary["skipped_tasks"].items()]
+
+    def source_check(self, plan: RunPlan) -> SourceCheck:
+        """Per task, why each source cannot serve it with this profile's models."""
+        blink: BlinkPlan = plan.details
+        models = frozenset(profile_models(blink.profile, blink.profile.runtime()))
+        n = len(blink.entries)
+        return SourceCheck(
+            {
+                tid: {e.source_id: serves(t, e, n, models) for e in blink.entries}
+                for tid, t in sorted(blink.templates.items())
+            }
+        )
 
 
 FAMILY = BlinkFamily()

@@ -1,16 +1,20 @@
 """One BLINK-style item from its template, its sources and the unit's generator: the images (visual prompts
 drawn in), the marks, the question's values, the choices and the answer. Builders are named by the
 template (``builder:``): the built-ins below (``BUILDERS``) and the functions the ``perceptforge.blink_builders``
-entry-point group names (``builders()``), each ``(template, sources, draw, style) -> Built``. A builder takes what
-its template's ``needs`` promise and raises ``NotApplicable`` (the source lacks something) or ``ValueError`` /
-``MarkPlacementError`` (this draw cannot be made) otherwise."""
+entry-point group names (``builders()``, gathered once per process), each ``(template, sources, draw, style) ->
+Built``. A builder takes what its template's ``needs`` promise and raises ``NotApplicable`` (the source lacks
+something) or ``ValueError`` / ``MarkPlacementError`` (this draw cannot be made) otherwise. A builder whose answer
+has a direction declares it (``@answers("the point closer to the camera", opposite=["farther"])``), and a task
+whose question asks the opposite is refused when it loads (``logic/perception_templates.check_template``)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from importlib.metadata import entry_points
+from typing import TypeVar
 
 import numpy as np
 from PIL import Image
@@ -19,10 +23,24 @@ from perceptforge.data.schema import LETTERS
 from perceptforge.errors import InputError
 from perceptforge.logic import blink_tasks as bt
 from perceptforge.logic.marks import Mark, MarkPlacementError, MarkStyle, draw_marks
-from perceptforge.logic.perception_templates import PerceptionTemplate
+from perceptforge.logic.perception_templates import BUILDER_ENTRY_POINTS, Answer, PerceptionTemplate
 
 Box = tuple[float, float, float, float]
 Point = tuple[float, float]
+
+
+F = TypeVar("F", bound=Callable)
+
+
+def answers(means: str, opposite: Sequence[str] = ()) -> Callable[[F], F]:
+    """Declares what the decorated builder's answer is (``means``) and the words of a question asking for
+    something else (``opposite``), which refuse a task whose question uses them."""
+
+    def declare(builder: F) -> F:
+        builder.answer = Answer(means, tuple(opposite))  # type: ignore[attr-defined]
+        return builder
+
+    return declare
 
 
 class NotApplicable(ValueError):
@@ -120,6 +138,7 @@ def things(source: SourceView) -> list[tuple[str, Box]]:
     return [(label, box) for label, box, thing in source.boxes if thing]
 
 
+@answers("the image that fills the missing part", opposite=["does not fit", "doesn't fit"])
 def jigsaw(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
     rng = draw.rng
     item = bt.jigsaw(sources[0].image, rng)
@@ -133,6 +152,7 @@ def complete_things(source: SourceView) -> list[tuple[str, Box]]:
     return [(label, box) for label, box in things(source) if label in complete]
 
 
+@answers("the box that localizes the object better", opposite=["less accurately", "worse"])
 def object_localization(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
     """BLINK §3.2: the labelled box and a Gaussian-noised distractor, drawn as boxes A and B. The object must be
     the only one of its label (declared completely boxed), its box neither tiny nor the whole image; the
@@ -175,6 +195,7 @@ def object_localization(t: PerceptionTemplate, sources: list[SourceView], draw: 
     )
 
 
+@answers("how many objects of the label there are")
 def counting(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
     """How many of one label: from the boxes of a label the source declares completely boxed
     (``complete_labels``: a label with an unboxed instance would give a wrong count), or, when the profile's
@@ -212,6 +233,7 @@ def counting(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style
     return Built([src.image], [str(n) for n in options], answer, {"objects": plural(label)}, models=models)
 
 
+@answers("the point that shows the same scene point as REF", opposite=["does not correspond"])
 def visual_correspondence(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
     rng = draw.rng
     item = bt.correspondence(sources[0].image, rng)
@@ -222,6 +244,7 @@ def visual_correspondence(t: PerceptionTemplate, sources: list[SourceView], draw
     )
 
 
+@answers("yes when the stated relation holds, else no")
 def spatial_relation(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
     rng = draw.rng
     src = sources[0]
@@ -248,6 +271,7 @@ def spatial_relation(t: PerceptionTemplate, sources: list[SourceView], draw: Dra
     )
 
 
+@answers("the view of the same picture as the reference", opposite=["different picture", "less similar", "dissimilar"])
 def visual_similarity(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
     """A reference view (crop and colour shift) of the photo, a second view of the same photo (the same crop,
     another colour shift) and a view of another photo of its scene (the same crop; the other sources are its
@@ -284,12 +308,14 @@ def visual_similarity(t: PerceptionTemplate, sources: list[SourceView], draw: Dr
     )
 
 
+@answers("the panel that continues the row")
 def iq_test(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
     puzzle = bt.iq_puzzle(draw.rng)
     picture, boxes = bt.draw_iq_puzzle(puzzle)  # the letters are part of the puzzle's picture
     return Built([picture], [f"picture {LETTERS[k]}" for k in range(len(boxes))], puzzle.answer)
 
 
+@answers("the point closer to the camera", opposite=["farther", "further", "more distant", "deeper"])
 def relative_depth(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
     """Two points with a clear depth order: from the source's disparity map (a ratio), else from the profile's
     depth model (a share of its spread, as its output is known up to scale and shift)."""
@@ -307,6 +333,7 @@ def relative_depth(t: PerceptionTemplate, sources: list[SourceView], draw: Draw,
     return Built([image], ["A", "B"], pair.closer, marks=marks, models=models)
 
 
+@answers("which way the camera turned from the first image to the second")
 def multi_view(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
     """Two views of one pose sequence at least ``min_yaw`` apart. Each pair of views is one item, never two: a
     view pairs only with views after it in id order (the pair reversed would be the same question with the
@@ -334,6 +361,7 @@ def multi_view(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, sty
     )
 
 
+@answers("the real photograph", opposite=["is generated", "was generated", "is fake", "is synthetic"])
 def forensic_detection(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
     """The real photograph and three images the profile's text-to-image model drew from its caption, in a
     drawn order; the answer is where the photograph went."""
@@ -355,6 +383,7 @@ def forensic_detection(t: PerceptionTemplate, sources: list[SourceView], draw: D
     return Built(images, ordinals[: t.choices], answer, models={"generator": draw.generator_model})
 
 
+@answers("the painting in the reference's style", opposite=["different style", "another style"])
 def art_style(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
     """A reference painting, one other painting of its style and one of another style, in a drawn order."""
     rng, ref = draw.rng, sources[0]
@@ -406,6 +435,7 @@ def _point_correspondence(
     )
 
 
+@answers("the point that corresponds to REF", opposite=["does not correspond"])
 def semantic_correspondence(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
     """SPair-71k style: an object's named keypoint, and another picture's object of the same label."""
     rng = draw.rng
@@ -417,6 +447,7 @@ def semantic_correspondence(t: PerceptionTemplate, sources: list[SourceView], dr
     return _point_correspondence(ref_points, partners, sources, draw, style, {})
 
 
+@answers("the point that corresponds functionally to REF", opposite=["does not correspond"])
 def functional_correspondence(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
     """FunKPoint style: a part of an object used for an action, and the part of another object that does the
     same for that action."""
@@ -429,6 +460,7 @@ def functional_correspondence(t: PerceptionTemplate, sources: list[SourceView], 
     return _point_correspondence(ref_points, partners, sources, draw, style, {"action": action})
 
 
+@answers("the point with the darker surface, or about the same", opposite=["lighter", "brighter", "whiter"])
 def relative_reflectance(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
     """IIW style: the source's ``draw``-th pairwise judgement (in annotation order), its points circled A and B."""
     src = sources[0]
@@ -442,7 +474,7 @@ def relative_reflectance(t: PerceptionTemplate, sources: list[SourceView], draw:
 
 
 Builder = Callable[[PerceptionTemplate, list[SourceView], Draw, MarkStyle], Built]
-ENTRY_POINTS = "perceptforge.blink_builders"
+ENTRY_POINTS = BUILDER_ENTRY_POINTS
 
 BUILDERS: dict[str, Builder] = {
     "jigsaw": jigsaw,
@@ -462,8 +494,10 @@ BUILDERS: dict[str, Builder] = {
 }
 
 
+@cache
 def builders() -> dict[str, Builder]:
-    """Every builder by name: the built-ins, then the entry points (which may not take a built-in's name)."""
+    """Every builder by name: the built-ins, then the entry points (which may not take a built-in's name). Read
+    once per process: scanning the entry points cost 6.7 ms, once per item when it was done for each."""
     found = dict(BUILDERS)
     for ep in entry_points(group=ENTRY_POINTS):
         where = f"entry point {ENTRY_POINTS}:{ep.name} ({ep.value})"
@@ -477,8 +511,7 @@ def builders() -> dict[str, Builder]:
 
 
 def build(template: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
-    builder = BUILDERS.get(template.builder) or builders()[template.builder]
-    built = builder(template, sources, draw, style)
+    built = builders()[template.builder](template, sources, draw, style)
     if len(built.choices) != template.choices:
         raise ValueError(f"{template.id}: built {len(built.choices)} choices, the template says {template.choices}")
     built.sources = built.sources or [sources[0].id]

@@ -198,7 +198,7 @@ def test_wheel_ships_every_subpackage_and_data_file(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     wheel = next(tmp_path.glob("perceptforge-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    skip = ("tests", "benchmarks", "build", "runs", ".")
+    skip = ("tests", "benchmarks", "build", "runs", "examples", ".")  # examples/: packages of their own
     for init in REPO.rglob("__init__.py"):
         rel = init.relative_to(REPO)
         if rel.parts[0].startswith(skip) or len(rel.parts) == 1:

@@ -15,6 +15,7 @@ from helpers import dist_info, perceptforge_cmd
 from PIL import Image
 
 from perceptforge.errors import InputError
+from perceptforge.logic.perception_build import builders
 from perceptforge.logic.perception_templates import load_perception_templates
 
 PIECE_FIT = """\
@@ -167,23 +168,120 @@ def test_a_template_with_an_unknown_builder_or_need_is_one_line_naming_its_file(
     with pytest.raises(
         InputError, match=rf"^{re.escape(str(template))}: builder: unknown builder 'nope'; known: art_style, "
     ):
-        load_perception_templates([folder])
+        load_perception_templates([folder], builders=builders())
     template.write_text(PIECE_FIT.replace("id: piece_fit", "id: odd").replace("[image]", "[image, depth_map]"))
     with pytest.raises(
         InputError, match=rf"^{re.escape(str(template))}: needs: unknown need 'depth_map'; known: image, "
     ):
-        load_perception_templates([folder])
+        load_perception_templates([folder], builders=builders())
     template.write_text(PIECE_FIT.replace("id: piece_fit", "id: jigsaw").replace("blink_ext/piece_fit", "blink/jigsaw"))
     with pytest.raises(
         InputError, match=rf"^{re.escape(str(template))}: template id 'jigsaw' is already defined in .*jigsaw.yaml$"
     ):
-        load_perception_templates([folder])
+        load_perception_templates([folder], builders=builders())
     template.write_text(PIECE_FIT.replace("id: piece_fit", "id: odd"))  # its prompt file is not beside it
     with pytest.raises(InputError, match=rf"^{re.escape(str(template))}: unknown prompt 'blink_ext/piece_fit'"):
-        load_perception_templates([folder])
+        load_perception_templates([folder], builders=builders())
     proc = cli(
         ["run", "blink", "--source", sample_dir, "--out", tmp_path / "r"],
         dict(cli_env, PERCEPTFORGE_BLINK_TASKS=str(tmp_path / "missing")),
     )
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and "missing: BLINK task folder not found" in lines[0]
+
+
+def write_task(folder: Path, name: str, text: str, prompt: str | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.yaml").write_text(text)
+    if prompt is not None:
+        (folder / "prompts" / "blink_ext").mkdir(parents=True, exist_ok=True)
+        (folder / "prompts" / "blink_ext" / f"{name}.v1.txt").write_text(prompt)
+    return folder / f"{name}.yaml"
+
+
+def test_a_variant_includes_its_task_and_random_choice_is_derived(tmp_path):
+    folder = tmp_path / "tasks"
+    # a variant writes what it changes: its id, version, name, prompt and one mark setting
+    write_task(
+        folder,
+        "depth_grey",
+        "id: depth_grey\nversion: 1\ninclude: relative_depth\ntask: Relative_Depth_Grey\n"
+        "prompt: blink_ext/depth_grey\nmarks: {colour: [128, 128, 128]}\nparams: {items_per_source: 2}\n",
+        "Two points are circled, A and B. Which one is nearer to the camera?\n",
+    )
+    found = load_perception_templates([folder], builders=builders())
+    base, variant = found["relative_depth"], found["depth_grey"]
+    assert (variant.builder, variant.needs, variant.choices) == (base.builder, base.needs, base.choices)
+    assert variant.random_choice == 50.0 and found["relative_reflectance"].random_choice == 33.33
+    assert variant.marks.colour == (128, 128, 128) and variant.marks.radius == base.marks.radius
+    assert variant.params == {**base.params, "items_per_source": 2}
+    # a written random_choice that disagrees with the choices is refused, naming the field
+    bad = write_task(folder, "depth_grey", (folder / "depth_grey.yaml").read_text() + "random_choice: 25.0\n")
+    with pytest.raises(InputError, match=rf"^{re.escape(str(bad))}: random_choice: 2 choices give 50.00%"):
+        load_perception_templates([folder], builders=builders())
+    # an include of an unknown task, or of itself, names the file and the field
+    bad.write_text("id: depth_grey\nversion: 1\ninclude: relative_dept\n")
+    with pytest.raises(InputError, match=rf"^{re.escape(str(bad))}: include: unknown task 'relative_dept'; known: "):
+        load_perception_templates([folder], builders=builders())
+    bad.write_text("id: depth_grey\nversion: 1\ninclude: depth_grey\n")
+    with pytest.raises(InputError, match=r"include: depth_grey → depth_grey includes itself$"):
+        load_perception_templates([folder], builders=builders())
+
+
+def test_a_question_that_contradicts_its_builder_is_refused_in_one_line(tmp_path):
+    folder = tmp_path / "tasks"
+    farther = write_task(
+        folder,
+        "depth_far",
+        "id: depth_far\nversion: 1\ninclude: relative_depth\nprompt: blink_ext/depth_far\n",
+        "Two points are circled, A and B. Which point is farther from the camera?\n",
+    )
+    with pytest.raises(InputError) as refused:
+        load_perception_templates([folder], builders=builders())
+    assert str(refused.value) == (
+        f"{farther}: prompt 'blink_ext/depth_far' asks for 'farther', but builder 'relative_depth' answers "
+        "'the point closer to the camera': every answer would be wrong (ask for the point closer to the camera, "
+        "or use a builder that answers what you ask)"
+    )
+    assert "\n" not in str(refused.value)
+
+
+def test_an_unknown_builder_says_how_to_register_one(tmp_path):
+    bad = write_task(tmp_path / "t", "odd", PIECE_FIT.replace("piece_fit", "odd").replace("jigsaw", "nope"))
+    with pytest.raises(InputError, match=r"under the perceptforge\.blink_builders entry-point group\)$"):
+        load_perception_templates([bad.parent], builders=builders())
+
+
+def test_a_broken_task_file_stops_only_the_runs_that_ask_for_it(tmp_path, sample_dir, cli_env):
+    folder = task_folder(tmp_path / "tasks")
+    broken = write_task(folder, "broken", "id: broken\nversion: 1\nbuilder: jigsaw\nchoices: 9\n")
+    (folder / "not_yaml.yaml").write_text("id: [unclosed\n")
+    env = dict(cli_env, PERCEPTFORGE_BLINK_TASKS=str(folder))
+    args = ["run", "blink", "--source", sample_dir, "--limit", "1", "--seed", "0"]
+    ok = cli([*args, "--out", tmp_path / "ok", "--tasks", "piece_fit"], env)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    warned = [line for line in ok.stderr.splitlines() if "BLINK task file skipped" in line]
+    assert len(warned) == 2 and any(str(broken) in w and "choices" in w for w in warned), ok.stderr
+    assert any("not_yaml.yaml: not YAML" in w for w in warned)
+    stopped = cli([*args, "--out", tmp_path / "stopped", "--tasks", "broken"], env)
+    lines = [line for line in stopped.stderr.splitlines() if line.strip()]
+    assert stopped.returncode == 2 and len(lines) == 1 and str(broken) in lines[0] and "choices:" in lines[0]
+
+
+def test_builders_are_gathered_once_per_process(monkeypatch):
+    from perceptforge.logic import perception_build
+
+    scans = []
+    monkeypatch.setattr(perception_build, "entry_points", lambda group: scans.append(group) or [])
+    perception_build.builders.cache_clear()
+    try:
+        template = load_perception_templates(builders=perception_build.builders())["jigsaw"]
+        image = Image.new("RGB", (96, 96), (90, 120, 30))
+        source = perception_build.SourceView("s", image)
+        style = perception_build.style_of(template)
+        for k in range(3):
+            draw = perception_build.Draw(np.random.default_rng(k))
+            perception_build.build(template, [source], draw, style)
+        assert scans == ["perceptforge.blink_builders"]
+    finally:
+        perception_build.builders.cache_clear()

@@ -179,9 +179,10 @@ def view(sid, image=None, boxes=(), complete=(), yaw=None):
 
 
 def template(name):
+    from perceptforge.logic.perception_build import builders
     from perceptforge.logic.perception_templates import load_perception_templates
 
-    return load_perception_templates()[name]
+    return load_perception_templates(builders=builders())[name]
 
 
 def build_with(name, sources, seed=0):

@@ -1,0 +1,1 @@
+"""BLINK-style task files of the example (one YAML file per task, its prompt under prompts/)."""

@@ -1,0 +1,1 @@
+"""MVP category files of the example (one YAML file per category)."""
