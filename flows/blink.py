@@ -133,6 +133,10 @@ def plan_blink(request: RunRequest, family: Family | None = None) -> BlinkPlan:
 def selected_tasks(found: TaskFiles, select: list[str] | None) -> dict[str, PerceptionTemplate]:
     """The tasks a run builds (all that load, or those ``select`` names). A broken task file stops the run only
     when it is asked for by name; otherwise it is one warning line and the run goes on without it."""
+    unknown = sorted(set(select or ()) - set(found.broken) - set(found.templates))
+    if unknown and found.unreadable:  # the task asked for may live in a file whose id could not be read
+        first = found.unreadable[0]
+        raise InputError(first.where, f"{first.what} (and --tasks asks for {unknown}, which no readable file defines)")
     chosen = check_selection(select, {**found.broken, **found.templates}, "--tasks", "task(s)") if select else []
     chosen = chosen or sorted(found.templates)
     for tid in chosen:

@@ -223,7 +223,8 @@ def write_report(run: RunDir) -> str:
         first = unit_items[0]
         pair, idea = first["pair"], first["idea"]
         figs = [("natural", pair["natural"]["path"])]
-        if pair.get("mask"):
+        # a pair whose photo is missing from the run (a tampered or half-copied run) shows no overlay, not a traceback
+        if pair.get("mask") and run.inside(pair["natural"]["path"]).is_file():
             background = first["edit"]["kind"] == "background_substitution"
             figs.append(("mask", mask_overlay(run, pair["natural"]["path"], pair["mask"]["path"], background)))
         figs.append(("manipulated", pair["manipulated"]["path"]))

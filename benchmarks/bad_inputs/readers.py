@@ -57,7 +57,7 @@ READER_CASES: list[tuple[str, str, str, str, str, str | bytes, str]] = [
      "p.jsonl", ONE_PREDICTION, "key 'val_Counting_1' is given twice"),
     ("blink: a prediction idx that is a list", "blink", "val_answers.json", BLINK, "p.jsonl",
      '{"idx": ["val_Counting_1"], "output": "A"}\n{"idx": "val_Counting_2", "output": "B"}\n',
-     "p.jsonl:1: a prediction's id must be a text or a number"),
+     "p.jsonl:1: a prediction's id must be a text or a whole number"),
     ("blink: a corrupt .xlsx of predictions", "blink", "val_answers.json", BLINK, "Model_results.xlsx", b"PK\x03\x04 not a workbook",
      "not a readable .xlsx table"),
     ("blink: a truncated predictions file", "blink", "val_answers.json", BLINK, "p.jsonl",
