@@ -262,7 +262,7 @@ def test_a_broken_task_file_stops_only_the_runs_that_ask_for_it(tmp_path, sample
     assert ok.returncode == 0, ok.stderr[-2000:]
     warned = [line for line in ok.stderr.splitlines() if "BLINK task file skipped" in line]
     assert len(warned) == 2 and any(str(broken) in w and "choices" in w for w in warned), ok.stderr
-    assert any("not_yaml.yaml: not YAML" in w for w in warned)
+    assert any("not_yaml.yaml" in w and "invalid YAML" in w for w in warned)  # strict reading: file and line
     stopped = cli([*args, "--out", tmp_path / "stopped", "--tasks", "broken"], env)
     lines = [line for line in stopped.stderr.splitlines() if line.strip()]
     assert stopped.returncode == 2 and len(lines) == 1 and str(broken) in lines[0] and "choices:" in lines[0]
