@@ -126,6 +126,20 @@ def locate(text: str, kind: Kind, profile: str = "PROFILE", what: str = "") -> L
     return _locate_snapshot(ref, profile)
 
 
+def _snapshot(snapshot_download: Callable[..., str], ref: ModelRef, offline: bool) -> str:
+    """``ref``'s snapshot folder: the files its kind loads, from the cache alone (``offline``) or fetched. The cache
+    and the endpoint are read now: huggingface_hub reads their variables once, at import."""
+    return snapshot_download(
+        ref.repo_id,
+        revision=ref.revision or None,
+        allow_patterns=ALLOW[ref.kind],
+        ignore_patterns=IGNORE,
+        local_files_only=offline,
+        cache_dir=hub_cache(),
+        endpoint=os.environ.get("HF_ENDPOINT") or None,
+    )
+
+
 def _locate_snapshot(ref: ModelRef, profile: str) -> Located:
     try:
         from huggingface_hub import snapshot_download
@@ -135,14 +149,7 @@ def _locate_snapshot(ref: ModelRef, profile: str) -> Located:
             f"{ref.text}: a hub model needs huggingface_hub: pip install 'perceptforge[models]'"
         ) from None
     try:
-        folder = snapshot_download(
-            ref.repo_id,
-            revision=ref.revision or None,
-            allow_patterns=ALLOW[ref.kind],
-            ignore_patterns=IGNORE,
-            local_files_only=True,
-            cache_dir=hub_cache(),
-        )
+        folder = _snapshot(snapshot_download, ref, offline=True)
     except (LocalEntryNotFoundError, OSError) as exc:
         # huggingface_hub 2.x says "incomplete" when an interrupted pull left part of a snapshot
         state = "incomplete" if "incomplete" in str(exc).lower() else "missing"
@@ -278,14 +285,7 @@ def pull(plan: PullPlan, progress: Callable[[int, int], None] | None = None) -> 
     from huggingface_hub import snapshot_download
 
     try:
-        folder = snapshot_download(
-            ref.repo_id,
-            revision=ref.revision or None,
-            allow_patterns=ALLOW[ref.kind],
-            ignore_patterns=IGNORE,
-            cache_dir=hub_cache(),
-            endpoint=os.environ.get("HF_ENDPOINT") or None,  # read now: huggingface_hub reads it once, at import
-        )
+        folder = _snapshot(snapshot_download, ref, offline=False)
     except Exception as exc:  # noqa: BLE001
         raise _hub_error(ref, exc) from None
     if ref.pinned and Path(folder).name != ref.revision:
