@@ -44,14 +44,15 @@ def list_models(profile: str = PROFILE) -> None:
 
     Each model field, what it names, and whether it is there: a local path, or the Hugging Face cache at the pinned
     revision. Exits 1 when any is missing."""
-    if not _models(profile):
+    models = _models(profile)
+    if not models:
         console.print(f"profile {escape(profile)} names no model weights: nothing to fetch", highlight=False)
         return
     table = Table(title=f"models of profile {profile}")
     for column in ("field", "model", "kind", "status"):
         table.add_column(column)
     absent = 0
-    for item in _models(profile):
+    for item in models:
         try:
             found = hub.locate(item.ref.text, item.ref.kind, profile)
             status = f"[green]present[/] {escape(found.label if item.ref.where == 'hub' else str(found.path))}"
@@ -63,7 +64,7 @@ def list_models(profile: str = PROFILE) -> None:
         table.add_row(item.where, escape(item.ref.text), item.ref.kind, status)
     console.print(table)
     if absent:
-        fetchable = any(m.ref.where != "local" for m in _models(profile))
+        fetchable = any(m.ref.where != "local" for m in models)
         how = f"run `{hub.PULL.format(profile=profile)}`" if fetchable else "fix the paths in the profile"
         console.print(f"{absent} missing: {how}", highlight=False)
         raise typer.Exit(1)
