@@ -15,6 +15,14 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_REFERENCE = Path(os.environ.get("PERCEPTFORGE_REFERENCE", REPO.parent / "shared" / "reference"))
 
 
+@pytest.fixture(autouse=True)
+def _no_prompt_roots_left_behind(monkeypatch):
+    """A task folder read in one test registers its prompt root for the process; the next test starts without it."""
+    from perceptforge.prompts import library
+
+    monkeypatch.setattr(library, "_registered", list(library._registered))
+
+
 @pytest.fixture(scope="session")
 def sample_dir() -> Path:
     return Path(str(resources.files("perceptforge.data").joinpath("sample")))
