@@ -37,6 +37,7 @@ from perceptforge.annotation.agreement import agreement_table
 from perceptforge.annotation.decisions import Decision, decide
 from perceptforge.annotation.labeling import config_text, controls
 from perceptforge.annotation.labelstudio import LabelStudio, ServerGone
+from perceptforge.annotation.sample import drawn_ids, estimate, read_sample
 from perceptforge.annotation.task_data import local_files_url, task_for
 from perceptforge.errors import PerceptforgeError
 from perceptforge.fileio import dumps_canonical, read_json, sha256_bytes, write_json, write_jsonl
@@ -196,10 +197,15 @@ def push_groups(
     on_chunk: Callable[[int], None] | None = None,
 ) -> dict:
     """One project per group (``settings(group, its items)``), recorded in annotation/projects.json, and the
-    group's items it lacks (by ``item.id``) imported as ``to_task(item)``. Call it under ``push_lock``."""
+    group's items it lacks (by ``item.id``) imported as ``to_task(item)``. Call it under ``push_lock``. When a sample
+    was drawn (annotation/sample.json, ``annotate push --sample``), only its items are pushed."""
     state_path = run.sub("annotation", "projects.json")
     known = read_json(state_path) if state_path.exists() else {}
     report: dict[str, Any] = {"server": ls.url, "projects": {}, "imported": 0, "already_there": 0}
+    sample = drawn_ids(read_sample(run.path))
+    if sample is not None:
+        groups = {k: kept for k, v in groups.items() if (kept := [i for i in v if i.id in sample])}
+        report["sample"] = len(sample)
     for kind in sorted(groups):
         spec, items = settings(kind, groups[kind]), sorted(groups[kind], key=lambda i: i.id)
         if not ls.independent:
@@ -456,6 +462,9 @@ def write_verification(run: RunDir, decided: list[Decided]) -> dict:
         "invalid_annotations": sum(len(d.invalid) for d in decisions),
         "agreement": agreement_table(dict(pairs)),
     }
+    sample = read_sample(run.path)
+    if sample is not None:
+        summary["estimate"] = estimate(sample, [record for _, record, _ in decided])
     write_json(out / "summary.json", summary)
     run_summary = run.sub("summary.json")
     if run_summary.exists():

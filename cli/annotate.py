@@ -156,6 +156,13 @@ def push_cmd(
     document_root: Optional[Path] = DOCUMENT_ROOT,
     predict_endpoint: Optional[str] = PREDICT_ENDPOINT,
     model: Optional[str] = MODEL,
+    sample: Optional[str] = typer.Option(
+        None,
+        "--sample",
+        help="push a seeded random sample of the items, stratified by category or task: a number (200) or a share "
+        "(10%); a larger sample later extends this one; the verdicts then estimate the share of true items",
+    ),
+    sample_seed: int = typer.Option(0, "--sample-seed", help="the sample's seed (an extension takes the same one)"),
 ) -> None:
     """Create or update the run's projects and import the tasks they lack (never touches existing tasks): items
     to verify (MVP, BLINK-style), or, for a CODIS or MME-RealWorld run, an author and a review project with
@@ -165,12 +172,52 @@ def push_cmd(
 
     fam = family_of_run(run_dir)
     checks = _extra_checks(fam, run_dir, predict_endpoint, model)
+    if sample is not None:
+        _draw_sample(fam, run_dir, sample, sample_seed)
     ls = connect(url)
     with console.status(f"pushing {run_dir} to {ls.url}"):
         report = fam.push(run_dir, ls, served_root(document_root), checks)
+    if "sample" in report:
+        console.print(f"the sample of {report['sample']} items (annotation/sample.json) is what is pushed")
     for kind, pid in report["projects"].items():
         console.print(f"  {kind}: {ls.url}/projects/{pid}/data")
     console.print(f"imported {report['imported']} new tasks; {report['already_there']} were already there")
+
+
+def _draw_sample(fam: Family, run_dir: Path, text: str, seed: int) -> None:
+    """Draw (or extend) the run's verified sample before the push, and say what was drawn."""
+    from perceptforge.annotation.sample import draw, parse_sample_size, read_sample, write_sample
+
+    size = parse_sample_size(text)
+    previous = read_sample(run_dir)
+    record = draw(fam.strata(run_dir), size, seed, previous)
+    write_sample(run_dir, record)
+    grown = f" ({record['size'] - previous['size']} more than before)" if previous else ""
+    per = ", ".join(f"{h} {len(s['drawn'])}/{s['population']}" for h, s in record["strata"].items())
+    console.print(f"sample: {record['size']} items{grown}, seed {seed}: {per}", soft_wrap=True)
+
+
+def _print_estimate(estimate: dict) -> None:
+    from rich.table import Table
+
+    table = Table(
+        title=f"share of true items in the split, from the checked sample ({estimate['confidence']:.0%} interval)"
+    )
+    for col in ("stratum", "items", "checked", "true", "estimate", "interval"):
+        table.add_column(col)
+    for name, row in [*estimate["strata"].items(), ("all", estimate["overall"])]:
+        share, ci = row["share"], row["interval"]
+        table.add_row(
+            name,
+            str(row["population"]),
+            str(row["checked"]),
+            str(row["true"]),
+            "—" if share is None else f"{share:.1%}",
+            "—" if ci is None else f"{ci[0]:.1%} – {ci[1]:.1%}",
+        )
+    console.print(table)
+    if estimate["not_counted"]:
+        console.print(f"{estimate['not_counted']} sampled items not decided yet (not counted)")
 
 
 def _print_verification(summary: dict) -> None:
@@ -191,6 +238,8 @@ def _print_verification(summary: dict) -> None:
             *("—" if row[k] is None else str(row[k]) for k in ("percent_agreement", "cohens_kappa")),
         )
     console.print(table)
+    if "estimate" in summary:
+        _print_estimate(summary["estimate"])
 
 
 def _print_authoring(summary: dict, run_dir: Path) -> None:

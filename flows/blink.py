@@ -279,6 +279,15 @@ class BlinkShapedFamily(Family):
 
         return pull(run_dir, ls)
 
+    def strata(self, run_dir: Path) -> dict[str, list[str]]:
+        """By BLINK task: each is scored apart."""
+        from perceptforge.outputs.blink_export import load_perception_items
+
+        by: dict[str, list[str]] = {}
+        for item in load_perception_items(run_dir):
+            by.setdefault(item.task, []).append(item.id)
+        return by
+
 
 class BlinkFamily(BlinkShapedFamily):
     name = "blink"

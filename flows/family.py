@@ -282,6 +282,10 @@ class Family(ABC):
     def push(self, run_dir: Path, ls: LabelStudio, document_root: Path, checks: Any = None) -> dict:
         raise PerceptforgeError(f"{run_dir}: {self.title} items have no Label Studio projects")
 
+    def strata(self, run_dir: Path) -> dict[str, list[str]]:
+        """The run's item ids by the stratum a verified sample is drawn in (``annotate push --sample``)."""
+        raise PerceptforgeError(f"{run_dir}: {self.title} items are not checked by sample")
+
     def pull(self, run_dir: Path, ls: LabelStudio, checks: Any = None) -> dict:
         raise PerceptforgeError(f"{run_dir}: {self.title} items have no Label Studio projects")
 

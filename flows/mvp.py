@@ -253,5 +253,14 @@ class MvpFamily(Family):
 
         return pull(run_dir, ls)
 
+    def strata(self, run_dir: Path) -> dict[str, list[str]]:
+        """By category (B1, I1, …): MVP-Bench reports each."""
+        from perceptforge.outputs.export import load_items
+
+        by: dict[str, list[str]] = {}
+        for item in load_items(run_dir):
+            by.setdefault(item.category.low, []).append(item.id)
+        return by
+
 
 FAMILY = MvpFamily()
