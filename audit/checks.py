@@ -269,9 +269,37 @@ def human_verification(verification: dict | None, t: dict) -> Check:
     overall = verification["agreement"].get("overall", {})
     agreement = overall.get("percent_agreement")
     passed = agreement is None or agreement >= t["min_percent_agreement"]
-    return Check(
-        "human_verification",
-        passed,
-        f"{kept}% kept; {agreement}% agreement on accept / reject (at least {t['min_percent_agreement']}%)",
-        {"kept_share": kept, "status": verification["status"], "agreement": verification["agreement"]},
-    )
+    summary = f"{kept}% kept; {agreement}% agreement on accept / reject (at least {t['min_percent_agreement']}%)"
+    figures = {"kept_share": kept, "status": verification["status"], "agreement": verification["agreement"]}
+    estimate = verification.get("estimate")
+    if not estimate:
+        return Check("human_verification", passed, summary, figures)
+    overall = estimate["overall"]
+    if overall["share"] is not None:
+        low, high = overall["interval"]
+        summary += (
+            f"; a random sample says {100 * overall['share']:.1f}% of the split's items are true "
+            f"({estimate['confidence']:.0%} interval {100 * low:.1f}–{100 * high:.1f}%, {overall['true']} true of "
+            f"{overall['checked']} checked; {estimate['not_counted']} sampled items not decided yet)"
+        )
+    figures["true_items_estimate"] = {
+        h: {
+            "items in the split": r["population"],
+            "checked": r["checked"],
+            "true": r["true"],
+            "estimate %": None if r["share"] is None else round(100 * r["share"], 1),
+            "interval %": None if r["interval"] is None else " – ".join(f"{100 * x:.1f}" for x in r["interval"]),
+        }
+        for h, r in [*estimate["strata"].items(), ("all", overall)]
+    }
+    flags = [
+        {
+            "item": r["item_id"],
+            "check": "human_verification",
+            "stratum": r["stratum"],
+            "status": r["status"],
+            "reasons": r["reasons"],
+        }
+        for r in estimate["rejected"]
+    ]
+    return Check("human_verification", passed, summary, figures, flags)

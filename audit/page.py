@@ -66,6 +66,7 @@ def section(check: dict) -> str:
         for key, title in (
             ("per_category", "per category"),
             ("answer_letters_per_category", "answer letters per category"),
+            ("true_items_estimate", "share of true items, from the checked random sample"),
         )
         if figures.get(key)
     )

@@ -28,7 +28,7 @@ from PIL import Image, ImageDraw, ImageFont
 from perceptforge.data.schema import LETTERS, PerceptionItem
 from perceptforge.errors import InputError, PerceptforgeError
 from perceptforge.fileio import atomic_write_text, dumps_canonical, iter_jsonl, sha256_file, write_json, write_jsonl
-from perceptforge.outputs.export import write_hf_parquet
+from perceptforge.outputs.export import estimate_lines, write_hf_parquet
 from perceptforge.store.rundir import RunDir
 
 MAX_IMAGES = 4
@@ -329,6 +329,7 @@ def verification_lines(verification: dict | None) -> list[str]:
         "| task | items decided | kept | doubly annotated | agreement | Cohen's kappa |",
         "| --- | --- | --- | --- | --- | --- |",
         *rows,
+        *estimate_lines(verification.get("estimate")),
     ]
 
 

@@ -481,6 +481,43 @@ def verification_lines(verification: dict | None) -> list[str]:
         f"| {kind} | {row['items']} | {shown(row['percent_agreement'])} | {shown(row['cohens_kappa'])} |"
         for kind, row in verification["agreement"].items()
     ]
+    return lines + estimate_lines(verification.get("estimate"))
+
+
+def estimate_lines(estimate: dict | None) -> list[str]:
+    """The card's statement of how true the split is, from the checked random sample (``annotate push
+    --sample``; annotation/sample.py says how it is estimated)."""
+    if not estimate:
+        return []
+
+    def pct(v: float | None) -> str:
+        return "—" if v is None else f"{100 * v:.1f}%"
+
+    def interval(ci: list[float] | None) -> str:
+        return "—" if ci is None else f"{pct(ci[0])} – {pct(ci[1])}"
+
+    overall = estimate["overall"]
+    lines = [
+        "",
+        "### How many items are true: the checked sample",
+        "",
+        f"A seeded random sample (seed {estimate['seed']}), stratified, was checked by people. An item counts as "
+        "true when it was kept without a correction; items not decided yet are not counted "
+        f"({estimate['not_counted']}); items the gates quarantined are not in the split. Estimated share of true "
+        f"items in the split: **{pct(overall['share'])}** ({estimate['confidence']:.0%} interval "
+        f"{interval(overall['interval'])}), from {overall['true']} true of {overall['checked']} checked; "
+        f"{estimate['method']}.",
+        "",
+        "| stratum | items | checked | true | estimate | interval |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    lines += [
+        f"| {h} | {r['population']} | {r['checked']} | {r['true']} | {pct(r['share'])} | {interval(r['interval'])} |"
+        for h, r in [*estimate["strata"].items(), ("all", overall)]
+    ]
+    if estimate["rejected"]:
+        lines += ["", "Sampled items found false:", ""]
+        lines += [f"- `{r['item_id']}` ({r['stratum']}): {'; '.join(r['reasons'])}" for r in estimate["rejected"]]
     return lines
 
 

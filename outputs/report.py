@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image
 
+from perceptforge.annotation.sample import drawn_ids, read_sample
 from perceptforge.fileio import atomic_write_text
 from perceptforge.logic.gates import unedged_outline_pixels
 from perceptforge.store.images import load_rgb
@@ -40,6 +41,7 @@ td{border-top:1px solid #eee;padding:4px 6px;vertical-align:top} .ok{color:#0a7d
 .id{font-family:ui-monospace,monospace;font-size:11px;color:#777;margin-right:6px}
 .measure{font-size:12px;color:#555;margin:6px 0} .q td{font-size:12px}
 .tag.kept{background:#d7f0dd} .tag.rejected,.tag.invalid_correction{background:#f6d5d5} .tag.conflict,.tag.disagreement{background:#fbe7c6}
+.tag.sampled{background:#dde6ff;border:1px solid #6b86d6}
 """
 
 
@@ -218,6 +220,7 @@ def write_report(run: RunDir) -> str:
     quarantined = run.quarantined()
     failures = Counter(q["stage"] for q in quarantined)
     verdicts = verification_by_item(run)
+    sampled = drawn_ids(read_sample(run.path)) or set()
     cards = []
     for _unit, unit_items in sorted(by_unit.items()):
         first = unit_items[0]
@@ -240,6 +243,8 @@ def write_report(run: RunDir) -> str:
             decision = verdicts.get(item["id"], {})
             status = html.escape(str(decision["status"]), quote=True) if decision.get("status") else None
             badge = f"<span class='tag {status}'>{status}</span>" if status else ""
+            if item["id"] in sampled:  # in the random sample whose verdicts estimate the whole split
+                badge += "<span class='tag sampled'>sampled</span>"
             rows.append(
                 f"<tr><td>{item_id_html(item['id'], decision)}"
                 f"<span class='tag'>{html.escape(q['kind'])} {html.escape(q.get('level', ''))}</span>"

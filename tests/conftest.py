@@ -49,6 +49,21 @@ def cli_env(tmp_path) -> dict:
     return env
 
 
+@pytest.fixture(scope="session")
+def demo_run(prefect_api, sample_dir, tmp_path_factory):
+    """The demo, built once per session: the local profile on the bundled sample, seed 0 → (run dir, summary).
+    A test that writes into a run copies it first (``copy_run``)."""
+    from perceptforge.flows.run import run as run_flow
+
+    out = tmp_path_factory.mktemp("demo") / "run"
+    return out, run_flow("mvp", source=str(sample_dir), profile="local", out=str(out), seed=0)
+
+
+def copy_run(run: Path, to: Path) -> Path:
+    shutil.copytree(run, to, symlinks=True)
+    return to
+
+
 # --- Label Studio: a real server from its own venv (make label-studio-venv), one per test session -------------
 LABEL_STUDIO_VENV = Path(os.environ.get("PERCEPTFORGE_LABEL_STUDIO_VENV", REPO / ".venv-label-studio"))
 

@@ -16,13 +16,6 @@ from perceptforge.outputs.report import bar_chart, bar_figure, counted
 from perceptforge.store.donors import DonorLibrary
 
 
-@pytest.fixture(scope="module")
-def demo_run(prefect_api, sample_dir, tmp_path_factory):
-    """The demo: the local profile on the bundled sample, seed 0."""
-    out = tmp_path_factory.mktemp("demo") / "run"
-    return out, run_flow("mvp", source=str(sample_dir), profile="local", out=str(out), seed=0)
-
-
 def test_mvp_flow_ingests_grounds_and_renders_only_what_the_local_backends_can(demo_run, sample_dir):
     out, summary = demo_run
     # 3 people × the 4 categories the local editors can render: scenes (B1, S1) from the donor library, hair
