@@ -181,3 +181,48 @@ def test_blink_run_verified_in_label_studio_then_exported(label_studio, sample_d
     assert check["passed"] is False  # 75 % agreement, under the 80 % the thresholds ask for
     assert check["figures"]["kept_share"] == 50.0 and check["figures"]["agreement"] == summary["agreement"]
     assert "50.0% kept; 75.0% agreement" in check["summary"]
+
+
+def test_a_blink_run_checked_by_sample_states_its_estimate(label_studio, sample_dir, tmp_path, cli_env):
+    run = tmp_path / "run"
+    run_cli(
+        "run",
+        "blink",
+        "--source",
+        str(sample_dir),
+        "--out",
+        str(run),
+        "--tasks",
+        "jigsaw,counting",
+        "--limit",
+        "2",
+        env=cli_env,
+    )
+    env = {
+        **cli_env,
+        "LABEL_STUDIO_URL": label_studio.url,
+        "LABEL_STUDIO_API_KEY": label_studio.admin.token,
+        "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(label_studio.document_root),
+    }
+    pushed = run_cli("annotate", "push", str(run), "--sample", "50%", env=env).stdout
+    assert "sample: 2 items, seed 0: Counting 1/2, Jigsaw 1/2" in pushed and "imported 2 new tasks" in pushed
+    ls = label_studio.client()
+    projects = json.loads((run / "annotation" / "projects.json").read_text())
+    tasks = {t["data"]["item_id"]: t for p in projects.values() for t in ls.export(p["id"])}
+    drawn = json.loads((run / "annotation" / "sample.json").read_text())["strata"]
+    assert sorted(tasks) == sorted(i for s in drawn.values() for i in s["drawn"])
+    ann1, ann2 = (label_studio.client(a) for a in label_studio.annotators)
+    (jigsaw,) = drawn["Jigsaw"]["drawn"]
+    for item_id, task in tasks.items():
+        verdict = R if item_id == jigsaw else A
+        annotate(ann1, task["id"], says(verdict, "both pieces fit" if verdict == R else ""))
+        annotate(ann2, task["id"], says(verdict, "both pieces fit" if verdict == R else ""))
+    estimate = pull(run, ls)["estimate"]
+    assert {h: (r["checked"], r["true"]) for h, r in estimate["strata"].items()} == {
+        "Counting": (1, 1),
+        "Jigsaw": (1, 0),
+    }
+    assert estimate["overall"]["share"] == 0.5 and estimate["rejected"][0]["reasons"] == ["both pieces fit"]
+    export_blink(run, tmp_path / "export")
+    card = (tmp_path / "export" / "README.md").read_text()
+    assert "### How many items are true: the checked sample" in card and "**50.0%**" in card and f"`{jigsaw}`" in card
