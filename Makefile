@@ -35,7 +35,7 @@ LS_PORT ?= 8080
 LS_DOCUMENT_ROOT ?= $(CURDIR)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint install install-dev llama-server label-studio label-studio-venv lmms-eval-venv vlmevalkit-venv chromium clean-venv
+.PHONY: demo test docs lint install install-dev llama-server label-studio label-studio-venv lmms-eval-venv vlmevalkit-venv chromium clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -98,6 +98,10 @@ label-studio: $(VENV)/.installed-core $(LSVENV)/.installed
 
 demo: $(VENV)/.installed-core
 	$(BIN)/perceptforge demo
+
+# The documentation site (docs/ → build/site); `make test` builds it with --strict too (tests/test_docs_commands.py).
+docs: $(VENV)/.installed-dev
+	$(BIN)/mkdocs build --strict
 
 # ruff (lint + format) and mypy. mypy sees the repository as the package `perceptforge` through a link,
 # because the repository root *is* the package (pyproject.toml: package-dir).

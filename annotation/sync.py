@@ -37,10 +37,10 @@ from perceptforge.annotation.agreement import agreement_table
 from perceptforge.annotation.decisions import Decision, decide
 from perceptforge.annotation.labeling import config_text, controls
 from perceptforge.annotation.labelstudio import LabelStudio, ServerGone
-from perceptforge.annotation.sample import drawn_ids, estimate, read_sample
 from perceptforge.annotation.task_data import local_files_url, task_for
 from perceptforge.errors import PerceptforgeError
 from perceptforge.fileio import dumps_canonical, read_json, sha256_bytes, write_json, write_jsonl
+from perceptforge.logic.verified_sample import drawn_ids, estimate, read_sample
 from perceptforge.outputs.export import load_items
 from perceptforge.outputs.report import write_report
 from perceptforge.prompts.library import load_prompt

@@ -186,7 +186,7 @@ def push_cmd(
 
 def _draw_sample(fam: Family, run_dir: Path, text: str, seed: int) -> None:
     """Draw (or extend) the run's verified sample before the push, and say what was drawn."""
-    from perceptforge.annotation.sample import draw, parse_sample_size, read_sample, write_sample
+    from perceptforge.logic.verified_sample import draw, parse_sample_size, read_sample, write_sample
 
     size = parse_sample_size(text)
     previous = read_sample(run_dir)

@@ -486,7 +486,7 @@ def verification_lines(verification: dict | None) -> list[str]:
 
 def estimate_lines(estimate: dict | None) -> list[str]:
     """The card's statement of how true the split is, from the checked random sample (``annotate push
-    --sample``; annotation/sample.py says how it is estimated)."""
+    --sample``; logic/verified_sample.py says how it is estimated)."""
     if not estimate:
         return []
 

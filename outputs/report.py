@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image
 
-from perceptforge.annotation.sample import drawn_ids, read_sample
 from perceptforge.fileio import atomic_write_text
 from perceptforge.logic.gates import unedged_outline_pixels
+from perceptforge.logic.verified_sample import drawn_ids, read_sample
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir
 

@@ -18,7 +18,7 @@ TO = {"yes_no_pair": "natural", "single_mcq": "manipulated", "cross_mcq": "manip
 
 
 def reference_estimate(population: dict[str, int], checked: dict[str, int], true: dict[str, int]) -> dict:
-    """Written out here from the formulas, apart from annotation/sample.py: per stratum scipy's Wilson interval;
+    """Written out here from the formulas, apart from logic/verified_sample.py: per stratum scipy's Wilson interval;
     overall the stratified share and the Wilson interval at Kish's effective n."""
     strata = {
         h: [round(x, 4) for x in binomtest(true[h], checked[h]).proportion_ci(method="wilson")]

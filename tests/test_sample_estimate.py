@@ -1,11 +1,12 @@
-"""The verified sample's draw and the estimate it gives (annotation/sample.py), on tiny inputs."""
+"""The verified sample's draw and the estimate it gives (logic/verified_sample.py), on tiny inputs."""
 
 import math
 
 import pytest
 from scipy.stats import binomtest
 
-from perceptforge.annotation.sample import (
+from perceptforge.errors import InputError
+from perceptforge.logic.verified_sample import (
     SampleSize,
     allocate,
     draw,
@@ -13,7 +14,6 @@ from perceptforge.annotation.sample import (
     parse_sample_size,
     stratum_order,
 )
-from perceptforge.errors import InputError
 
 STRATA = {"B1": [f"b{i:02d}" for i in range(12)], "I1": [f"i{i}" for i in range(8)], "S2": [f"s{i}" for i in range(4)]}
 

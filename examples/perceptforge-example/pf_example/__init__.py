@@ -1,1 +1,1 @@
-"""perceptforge's worked extension example (see the README beside pyproject.toml's comments)."""
+"""perceptforge's worked extension example (docs/extending.md walks through it)."""
