@@ -179,8 +179,15 @@ def push_cmd(
         report = fam.push(run_dir, ls, served_root(document_root), checks)
     if "sample" in report:
         console.print(f"the sample of {report['sample']} items (annotation/sample.json) is what is pushed")
+    annotators = report.get("annotator_projects", {})
     for kind, pid in report["projects"].items():
-        console.print(f"  {kind}: {ls.url}/projects/{pid}/data")
+        if kind not in annotators:
+            console.print(f"  {kind}: {ls.url}/projects/{pid}/data")
+            continue
+        # independent review: each annotator labels on a server of their own; the owner's project adjudicates
+        for server, own in annotators[kind].items():
+            console.print(f"  {kind}: {server}/projects/{own}/data")
+        console.print(f"  {kind} (adjudication): {ls.url}/projects/{pid}/data")
     console.print(f"imported {report['imported']} new tasks; {report['already_there']} were already there")
 
 
