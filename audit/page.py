@@ -1,25 +1,48 @@
 """``audit.html``: one self-contained page (inline SVG charts, thumbnails as data URLs) a person can open
-anywhere: each check passed or failed with its figures, and every flagged item with its picture."""
+anywhere: each check passed or failed with its figures, and every flagged item with its picture and why.
+The page is a Jinja2 template (``templates/audit.html.j2``) with autoescaping: text read from a release is never
+markup."""
 
 from __future__ import annotations
 
 import base64
-import html
 import io
-import json
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from perceptforge.audit.items import AuditItem
 from perceptforge.outputs.report import bar_chart
 
-CSS = """body{font-family:sans-serif;margin:24px;color:#222} table{border-collapse:collapse;margin:8px 0}
-td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left;vertical-align:top}
-.pass{color:#2a7a3a}.fail{color:#b22}.skip{color:#888} .charts{display:flex;flex-wrap:wrap;gap:24px}
-img{max-height:96px;margin-right:4px} section{margin-bottom:28px}"""
 MAX_FLAGS_SHOWN = 300  # the JSON has all of them
+CHARTS = (
+    ("answer_letters", "answer letters"),
+    ("expected_letters", "expected if uniform"),
+    ("per_category_level", "items per category and level"),
+)
+# per-row tables among a check's figures: key → (title, whether its cells are counts of answer letters)
+TABLES = {
+    "per_category": ("per category", False),
+    "answer_letters_per_category": ("answer letters per category", True),
+    "true_items_estimate": ("share of true items, from the checked random sample", False),
+}
+
+
+@cache
+def _template() -> Any:
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    env = Environment(
+        loader=PackageLoader("perceptforge.audit", "templates"),
+        autoescape=select_autoescape(["html", "j2"], default=True),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    return env.get_template("audit.html.j2")
 
 
 def thumbnail(path: str) -> str:
+    """A small JPEG of the image as a data URL."""
     from PIL import Image
 
     with Image.open(path) as opened:
@@ -27,82 +50,107 @@ def thumbnail(path: str) -> str:
     small.thumbnail((128, 128))
     buf = io.BytesIO()
     small.save(buf, "JPEG", quality=80)
-    return f"<img src='data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()}'>"
+    return f"data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()}"
 
 
-def figures_table(figures: dict) -> str:
-    rows = "".join(
-        f"<tr><th>{html.escape(k)}</th><td>{html.escape(json.dumps(v, ensure_ascii=False))}</td></tr>"
-        for k, v in figures.items()
-        if not isinstance(v, dict)
-    )
-    return f"<table>{rows}</table>" if rows else ""
+def shown(value: Any) -> str:
+    """A figure as a person reads it: whole numbers without ``.0``, none as a dash, lists and mappings in words."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(shown(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {shown(v)}" for k, v in value.items())
+    return str(value)
 
 
-def per_category_table(per_category: dict, counts: bool = False) -> str:
-    """Categories as rows; ``counts``: a letter table, where a letter no answer uses is 0."""
-    import pandas as pd
-
-    frame = pd.DataFrame.from_dict(per_category, orient="index")
-    if counts:
-        frame = frame.reindex(sorted(frame.columns), axis=1).fillna(0).astype(int)
-    return frame.to_html(border=0, na_rep="—")
+def letter_columns(rows: dict[str, dict]) -> list[str]:
+    return sorted({letter for row in rows.values() for letter in row})
 
 
-def section(check: dict) -> str:
-    state = {True: ("pass", "passed"), False: ("fail", "FAILED"), None: ("skip", "not checked")}[check["passed"]]
+def table(key: str, rows: dict[str, dict]) -> dict:
+    """A per-row figure as a table: answer letters in order A B C …, a letter a row never uses counted 0."""
+    title, letters = TABLES[key]
+    if letters:
+        columns = letter_columns(rows)
+        body = [(name, [shown(row.get(c, 0)) for c in columns]) for name, row in rows.items()]
+    else:
+        columns = list(dict.fromkeys(c for row in rows.values() for c in row))
+        body = [(name, [shown(row.get(c)) for c in columns]) for name, row in rows.items()]
+    return {"title": title, "columns": columns, "rows": body}
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def clauses(summary: str) -> list[str]:
+    """A check's summary, one finding per line: split at ``; `` outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for k, ch in enumerate(summary):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == ";" and depth == 0 and summary[k + 1 : k + 2] == " ":
+            parts.append(summary[start:k])
+            start = k + 2
+    parts.append(summary[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def check_view(check: dict) -> dict:
+    state, state_text = {True: ("pass", "passed"), False: ("fail", "FAILED"), None: ("skip", "not checked")}[
+        check["passed"]
+    ]
     figures = check["figures"]
-    charts = "".join(
-        bar_chart(title, {str(k): v for k, v in figures[key].items()})
-        for key, title in (
-            ("answer_letters", "answer letters"),
-            ("expected_letters", "expected if uniform"),
-            ("per_category_level", "items per category and level"),
-        )
-        if figures.get(key)
-    )
-    extra = "".join(
-        f"<h3>{title}</h3>{per_category_table(figures[key])}"
-        for key, title in (
-            ("per_category", "per category"),
-            ("answer_letters_per_category", "answer letters per category"),
-            ("true_items_estimate", "share of true items, from the checked random sample"),
-        )
-        if figures.get(key)
-    )
-    return (
-        f"<section><h2>{html.escape(check['name'])} <span class='{state[0]}'>{state[1]}</span></h2>"
-        f"<p>{html.escape(check['summary'])}</p>{figures_table(figures)}<div class='charts'>{charts}</div>{extra}"
-        f"<p>{len(check['flags'])} items flagged</p></section>"
-    )
+    return {
+        "name": check["name"],
+        "title": check["name"].replace("_", " "),
+        "state": state,
+        "state_text": state_text,
+        # a summary of several findings reads as one line each
+        "summary_lines": clauses(check["summary"]),
+        "scalars": [(k.replace("_", " "), shown(v)) for k, v in figures.items() if not isinstance(v, dict)],
+        "charts": [
+            bar_chart(title, {str(k): v for k, v in figures[key].items()}) for key, title in CHARTS if figures.get(key)
+        ],
+        "tables": [table(key, figures[key]) for key in TABLES if figures.get(key)],
+        "flagged": f"{plural(len(check['flags']), 'item')} flagged",
+    }
+
+
+def flag_view(flag: dict, items: dict[str, AuditItem]) -> dict:
+    item = items.get(flag["item"])
+    return {
+        "check": flag["check"].replace("_", " "),
+        "item": flag["item"],
+        "question": item.question if item else "",
+        "pictures": [thumbnail(p) for p in item.images if Path(p).is_file()] if item else [],
+        "detail": [(k.replace("_", " "), shown(v)) for k, v in flag.items() if k not in ("item", "check")],
+    }
 
 
 def audit_page(doc: dict, items: dict[str, AuditItem]) -> str:
     flags = [f for c in doc["checks"] for f in c["flags"]]
-    rows = []
-    for flag in flags[:MAX_FLAGS_SHOWN]:
-        item = items.get(flag["item"])
-        pictures = "".join(thumbnail(p) for p in item.images if Path(p).is_file()) if item else ""
-        detail = {k: v for k, v in flag.items() if k not in ("item", "check")}
-        rows.append(
-            f"<tr><td>{html.escape(flag['check'])}</td><td>{html.escape(flag['item'])}<br>"
-            f"{html.escape(item.question if item else '')}</td><td>{pictures}</td>"
-            f"<td>{html.escape(json.dumps(detail, ensure_ascii=False))}</td></tr>"
-        )
-    more = f"<p>… and {len(flags) - MAX_FLAGS_SHOWN} more in audit.json</p>" if len(flags) > MAX_FLAGS_SHOWN else ""
-    if not flags:
-        more = "<p>none: no item failed a check</p>"
-    verdict = "passed" if doc["passed"] else "FAILED"
-    body = (
-        f"<h1>perceptforge audit: {verdict}</h1><p>{doc['items']} questions of {html.escape(doc['benchmark'])} "
-        f"from {html.escape(', '.join('this folder' if i == '.' else i for i in doc['inputs']))}</p>"
-        + "".join(f"<p><strong>note:</strong> {html.escape(n)}</p>" for n in doc.get("notes", []))
-        + "".join(section(c) for c in doc["checks"])
-        + "<section><h2>flagged items</h2><table><tr><th>check</th><th>item</th><th>pictures</th><th>figures</th></tr>"
-        + "".join(rows)
-        + f"</table>{more}</section>"
+    records = {i.pair or i.id for i in items.values()}
+    questions = doc["items"]
+    # the report counts items, the audit counts questions: a Yes/No pair item asks two
+    note = (
+        f"(A Yes/No pair asks two questions, one per image: {plural(len(records), 'item')} in the report's terms.)"
+        if items and len(records) != questions
+        else ""
     )
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>perceptforge audit</title>"
-        f"<style>{CSS}</style></head><body>{body}</body></html>\n"
+    return _template().render(
+        verdict="passed" if doc["passed"] else "FAILED",
+        passed=doc["passed"],
+        counted=plural(questions, "question"),
+        benchmark=doc["benchmark"],
+        inputs=", ".join("this folder" if i == "." else i for i in doc["inputs"]),
+        doc_items_note=note,
+        notes=doc.get("notes", []),
+        checks=[check_view(c) for c in doc["checks"]],
+        flags=[flag_view(f, items) for f in flags[:MAX_FLAGS_SHOWN]],
+        more=max(0, len(flags) - MAX_FLAGS_SHOWN),
     )
