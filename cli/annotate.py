@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -15,6 +16,7 @@ from perceptforge.flows.family import Family
 
 app = new_app("Human verification in Label Studio: run a local server, add annotators, push candidates, pull verdicts.")
 
+ANNOTATOR_POLL_S = 3.0  # how often a running `annotate serve` looks for annotators added since it started
 URL = typer.Option(
     None, "--url", help="Label Studio URL (default: LABEL_STUDIO_URL, else the local server from `annotate serve`)"
 )
@@ -78,12 +80,25 @@ def serve(
         creds = write_local_credentials(server.url, account, document_root.resolve())
         console.print(f"Label Studio: [bold]{server.url}[/]  (log: {server.log})")
         console.print(f"sign in as {account.email}; password and API token are in {creds} (readable only by you)")
-        for annotator in independent_accounts(server.url):  # each independent annotator's own server
-            with waiting(f"starting {annotator['email']}'s own Label Studio on {annotator['url']} (about 5 s)"):
-                servers.append(start(venv, Path(annotator["data_dir"]), document_root.resolve(), annotator["port"]))
-            console.print(f"  {annotator['email']} labels at [bold]{annotator['url']}[/]")
+        started: set[str] = set()
+
+        def start_new_annotators() -> None:
+            """Each independent annotator's own server, the ones `add-annotator` made since the last look too."""
+            for annotator in independent_accounts(server.url):
+                if annotator["email"] in started:
+                    continue
+                with waiting(f"starting {annotator['email']}'s own Label Studio on {annotator['url']} (about 5 s)"):
+                    servers.append(start(venv, Path(annotator["data_dir"]), root, annotator["port"]))
+                started.add(annotator["email"])
+                console.print(f"  {annotator['email']} labels at [bold]{annotator['url']}[/]")
+
+        root = document_root.resolve()
+        start_new_annotators()
         console.print("push a run with `perceptforge annotate push RUN_DIR`; Ctrl-C stops the servers")
-        server.process.wait()
+        # an annotator added while this runs gets their server within a few seconds: no restart
+        while server.process.poll() is None:
+            time.sleep(ANNOTATOR_POLL_S)
+            start_new_annotators()
     except KeyboardInterrupt:
         pass
     finally:
@@ -103,7 +118,8 @@ def add_annotator_cmd(
     ),
 ) -> None:
     """Create an annotator account for the local server (`annotate serve`): by default on a Label Studio server of
-    the annotator's own (restart `annotate serve` to start it); prints where its password is kept."""
+    the annotator's own, which a running `annotate serve` starts within seconds; prints where its password is
+    kept."""
     import json
 
     from perceptforge.annotation.server import add_annotator
@@ -116,7 +132,7 @@ def add_annotator_cmd(
     with waiting(f"creating an account for {email} {doing}"):
         path = add_annotator(venv, email, shared=shared)
     url = json.loads(path.read_text())["url"]
-    when = "" if shared else " once `perceptforge annotate serve` is restarted (it starts their server)"
+    when = "" if shared else " once a running `perceptforge annotate serve` has started their server (a few seconds)"
     console.print(
         f"{email} can sign in at {url}{when}; the password and API token are in {path} (readable only by you)",
         soft_wrap=True,  # a path broken over two lines cannot be copied

@@ -281,6 +281,7 @@ def test_verify_flow_waits_then_pulls(label_studio, prefect_api, sample_dir, tmp
 def test_serve_initialises_starts_and_stops_on_sigterm(label_studio, tmp_path, cli_env):
     """`make label-studio`'s command: a data folder and admin account on first start, credentials readable
     only by their owner and never printed, and a SIGTERM that takes the server down with it."""
+    import contextlib
     import signal
     import time
 
@@ -348,12 +349,28 @@ def test_serve_initialises_starts_and_stops_on_sigterm(label_studio, tmp_path, c
     again = subprocess.run(add, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "already has an account" in again.stderr
 
+    # an independent annotator added while serve runs: their own server starts without a restart
+    solo = [*perceptforge_cmd(), "annotate", "add-annotator", "solo9@example.com", "--venv", str(LABEL_STUDIO_VENV)]
+    added = subprocess.run(solo, env=env, capture_output=True, text=True, timeout=600)
+    assert added.returncode == 0, added.stderr
+    own = json.loads((tmp_path / "state" / "label-studio" / "annotators" / "solo9@example.com.json").read_text())
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{own['url']}/health", timeout=2).status_code == 200:
+                break
+        time.sleep(1)
+    else:
+        pytest.fail(f"{own['url']}: the new annotator's server did not start within 120 s of add-annotator")
+
     serve.send_signal(signal.SIGTERM)
     out, _ = serve.communicate(timeout=60)
     assert creds["token"] not in out and creds["password"] not in out and "credentials.json" in out
     assert "`label-studio init`: about a minute, once); the server starts after it" in out  # said, not only spun
-    with pytest.raises(httpx.TransportError):  # nothing listens any more: the server went down with serve
-        httpx.get(f"{creds['url']}/health", timeout=2)
+    assert "solo9@example.com labels at" in out
+    for url in (creds["url"], own["url"]):
+        with pytest.raises(httpx.TransportError):  # nothing listens any more: the servers went down with serve
+            httpx.get(f"{url}/health", timeout=2)
 
 
 def test_two_pushes_at_once_make_one_set_of_projects_and_tasks(label_studio, prefect_api, sample_dir, tmp_path):
