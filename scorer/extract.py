@@ -683,6 +683,139 @@ def named_letter(c: ChoiceText) -> str | None:
     return named.pop() if len(named) == 1 else None
 
 
+# A lone word in another language that names one option's text: "左" where the options are "left" and
+# "right". BLINK's released outputs hold 266 "左" (official: "left"); only these exact words are read, and
+# only when exactly one option is that text, so nothing is translated by guess.
+_OPTION_WORDS = {
+    "左": "left",
+    "右": "right",
+    "左边": "left",
+    "右边": "right",
+    "是": "yes",
+    "否": "no",
+    "是的": "yes",
+    "不是": "no",
+    "はい": "yes",
+    "いいえ": "no",
+}
+
+
+def option_word(c: ChoiceText) -> str | None:
+    """ "左" where one option is "left": a lone foreign word whose translation is exactly one option's text."""
+    word = _OPTION_WORDS.get(c.text.rstrip("。.!！ "))
+    if word is None or not any(c.options):
+        return None
+    hits = [c.valid[k] for k, option in enumerate(c.options) if option == word]
+    return hits[0] if len(hits) == 1 else None
+
+
+_HEDGED = re.compile(r"\b(?:not|no|neither|nor|cannot|can't|unable|if|could|might|may|either|or)\b")
+
+
+# The comparisons BLINK's questions ask ("Which point is closer to the camera?", "Which point has darker
+# surface color?"): only these read as the answer, so "A is further away than B" answers nothing.
+_ASKED = r"(?:closer|nearer|darker)"
+
+
+@cache
+def _compared_pattern(valid: str) -> re.Pattern[str]:
+    """ "Point A is closer to the camera than point B", "point B appears darker than at point A", "… closer
+    to the camera compared to the man on the right (point B)"."""
+    L = "(?-i:[" + valid + "])"
+    return re.compile(
+        r"\b(?:point|box)\s+(" + L + r")\b(?:\s*\([^)]*\)|,[^,.]*,)?\s+(?:is|appears|seems|has)\b(?:\s+to\s+be)?"
+        r"\s+(?:\w+\s+){0,2}?" + _ASKED + r"\b[^.]*?\b(?:than|compared\s+to|compared\s+with)\s+"
+        r"(?:at\s+|of\s+)?(?:(?:the\s+)?\w+\s+(?:on\s+the\s+\w+\s+)?\(\s*)?(?:point|box)\s+("
+        + L
+        + r")\b",
+        re.I,
+    )
+
+
+@cache
+def _concluded_comparison(valid: str) -> re.Pattern[str]:
+    """ "Therefore, point B is likely closer to the camera than point A", "So A is closer to the camera"."""
+    L = "(?-i:[" + valid + "])"
+    return re.compile(
+        r"(?:therefore|thus|hence|so|in conclusion),?\s+(?:the\s+)?(?:point\s+|box\s+)?(" + L + r")\s+(?:is|appears|seems)\b"
+        r"(?:\s+to\s+be)?\s+(?:\w+\s+){0,2}?" + _ASKED + r"\b(?![^.]*\bthan\s+(?:at\s+)?(?:point|box)\s+\1\b)",
+        re.I,
+    )
+
+
+def _compares(sentence: str, valid: str) -> str | None:
+    """The letter a sentence says is more so than another ("Point A is closer … than point B"), unhedged."""
+    m = _compared_pattern(valid).search(sentence)
+    if m and m.group(1) != m.group(2) and not _HEDGED.search(sentence.lower()):
+        return m.group(1)
+    return None
+
+
+def compared_subject(c: ChoiceText) -> str | None:
+    """The first sentence compares one letter with another and the first is its subject: "Point A is closer
+    to the camera than point B." answers A (BLINK's relative depth and reflectance questions ask just that);
+    else the last sentence, when it concludes so ("Therefore, point B is likely closer to the camera than
+    point A."). A hedge or negation in the sentence ("if", "not", "might") keeps it from deciding."""
+    first = _compares(c.first_sentence, c.valid)
+    if first or not c.spans:
+        return first
+    start, end = c.spans[-1]
+    last = c.text[start:end]
+    m = _concluded_comparison(c.valid).match(last.lstrip())
+    if m and (_compares(last, c.valid) == m.group(1) or c.named(start, end) <= {m.group(1)}):
+        return None if _HEDGED.search(last.lower()) else m.group(1)
+    return None
+
+
+@cache
+def _final_patterns(valid: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """ "… is Point B", "… is (B)"; "… is A." closing the sentence; "option (B) is the most consistent"."""
+    L = "(?-i:[" + valid + "])"
+    return (
+        re.compile(
+            r"\b(?:is|would be|be|lean towards|go with|choose|select|pick)\s*:?\s*(?:the\s+)?"
+            r"(?:point|box|picture|option|choice|image)?\s*[\"'“(]?(" + L + r")\b",
+            re.I,
+        ),
+        re.compile(r"\b(?:is|would be)\s*:?\s*[\"'“]?(" + L + r")[\"'”]?\s*[.!]?[\"'”]?\s*\Z"),
+        re.compile(
+            r"(?:\b(?:point|box|picture|option|choice|image)\s*|[(\[])(" + L + r")\b[)\]]?\s+"
+            r"(?:the\s+\w+\s+image\s+)?(?:is|would be|seems to be|appears to be)\s+(?:the\s+)?(?:most|best|correct|right|only)\b",
+            re.I,
+        ),
+    )
+
+
+def final_statement(c: ChoiceText) -> str | None:
+    """The last sentence that names letters names one, and states it: "… the corresponding point in the
+    second image is Point A, as it is also on the face of the hammer.", "The corresponding point for the
+    reference point is A.", "Based on the pattern, option (B) is the most consistent choice." A hedge or
+    negation in that sentence ("either", "not", "could") keeps it from deciding; so does an earlier rule
+    that found the output ambiguous (this one comes last)."""
+    said, closing, subject = _final_patterns(c.valid)
+    text = c.text
+    for start, end in reversed(c.spans):
+        named = c.named(start, end)
+        closed = closing.search(text, start, end)
+        if closed and named <= {closed.group(1)}:  # "… is A.": a bare capital ending the sentence
+            return None if _HEDGED.search(c.lower, start, end) else closed.group(1)
+        if not named:
+            continue
+        if len(named) != 1:
+            return None
+        letter = named.pop()
+        last = None
+        for last in said.finditer(text, start, end):
+            pass
+        stated = last if last and last.group(1) == letter else subject.search(text, start, end)
+        # a hedge up to the statement undoes it; after it ("… because it shares more, though not …") it
+        # qualifies a reason, and another option named there would have stopped us above
+        if stated and stated.group(1) == letter and not _HEDGED.search(c.lower, start, stated.end()):
+            return letter
+        return None
+    return None
+
+
 # The rules in order: the first that decides wins and its name is recorded as the item's ``method``.
 # A rule returns a letter (decided), False (decided: unparsed, e.g. a refusal) or None (not mine).
 CHOICE_RULES = (
@@ -697,6 +830,10 @@ CHOICE_RULES = (
     conclusion,
     option_text,
     named_letter,
+    # Last, so that they read only what every rule above left open (issue 45: no earlier reading changes).
+    option_word,
+    compared_subject,
+    final_statement,
 )
 
 # "B", "(B)", "B.", "(B) the third image", "B) the third image." (the text is stripped)
