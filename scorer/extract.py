@@ -713,23 +713,34 @@ _HEDGED = re.compile(r"\b(?:not|no|neither|nor|cannot|can't|unable|if|could|migh
 
 
 # The comparisons BLINK's questions ask ("Which point is closer to the camera?", "Which point has darker
-# surface color?"): only these read as the answer, so "A is further away than B" answers nothing.
-_ASKED = r"(?:closer|nearer|darker)"
+# surface color?", "Which bounding box more accurately localizes …?"): only these read as the answer, so "A
+# is further away than B" answers nothing.
+_ASKED = r"(?:closer|nearer|darker|more\s+accurate(?:ly)?)"
+# what may follow the letter: "(circled on the cup)", ", which is on the cup,", " which is circled on the cup"
+_ASIDE = r"(?:\s*\([^)]*\)|,[^,.]*,|\s+(?:which|that)\s+[^,.]*?(?=\s+(?:is|appears|seems|has)\b))?"
+# "is closer", "appears to be slightly closer", "has a darker", "more accurately localizes"
+_IS_ASKED = r"(?:\s+(?:is|appears|seems|has)\b(?:\s+to\s+be)?\s+(?:\w+\s+){0,2}?" + _ASKED + r"|\s+more\s+accurately)\b"
 
 
 @cache
 def _compared_pattern(valid: str) -> re.Pattern[str]:
     """ "Point A is closer to the camera than point B", "point B appears darker than at point A", "… closer
-    to the camera compared to the man on the right (point B)"."""
+    to the camera compared to the man on the right (point B)", "box B more accurately localizes … than box A",
+    "B is closer to the camera than A" (a bare capital not after a word: "than A" is not "than a")."""
     L = "(?-i:[" + valid + "])"
     return re.compile(
-        r"\b(?:point|box)\s+(" + L + r")\b(?:\s*\([^)]*\)|,[^,.]*,)?\s+(?:is|appears|seems|has)\b(?:\s+to\s+be)?"
-        r"\s+(?:\w+\s+){0,2}?" + _ASKED + r"\b[^.]*?\b(?:than|compared\s+to|compared\s+with)\s+"
-        r"(?:at\s+|of\s+)?(?:(?:the\s+)?\w+\s+(?:on\s+the\s+\w+\s+)?\(\s*)?(?:point|box)\s+("
-        + L
-        + r")\b",
+        r"(?:\b(?:point|box)\s+|(?<![\w'’]\s)(?<![\w'’]))(" + L + r")\b" + _ASIDE + _IS_ASKED + r"[^.]*?\b"
+        r"(?:than|compared\s+to|compared\s+with)\s+(?:at\s+|of\s+)?(?:(?:the\s+)?\w+\s+(?:on\s+the\s+\w+\s+)?\(\s*)?"
+        r"(?:(?:point|box)\s+)?(" + L + r")\b",
         re.I,
     )
+
+
+@cache
+def _opening_comparison(valid: str) -> re.Pattern[str]:
+    """ "Box A more accurately localizes …", "Point B is closer to the camera." opening the output."""
+    L = "(?-i:[" + valid + "])"
+    return re.compile(r"\s*(?:the\s+)?(?:bounding\s+)?(?:point|box)\s+(" + L + r")\b" + _ASIDE + _IS_ASKED, re.I)
 
 
 @cache
@@ -737,8 +748,8 @@ def _concluded_comparison(valid: str) -> re.Pattern[str]:
     """ "Therefore, point B is likely closer to the camera than point A", "So A is closer to the camera"."""
     L = "(?-i:[" + valid + "])"
     return re.compile(
-        r"(?:therefore|thus|hence|so|in conclusion),?\s+(?:the\s+)?(?:point\s+|box\s+)?(" + L + r")\s+(?:is|appears|seems)\b"
-        r"(?:\s+to\s+be)?\s+(?:\w+\s+){0,2}?" + _ASKED + r"\b(?![^.]*\bthan\s+(?:at\s+)?(?:point|box)\s+\1\b)",
+        r"(?:therefore|thus|hence|so|in conclusion),?\s+(?:the\s+)?(?:point\s+|box\s+)?(" + L + r")\b" + _ASIDE
+        + _IS_ASKED + r"(?![^.]*\bthan\s+(?:at\s+)?(?:point|box)\s+\1\b)",
         re.I,
     )
 
@@ -759,6 +770,11 @@ def compared_subject(c: ChoiceText) -> str | None:
     first = _compares(c.first_sentence, c.valid)
     if first or not c.spans:
         return first
+    # "Box A more accurately localizes and encloses the bench because …": the question's own words, said
+    # of the letter the answer opens with
+    opening = _opening_comparison(c.valid).match(c.first_sentence)
+    if opening and not _HEDGED.search(c.first_sentence.lower()):
+        return opening.group(1)
     start, end = c.spans[-1]
     last = c.text[start:end]
     m = _concluded_comparison(c.valid).match(last.lstrip())
@@ -769,7 +785,8 @@ def compared_subject(c: ChoiceText) -> str | None:
 
 @cache
 def _final_patterns(valid: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    """ "… is Point B", "… is (B)"; "… is A." closing the sentence; "option (B) is the most consistent"."""
+    """ "… is Point B", "… is (B)"; "… is A." or "…, which is labeled C." closing the sentence; "option (B) is
+    the most consistent"."""
     L = "(?-i:[" + valid + "])"
     return (
         re.compile(
@@ -777,13 +794,26 @@ def _final_patterns(valid: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pa
             r"(?:point|box|picture|option|choice|image)?\s*[\"'“(]?(" + L + r")\b",
             re.I,
         ),
-        re.compile(r"\b(?:is|would be)\s*:?\s*[\"'“]?(" + L + r")[\"'”]?\s*[.!]?[\"'”]?\s*\Z"),
+        re.compile(
+            r"\b(?:is|would be|labell?ed|marked|labell?ed (?:with|as)|circled with|marked with)\s*:?\s*"
+            r"(?:the\s+letter\s+)?[\"'“]?(" + L + r")[\"'”]?\s*[.!]?[\"'”]?\s*\Z"
+        ),
         re.compile(
             r"(?:\b(?:point|box|picture|option|choice|image)\s*|[(\[])(" + L + r")\b[)\]]?\s+"
             r"(?:the\s+\w+\s+image\s+)?(?:is|would be|seems to be|appears to be)\s+(?:the\s+)?(?:most|best|correct|right|only)\b",
             re.I,
         ),
     )
+
+
+_COMPARING = re.compile(r"\b(?:than|compared)\b")
+
+
+def _names_another_letter(c: ChoiceText, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` names a letter the item does not have ("(E)", "point E" of four)."""
+    if c.valid == LETTERS:
+        return False
+    return any(letter not in c.valid for _, _, letter in _find_mentions(c.text, c.lower, LETTERS, start, end))
 
 
 def final_statement(c: ChoiceText) -> str | None:
@@ -796,8 +826,12 @@ def final_statement(c: ChoiceText) -> str | None:
     text = c.text
     for start, end in reversed(c.spans):
         named = c.named(start, end)
+        if _names_another_letter(c, start, end):
+            return None  # "Therefore, the answer is (E)." on four options: the last word is no valid answer
         closed = closing.search(text, start, end)
-        if closed and named <= {closed.group(1)}:  # "… is A.": a bare capital ending the sentence
+        # "… is A.": a bare capital ending the sentence, not the other side of a comparison ("… closer to the
+        # camera than the boy labeled "B".")
+        if closed and named <= {closed.group(1)} and not _COMPARING.search(c.lower, start, end):
             return None if _HEDGED.search(c.lower, start, end) else closed.group(1)
         if not named:
             continue
