@@ -482,8 +482,23 @@ class ChoiceText:
 # --- the rules ----------------------------------------------------------------------------------------------
 
 
+# A refusal of something the question did not ask, then an answer: BLINK's prompts carry a disclaimer about
+# the people shown, and models open with "I cannot make assumptions about the identity of the people in the
+# images. However, … Therefore, my answer is (A)". Such an opening leaves the rest to the other rules.
+_SCOPED_REFUSAL = re.compile(r"\b(?:assumptions?|judgments?|judgements?|identity|identify|personal opinions?|authenticate)\b")
+_TURN = re.compile(r"\b(?:however|but)\b")
+
+
 def refusal(c: ChoiceText) -> bool | str | None:
-    return False if _REFUSAL.match(c.text) else None  # anchored: "search" would try every position
+    if not _REFUSAL.match(c.text):  # anchored: "search" would try every position
+        return None
+    return None if disclaims_only(c.first_sentence.lower(), c.lower[len(c.first_sentence) :]) else False
+
+
+def disclaims_only(first: str, rest: str) -> bool:
+    """Whether a refusing first sentence only disclaims (the people's identity, personal opinions) and the
+    output turns to an answer after it ("However, based on …")."""
+    return bool(_SCOPED_REFUSAL.search(first) and (_TURN.search(first) or _TURN.search(rest, 0, 200)))
 
 
 def conflicting_letters(c: ChoiceText) -> bool | None:
@@ -784,9 +799,12 @@ def compared_subject(c: ChoiceText) -> str | None:
 
 
 @cache
-def _final_patterns(valid: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+def _final_patterns(
+    valid: str,
+) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     """ "… is Point B", "… is (B)"; "… is A." or "…, which is labeled C." closing the sentence; "option (B) is
-    the most consistent"."""
+    the most consistent"; "… is labeled A on the second image"; a sentence opening with the letter
+    ("**(A) the first image**, as …", "- Option (C) - the clover") after a line ending in a colon."""
     L = "(?-i:[" + valid + "])"
     return (
         re.compile(
@@ -800,13 +818,37 @@ def _final_patterns(valid: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pa
         ),
         re.compile(
             r"(?:\b(?:point|box|picture|option|choice|image)\s*|[(\[])(" + L + r")\b[)\]]?\s+"
-            r"(?:the\s+\w+\s+image\s+)?(?:is|would be|seems to be|appears to be)\s+(?:the\s+)?(?:most|best|correct|right|only)\b",
+            r"(?:the\s+\w+\s+image\s+)?(?:is|would be|seems to be|appears to be)\s+(?:the\s+)?(?:(?:slightly|much|somewhat)\s+)?"
+            r"(?:most|best|correct|right|only|closer|more\s+similar)\b",
             re.I,
         ),
+        re.compile(
+            r"\b(?:is|would be)\s+(?:labell?ed|marked|circled)\s+(?:as\s+|with\s+)?(?:the\s+letter\s+)?[\"'“]?(" + L
+            + r")[\"'”]?(?![\w'’])",
+            re.I,
+        ),
+        re.compile(r"\s*(?:[-*•]\s*)?(?:option\s+|choice\s+)?[(\[](" + L + r")[)\]]", re.I),
     )
 
 
 _COMPARING = re.compile(r"\b(?:than|compared)\b")
+# a line that announces the answer on the next: "So, the answer is:", "I would lean towards:"
+_ANNOUNCING = re.compile(
+    r"\b(?:answer|choice|option|match|would be|is|lean towards|choose|select|pick|go with)\s*:\s*$|"
+    r"\b(?:answer|choice|option|match)\b[^:]*:\s*$"
+)
+# "if I had to choose", "if forced to pick": a model asked to choose, choosing; not a hedge on what it chose
+_FORCED = re.compile(
+    r"\bif (?:i|we|one|you) (?:had|have|must|were|was|are)(?: to)? (?:choose|pick|select)|\bif forced to (?:choose|pick)|"
+    r"\b(?:might|may|could) (?=lean towards)"
+)
+
+
+def _hedged(lower: str, start: int, end: int) -> bool:
+    """Whether ``lower[start:end]`` hedges or negates (``_HEDGED``), "if I had to choose" aside."""
+    if not _HEDGED.search(lower, start, end):
+        return False
+    return bool(_HEDGED.search(_FORCED.sub(" ", lower[start:end])))
 
 
 def _names_another_letter(c: ChoiceText, start: int, end: int) -> bool:
@@ -822,17 +864,19 @@ def final_statement(c: ChoiceText) -> str | None:
     reference point is A.", "Based on the pattern, option (B) is the most consistent choice." A hedge or
     negation in that sentence ("either", "not", "could") keeps it from deciding; so does an earlier rule
     that found the output ambiguous (this one comes last)."""
-    said, closing, subject = _final_patterns(c.valid)
+    said, closing, subject, labelled, after_colon = _final_patterns(c.valid)
     text = c.text
-    for start, end in reversed(c.spans):
+    for k in range(len(c.spans) - 1, -1, -1):
+        start, end = c.spans[k]
         named = c.named(start, end)
         if _names_another_letter(c, start, end):
             return None  # "Therefore, the answer is (E)." on four options: the last word is no valid answer
         closed = closing.search(text, start, end)
         # "… is A.": a bare capital ending the sentence, not the other side of a comparison ("… closer to the
         # camera than the boy labeled "B".")
+        closed = closed or labelled.search(text, start, end)
         if closed and named <= {closed.group(1)} and not _COMPARING.search(c.lower, start, end):
-            return None if _HEDGED.search(c.lower, start, end) else closed.group(1)
+            return None if _hedged(c.lower, start, end) else closed.group(1)
         if not named:
             continue
         if len(named) != 1:
@@ -844,8 +888,15 @@ def final_statement(c: ChoiceText) -> str | None:
         stated = last if last and last.group(1) == letter else subject.search(text, start, end)
         # a hedge up to the statement undoes it; after it ("… because it shares more, though not …") it
         # qualifies a reason, and another option named there would have stopped us above
-        if stated and stated.group(1) == letter and not _HEDGED.search(c.lower, start, stated.end()):
+        if stated and stated.group(1) == letter and not _hedged(c.lower, start, stated.end()):
             return letter
+        # "… I would lean towards:\n\n(A) the first image, as it …": the answer opens the sentence after a
+        # line that announces it
+        opening = after_colon.match(text, start, end)
+        if opening and opening.group(1) == letter and k and text[: start].rstrip().endswith(":"):
+            before = c.spans[k - 1]
+            if _ANNOUNCING.search(c.lower, *before) and not _hedged(c.lower, before[0], opening.end()):
+                return letter
         return None
     return None
 
