@@ -724,7 +724,7 @@ def option_word(c: ChoiceText) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
-_HEDGED = re.compile(r"\b(?:not|no|neither|nor|cannot|can't|unable|if|could|might|may|either|or)\b")
+_HEDGED = re.compile(r"\b(?:not|no|neither|nor|cannot|can't|unable|if|could|might|may)\b")
 
 
 # The comparisons BLINK's questions ask ("Which point is closer to the camera?", "Which point has darker
@@ -741,10 +741,10 @@ _IS_ASKED = r"(?:\s+(?:is|appears|seems|has)\b(?:\s+to\s+be)?\s+(?:\w+\s+){0,2}?
 def _compared_pattern(valid: str) -> re.Pattern[str]:
     """ "Point A is closer to the camera than point B", "point B appears darker than at point A", "… closer
     to the camera compared to the man on the right (point B)", "box B more accurately localizes … than box A",
-    "B is closer to the camera than A" (a bare capital not after a word: "than A" is not "than a")."""
+    "that B is closer to the camera than A" (the letters are capitals: "than a" is not "than A")."""
     L = "(?-i:[" + valid + "])"
     return re.compile(
-        r"(?:\b(?:point|box)\s+|(?<![\w'’]\s)(?<![\w'’]))(" + L + r")\b" + _ASIDE + _IS_ASKED + r"[^.]*?\b"
+        r"(?:\b(?:point|box)\s+|\b)(" + L + r")\b" + _ASIDE + _IS_ASKED + r"[^.]*?\b"
         r"(?:than|compared\s+to|compared\s+with)\s+(?:at\s+|of\s+)?(?:(?:the\s+)?\w+\s+(?:on\s+the\s+\w+\s+)?\(\s*)?"
         r"(?:(?:point|box)\s+)?(" + L + r")\b",
         re.I,
