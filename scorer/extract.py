@@ -731,6 +731,7 @@ _HEDGED = re.compile(r"\b(?:not|no|neither|nor|cannot|can't|unable|if|could|migh
 # surface color?", "Which bounding box more accurately localizes …?"): only these read as the answer, so "A
 # is further away than B" answers nothing.
 _ASKED = r"(?:closer|nearer|darker|more\s+accurate(?:ly)?)"
+_ASKED_WORDS = ("closer", "nearer", "darker", "accurate")
 # what may follow the letter: "(circled on the cup)", ", which is on the cup,", " which is circled on the cup"
 _ASIDE = r"(?:\s*\([^)]*\)|,[^,.]*,|\s+(?:which|that)\s+[^,.]*?(?=\s+(?:is|appears|seems|has)\b))?"
 # "is closer", "appears to be slightly closer", "has a darker", "more accurately localizes"
@@ -782,6 +783,8 @@ def compared_subject(c: ChoiceText) -> str | None:
     to the camera than point B." answers A (BLINK's relative depth and reflectance questions ask just that);
     else the last sentence, when it concludes so ("Therefore, point B is likely closer to the camera than
     point A."). A hedge or negation in the sentence ("if", "not", "might") keeps it from deciding."""
+    if c.first_capital < 0 or not _holds_any(c.lower, _ASKED_WORDS):
+        return None  # most outputs: no letter, or none of the words compared
     first = _compares(c.first_sentence, c.valid)
     if first or not c.spans:
         return first
@@ -864,10 +867,15 @@ def final_statement(c: ChoiceText) -> str | None:
     reference point is A.", "Based on the pattern, option (B) is the most consistent choice." A hedge or
     negation in that sentence ("either", "not", "could") keeps it from deciding; so does an earlier rule
     that found the output ambiguous (this one comes last)."""
+    if c.first_capital < 0:
+        return None  # every letter this rule reads is a capital standing alone
     said, closing, subject, labelled, after_colon = _final_patterns(c.valid)
     text = c.text
+    capital = _standalone_capital(LETTERS)
     for k in range(len(c.spans) - 1, -1, -1):
         start, end = c.spans[k]
+        if not capital.search(text, start, end):
+            continue  # a sentence without a capital letter standing alone names nothing (one scan in C)
         named = c.named(start, end)
         if _names_another_letter(c, start, end):
             return None  # "Therefore, the answer is (E)." on four options: the last word is no valid answer
