@@ -485,7 +485,9 @@ class ChoiceText:
 # A refusal of something the question did not ask, then an answer: BLINK's prompts carry a disclaimer about
 # the people shown, and models open with "I cannot make assumptions about the identity of the people in the
 # images. However, … Therefore, my answer is (A)". Such an opening leaves the rest to the other rules.
-_SCOPED_REFUSAL = re.compile(r"\b(?:assumptions?|judgments?|judgements?|identity|identify|personal opinions?|authenticate)\b")
+_SCOPED_REFUSAL = re.compile(
+    r"\b(?:assumptions?|judgments?|judgements?|identity|identify|personal opinions?|authenticate)\b"
+)
 _TURN = re.compile(r"\b(?:however|but)\b")
 
 
@@ -764,8 +766,12 @@ def _concluded_comparison(valid: str) -> re.Pattern[str]:
     """ "Therefore, point B is likely closer to the camera than point A", "So A is closer to the camera"."""
     L = "(?-i:[" + valid + "])"
     return re.compile(
-        r"(?:therefore|thus|hence|so|in conclusion),?\s+(?:the\s+)?(?:point\s+|box\s+)?(" + L + r")\b" + _ASIDE
-        + _IS_ASKED + r"(?![^.]*\bthan\s+(?:at\s+)?(?:point|box)\s+\1\b)",
+        r"(?:therefore|thus|hence|so|in conclusion),?\s+(?:the\s+)?(?:point\s+|box\s+)?("
+        + L
+        + r")\b"
+        + _ASIDE
+        + _IS_ASKED
+        + r"(?![^.]*\bthan\s+(?:at\s+)?(?:point|box)\s+\1\b)",
         re.I,
     )
 
@@ -821,12 +827,13 @@ def _final_patterns(
         ),
         re.compile(
             r"(?:\b(?:point|box|picture|option|choice|image)\s*|[(\[])(" + L + r")\b[)\]]?\s+"
-            r"(?:the\s+\w+\s+image\s+)?(?:is|would be|seems to be|appears to be)\s+(?:the\s+)?(?:(?:slightly|much|somewhat)\s+)?"
-            r"(?:most|best|correct|right|only|closer|more\s+similar)\b",
+            r"(?:the\s+\w+\s+image\s+)?(?:is|would be|seems to be|appears to be)\s+(?:the\s+)?"
+            r"(?:(?:slightly|much|somewhat)\s+)?(?:most|best|correct|right|only|closer|more\s+similar)\b",
             re.I,
         ),
         re.compile(
-            r"\b(?:is|would be)\s+(?:labell?ed|marked|circled)\s+(?:as\s+|with\s+)?(?:the\s+letter\s+)?[\"'“]?(" + L
+            r"\b(?:is|would be)\s+(?:labell?ed|marked|circled)\s+(?:as\s+|with\s+)?(?:the\s+letter\s+)?[\"'“]?("
+            + L
             + r")[\"'”]?(?![\w'’])",
             re.I,
         ),
@@ -842,8 +849,8 @@ _ANNOUNCING = re.compile(
 )
 # "if I had to choose", "if forced to pick": a model asked to choose, choosing; not a hedge on what it chose
 _FORCED = re.compile(
-    r"\bif (?:i|we|one|you) (?:had|have|must|were|was|are)(?: to)? (?:choose|pick|select)|\bif forced to (?:choose|pick)|"
-    r"\b(?:might|may|could) (?=lean towards)"
+    r"\bif (?:i|we|one|you) (?:had|have|must|were|was|are)(?: to)? (?:choose|pick|select)|"
+    r"\bif forced to (?:choose|pick)|\b(?:might|may|could) (?=lean towards)"
 )
 
 
@@ -891,8 +898,8 @@ def final_statement(c: ChoiceText) -> str | None:
             return None
         letter = named.pop()
         last = None
-        for last in said.finditer(text, start, end):
-            pass
+        for found in said.finditer(text, start, end):
+            last = found  # the last statement in the sentence
         stated = last if last and last.group(1) == letter else subject.search(text, start, end)
         # a hedge up to the statement undoes it; after it ("… because it shares more, though not …") it
         # qualifies a reason, and another option named there would have stopped us above
@@ -901,7 +908,7 @@ def final_statement(c: ChoiceText) -> str | None:
         # "… I would lean towards:\n\n(A) the first image, as it …": the answer opens the sentence after a
         # line that announces it
         opening = after_colon.match(text, start, end)
-        if opening and opening.group(1) == letter and k and text[: start].rstrip().endswith(":"):
+        if opening and opening.group(1) == letter and k and text[:start].rstrip().endswith(":"):
             before = c.spans[k - 1]
             if _ANNOUNCING.search(c.lower, *before) and not _hedged(c.lower, before[0], opening.end()):
                 return letter
