@@ -24,8 +24,22 @@ Rules, in order (``CHOICE_RULES``: the first that decides wins, and its name is 
 10. ``option_text``: exactly one option's text appears in the output (when the options are known).
 11. ``named_letter``: exactly one distinct valid letter is named anywhere ("Point C", "Box B", "(D)").
 
+Three more read only what every rule above leaves open (so no earlier reading changes; issue 45):
+
+12. ``option_word``: a lone word in another language that is exactly one option's text ("左" where the
+    options are "left" and "right"; a short fixed list, no translation by guess).
+13. ``compared_subject``: the first sentence says one letter is what the question asks of it compared with
+    another ("Point A is closer to the camera than point B", "box B more accurately localizes … than box
+    A"), or the last one concludes so ("Therefore, point B is likely closer …"). Only the comparisons
+    BLINK asks count (closer, nearer, darker, more accurate): "A is further away than B" answers nothing.
+14. ``final_statement``: the last sentence that names letters names one and states it ("… the
+    corresponding point is Point A, as …", "… which is labeled C.", "option (D) seems to be the most
+    logical choice", "I would lean towards:\n\n(A) the first image"), unhedged up to the statement ("if I
+    had to choose" chooses); a last sentence naming a letter the item lacks ("(E)" of four) stops it.
+
 Lists name every option they list: "box (A or B)", "the second or third image". A negation ("not",
-"cannot") in a first sentence keeps it from deciding.
+"cannot") in a first sentence keeps it from deciding. A refusal that only disclaims what was not asked
+("I cannot make assumptions about the identity of the people. However, …") leaves the output to the rules.
 
 Anything else is *unparsed*: never a guess, never a random letter. Only the item's valid letters count
 ("E" on a four-option item is not an answer).
