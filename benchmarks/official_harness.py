@@ -104,6 +104,13 @@ def _stand_ins(folder: Path) -> None:
     (pkg / "coco_eval.py").write_text("class COCO_Caption_Scorer: pass\n")
 
 
+def _holds_edges(benchmark: str, **edges: bool) -> None:
+    """A tiny set must still hold every edge it is for (else the seed is no test of them)."""
+    absent = [name for name, held in edges.items() if not held]
+    if absent:
+        raise SystemExit(f"{benchmark}: the tiny seeded set lacks {', '.join(absent)}: choose another seed")
+
+
 def run_script(script: Path, cwd: Path, argv: list[str], env: dict[str, str]) -> dict:
     """The script run unchanged as __main__ in ``cwd``; its globals after the run (stdout swallowed)."""
     old = (os.getcwd(), sys.argv, dict(os.environ), list(sys.path))
@@ -124,9 +131,10 @@ def run_script(script: Path, cwd: Path, argv: list[str], env: dict[str, str]) ->
             del sys.modules[name]
 
 
-def blink_differences(scripts: Path, work: Path, rng: random.Random) -> int:
+def blink_differences(scripts: Path, work: Path, rng: random.Random, tiny: bool = False) -> int:
     """Seeded answers and GPT4V task files (repeats inside and across files, an empty file, an unknown idx)."""
-    answers = {f"val_{t}_{k}": f"({rng.choice('AB')})" for t in blink.OFFICIAL_TASK_ORDER for k in range(1, 40)}
+    per_task = 4 if tiny else 40
+    answers = {f"val_{t}_{k}": f"({rng.choice('AB')})" for t in blink.OFFICIAL_TASK_ORDER for k in range(1, per_task)}
     (work / "val_answers.json").write_text(json.dumps(answers))
     folder = work / "outputs" / "GPT4V"
     folder.mkdir(parents=True)
@@ -143,8 +151,8 @@ def blink_differences(scripts: Path, work: Path, rng: random.Random) -> int:
     return sum(item.correct != (official.get(item.id) == answers[item.id]) for item in ours.items)
 
 
-def mme_differences(scripts: Path, work: Path, rng: random.Random, template: Path) -> int:
-    records = json.loads(template.read_text())
+def mme_differences(scripts: Path, work: Path, rng: random.Random, template: Path, tiny: bool = False) -> int:
+    records = json.loads(template.read_text())[: 60 if tiny else None]
     outputs = ["", "A", "(b)", "Best answer: C", "The answer is D", "d", "E. none", "I cannot tell", "244"]
     for rec in records:
         rec["Output"] = rng.choice(outputs)
@@ -166,14 +174,25 @@ def mme_differences(scripts: Path, work: Path, rng: random.Random, template: Pat
     return differences
 
 
-def codis_differences(scripts: Path, work: Path, rng: random.Random, data: Path, base_url: str) -> int:
+def codis_differences(
+    scripts: Path, work: Path, rng: random.Random, data: Path, base_url: str, tiny: bool = False
+) -> int:
     pairs = json.loads(data.read_text())
+    if tiny:  # the first pairs of each category, as a data file of their own
+        pairs = [
+            p for c in sorted({p["category"] for p in pairs}) for p in [q for q in pairs if q["category"] == c][:4]
+        ]
+        data = work / "codis_data.json"
+        data.write_text(json.dumps(pairs))
     outputs = []
     for pair in pairs:
-        if rng.random() < 0.05:
+        if rng.random() < (0.15 if tiny else 0.05):
             continue  # an absent pair: neither side counts it
         pick = [None, "", pair["answer"]["answer_1"], pair["answer"]["answer_2"], "not sure"]
         outputs.append({"id": pair["id"], "output": {"output_1": rng.choice(pick), "output_2": rng.choice(pick)}})
+    if tiny:
+        said = [x for o in outputs for x in o["output"].values()]
+        _holds_edges("CODIS", absent=len(outputs) < len(pairs), null=None in said, empty="" in said)
     (work / "out.json").write_text(json.dumps(outputs))
     env = {"ANSWER_PATH": str(data), "OUTPUT_PATH": str(work / "out.json"), "OPENAI_API_KEY": "x",
            "OPENAI_BASE_URL": base_url}  # fmt: skip
@@ -182,28 +201,38 @@ def codis_differences(scripts: Path, work: Path, rng: random.Random, data: Path,
 
     judge = Judge(ChatClient(base_url=base_url, model="judge"), work / "cache")
     ours = codis.score([data], [work / "out.json"], "official", judge=judge)
-    right = {}
+    right: dict[str, int] = {}
     for item in ours.items:
         category = next(p["category"] for p in pairs if str(p["id"]) == item.id.split("#")[0])
         right[category] = right.get(category, 0) + bool(item.correct)
     return sum(abs(right.get(c, 0) - v[0]) for c, v in official["acc_q"].items() if c != "All")
 
 
-def mvp_differences(scripts: Path, work: Path, rng: random.Random, ref: Path, base_url: str) -> int:
-    data = [json.loads(x) for x in (ref / "all_questions.json").read_text().splitlines() if x.strip()]
+def mvp_differences(scripts: Path, work: Path, rng: random.Random, ref: Path, base_url: str, tiny: bool = False) -> int:
+    questions = ref / "all_questions.json"
+    data = [json.loads(x) for x in questions.read_text().splitlines() if x.strip()]
+    if tiny:  # every record of the first pairs (both images' Yes/No questions and the MCQs), as a file of their own
+        ids = list(dict.fromkeys(rec["id"] for rec in data))[:24]
+        data = [rec for rec in data if rec["id"] in ids]
+        questions = work / "all_questions.json"
+        questions.write_text("".join(json.dumps(rec) + "\n" for rec in data))
     outs = ["Yes", "No", "", "yes, it is", "I think so", "No.", "A", "(b) text", "C. x", "Maybe"]
     preds = []
+    missing, floats = (0.15, 0.15) if tiny else (0.03, 0.02)  # tiny: enough of each edge in a few records
     for rec in data:
-        if rng.random() < 0.03:
+        if rng.random() < missing:
             continue
-        qid = float(rec["question_id"]) if rng.random() < 0.02 else rec["question_id"]
+        qid = float(rec["question_id"]) if rng.random() < floats else rec["question_id"]
         preds.append({"question_id": qid, "output": rng.choice(outs)})
+    if tiny:
+        _holds_edges("MVP-Bench", missing=len(preds) < len(data), float_id=any(isinstance(p["question_id"], float)
+                     for p in preds), empty=any(p["output"] == "" for p in preds))  # fmt: skip
     folder = work / "model_prediction"
     folder.mkdir()
     (folder / "seeded.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
     (folder / "mcq_seeded.jsonl").write_text("")
     env = {"OPENAI_BASE_URL": base_url}
-    argv = ["--model_name", "seeded", "--qa_dir", str(ref / "all_questions.json"), "--mcq_dir",
+    argv = ["--model_name", "seeded", "--qa_dir", str(questions), "--mcq_dir",
             str(ref / "mcq_questions.json")]  # fmt: skip
     with contextlib.suppress(ZeroDivisionError):  # evaluate_mcq on no circular predictions
         run_script(scripts / "mvp_evaluate.py", work, argv, env)
@@ -211,7 +240,7 @@ def mvp_differences(scripts: Path, work: Path, rng: random.Random, ref: Path, ba
     from perceptforge.backends.chat import ChatClient
 
     judge = Judge(ChatClient(base_url=base_url, model="judge"), work / "cache")
-    ours = {i.id: i for i in mvp_bench.score([ref / "all_questions.json"], [folder / "seeded.jsonl"], "official",
+    ours = {i.id: i for i in mvp_bench.score([questions], [folder / "seeded.jsonl"], "official",
                                              judge=judge).items}  # fmt: skip
     differences = 0
     for e in evaluated:
@@ -225,30 +254,42 @@ def mvp_differences(scripts: Path, work: Path, rng: random.Random, ref: Path, ba
     return differences + sum(1 for i in ours.values() if i.method != "missing") - len(evaluated)
 
 
+def run_all(scripts: Path, ref: Path, seed: int, tiny: bool = False) -> dict[str, int]:
+    """Each benchmark's item differences between the official script and ``--protocol official`` on one
+    seeded set (``tiny``: a few items of each, every edge still in), both sides asking one local judge."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    os.environ.setdefault("PERCEPTFORGE_HOME", tempfile.mkdtemp())
+    runs = {
+        "BLINK": lambda w, r: blink_differences(scripts, w, r, tiny),
+        "MVP-Bench": lambda w, r: mvp_differences(scripts, w, r, ref / "mvp-bench", base_url, tiny),
+        "CODIS": lambda w, r: codis_differences(scripts, w, r, ref / "codis" / "data.json", base_url, tiny),
+        "MME-RealWorld": lambda w, r: mme_differences(
+            scripts, w, r, ref / "mme-realworld" / "output_test_template.json", tiny
+        ),
+    }
+    found = {}
+    try:
+        for name, run in runs.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                _stand_ins(Path(tmp))
+                found[name] = run(Path(tmp), random.Random(seed))
+    finally:
+        server.shutdown()
+        server.server_close()
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scripts", type=Path, required=True)
     parser.add_argument("--reference", type=Path, default=Path(__file__).resolve().parents[2] / "shared/reference")
     parser.add_argument("--seed", type=int, default=7301)
+    parser.add_argument("--tiny", action="store_true", help="a few items of each benchmark (the test's size)")
     args = parser.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    scripts, ref = args.scripts.resolve(), args.reference.resolve()
-    os.environ.setdefault("PERCEPTFORGE_HOME", tempfile.mkdtemp())
-    runs = {
-        "BLINK": lambda w, r: blink_differences(scripts, w, r),
-        "MVP-Bench": lambda w, r: mvp_differences(scripts, w, r, ref / "mvp-bench", base_url),
-        "CODIS": lambda w, r: codis_differences(scripts, w, r, ref / "codis" / "data.json", base_url),
-        "MME-RealWorld": lambda w, r: mme_differences(
-            scripts, w, r, ref / "mme-realworld" / "output_test_template.json"
-        ),
-    }
-    for name, run in runs.items():
-        with tempfile.TemporaryDirectory() as tmp:
-            _stand_ins(Path(tmp))
-            print(f"{name}: {run(Path(tmp), random.Random(args.seed))} item differences (seed {args.seed})")
-    server.shutdown()
+    for name, differences in run_all(args.scripts.resolve(), args.reference.resolve(), args.seed, args.tiny).items():
+        print(f"{name}: {differences} item differences (seed {args.seed})")
 
 
 if __name__ == "__main__":

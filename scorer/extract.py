@@ -24,8 +24,22 @@ Rules, in order (``CHOICE_RULES``: the first that decides wins, and its name is 
 10. ``option_text``: exactly one option's text appears in the output (when the options are known).
 11. ``named_letter``: exactly one distinct valid letter is named anywhere ("Point C", "Box B", "(D)").
 
+Three more read only what every rule above leaves open (so no earlier reading changes; issue 45):
+
+12. ``option_word``: a lone word in another language that is exactly one option's text ("左" where the
+    options are "left" and "right"; a short fixed list, no translation by guess).
+13. ``compared_subject``: the first sentence says one letter is what the question asks of it compared with
+    another ("Point A is closer to the camera than point B", "box B more accurately localizes … than box
+    A"), or the last one concludes so ("Therefore, point B is likely closer …"). Only the comparisons
+    BLINK asks count (closer, nearer, darker, more accurate): "A is further away than B" answers nothing.
+14. ``final_statement``: the last sentence that names letters names one and states it ("… the
+    corresponding point is Point A, as …", "… which is labeled C.", "option (D) seems to be the most
+    logical choice", "I would lean towards:\n\n(A) the first image"), unhedged up to the statement ("if I
+    had to choose" chooses); a last sentence naming a letter the item lacks ("(E)" of four) stops it.
+
 Lists name every option they list: "box (A or B)", "the second or third image". A negation ("not",
-"cannot") in a first sentence keeps it from deciding.
+"cannot") in a first sentence keeps it from deciding. A refusal that only disclaims what was not asked
+("I cannot make assumptions about the identity of the people. However, …") leaves the output to the rules.
 
 Anything else is *unparsed*: never a guess, never a random letter. Only the item's valid letters count
 ("E" on a four-option item is not an answer).
@@ -482,8 +496,25 @@ class ChoiceText:
 # --- the rules ----------------------------------------------------------------------------------------------
 
 
+# A refusal of something the question did not ask, then an answer: BLINK's prompts carry a disclaimer about
+# the people shown, and models open with "I cannot make assumptions about the identity of the people in the
+# images. However, … Therefore, my answer is (A)". Such an opening leaves the rest to the other rules.
+_SCOPED_REFUSAL = re.compile(
+    r"\b(?:assumptions?|judgments?|judgements?|identity|identify|personal opinions?|authenticate)\b"
+)
+_TURN = re.compile(r"\b(?:however|but)\b")
+
+
 def refusal(c: ChoiceText) -> bool | str | None:
-    return False if _REFUSAL.match(c.text) else None  # anchored: "search" would try every position
+    if not _REFUSAL.match(c.text):  # anchored: "search" would try every position
+        return None
+    return None if disclaims_only(c.first_sentence.lower(), c.lower[len(c.first_sentence) :]) else False
+
+
+def disclaims_only(first: str, rest: str) -> bool:
+    """Whether a refusing first sentence only disclaims (the people's identity, personal opinions) and the
+    output turns to an answer after it ("However, based on …")."""
+    return bool(_SCOPED_REFUSAL.search(first) and (_TURN.search(first) or _TURN.search(rest, 0, 200)))
 
 
 def conflicting_letters(c: ChoiceText) -> bool | None:
@@ -683,6 +714,222 @@ def named_letter(c: ChoiceText) -> str | None:
     return named.pop() if len(named) == 1 else None
 
 
+# A lone word in another language that names one option's text: "左" where the options are "left" and
+# "right". BLINK's released outputs hold 266 "左" (official: "left"); only these exact words are read, and
+# only when exactly one option is that text, so nothing is translated by guess.
+_OPTION_WORDS = {
+    "左": "left",
+    "右": "right",
+    "左边": "left",
+    "右边": "right",
+    "是": "yes",
+    "否": "no",
+    "是的": "yes",
+    "不是": "no",
+    "はい": "yes",
+    "いいえ": "no",
+}
+
+
+def option_word(c: ChoiceText) -> str | None:
+    """ "左" where one option is "left": a lone foreign word whose translation is exactly one option's text."""
+    word = _OPTION_WORDS.get(c.text.rstrip("。.!！ "))
+    if word is None or not any(c.options):
+        return None
+    hits = [c.valid[k] for k, option in enumerate(c.options) if option == word]
+    return hits[0] if len(hits) == 1 else None
+
+
+_HEDGED = re.compile(r"\b(?:not|no|neither|nor|cannot|can't|unable|if|could|might|may)\b")
+
+
+# The comparisons BLINK's questions ask ("Which point is closer to the camera?", "Which point has darker
+# surface color?", "Which bounding box more accurately localizes …?"): only these read as the answer, so "A
+# is further away than B" answers nothing.
+_ASKED = r"(?:closer|nearer|darker|more\s+accurate(?:ly)?)"
+_ASKED_WORDS = ("closer", "nearer", "darker", "accurate")
+# what may follow the letter: "(circled on the cup)", ", which is on the cup,", " which is circled on the cup"
+_ASIDE = r"(?:\s*\([^)]*\)|,[^,.]*,|\s+(?:which|that)\s+[^,.]*?(?=\s+(?:is|appears|seems|has)\b))?"
+# "is closer", "appears to be slightly closer", "has a darker", "more accurately localizes"
+_IS_ASKED = r"(?:\s+(?:is|appears|seems|has)\b(?:\s+to\s+be)?\s+(?:\w+\s+){0,2}?" + _ASKED + r"|\s+more\s+accurately)\b"
+
+
+@cache
+def _compared_pattern(valid: str) -> re.Pattern[str]:
+    """ "Point A is closer to the camera than point B", "point B appears darker than at point A", "… closer
+    to the camera compared to the man on the right (point B)", "box B more accurately localizes … than box A",
+    "that B is closer to the camera than A" (the letters are capitals: "than a" is not "than A")."""
+    L = "(?-i:[" + valid + "])"
+    return re.compile(
+        r"(?:\b(?:point|box)\s+|\b)(" + L + r")\b" + _ASIDE + _IS_ASKED + r"[^.]*?\b"
+        r"(?:than|compared\s+to|compared\s+with)\s+(?:at\s+|of\s+)?(?:(?:the\s+)?\w+\s+(?:on\s+the\s+\w+\s+)?\(\s*)?"
+        r"(?:(?:point|box)\s+)?(" + L + r")\b",
+        re.I,
+    )
+
+
+@cache
+def _opening_comparison(valid: str) -> re.Pattern[str]:
+    """ "Box A more accurately localizes …", "Point B is closer to the camera." opening the output."""
+    L = "(?-i:[" + valid + "])"
+    return re.compile(r"\s*(?:the\s+)?(?:bounding\s+)?(?:point|box)\s+(" + L + r")\b" + _ASIDE + _IS_ASKED, re.I)
+
+
+@cache
+def _concluded_comparison(valid: str) -> re.Pattern[str]:
+    """ "Therefore, point B is likely closer to the camera than point A", "So A is closer to the camera"."""
+    L = "(?-i:[" + valid + "])"
+    return re.compile(
+        r"(?:therefore|thus|hence|so|in conclusion),?\s+(?:the\s+)?(?:point\s+|box\s+)?("
+        + L
+        + r")\b"
+        + _ASIDE
+        + _IS_ASKED
+        + r"(?![^.]*\bthan\s+(?:at\s+)?(?:point|box)\s+\1\b)",
+        re.I,
+    )
+
+
+def _compares(sentence: str, valid: str) -> str | None:
+    """The letter a sentence says is more so than another ("Point A is closer … than point B"), unhedged."""
+    m = _compared_pattern(valid).search(sentence)
+    if m and m.group(1) != m.group(2) and not _HEDGED.search(sentence.lower()):
+        return m.group(1)
+    return None
+
+
+def compared_subject(c: ChoiceText) -> str | None:
+    """The first sentence compares one letter with another and the first is its subject: "Point A is closer
+    to the camera than point B." answers A (BLINK's relative depth and reflectance questions ask just that);
+    else the last sentence, when it concludes so ("Therefore, point B is likely closer to the camera than
+    point A."). A hedge or negation in the sentence ("if", "not", "might") keeps it from deciding."""
+    if c.first_capital < 0 or not _holds_any(c.lower, _ASKED_WORDS):
+        return None  # most outputs: no letter, or none of the words compared
+    first = _compares(c.first_sentence, c.valid)
+    if first or not c.spans:
+        return first
+    # "Box A more accurately localizes and encloses the bench because …": the question's own words, said
+    # of the letter the answer opens with
+    opening = _opening_comparison(c.valid).match(c.first_sentence)
+    if opening and not _HEDGED.search(c.first_sentence.lower()):
+        return opening.group(1)
+    start, end = c.spans[-1]
+    last = c.text[start:end]
+    m = _concluded_comparison(c.valid).match(last.lstrip())
+    if m and (_compares(last, c.valid) == m.group(1) or c.named(start, end) <= {m.group(1)}):
+        return None if _HEDGED.search(last.lower()) else m.group(1)
+    return None
+
+
+@cache
+def _final_patterns(
+    valid: str,
+) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """ "… is Point B", "… is (B)"; "… is A." or "…, which is labeled C." closing the sentence; "option (B) is
+    the most consistent"; "… is labeled A on the second image"; a sentence opening with the letter
+    ("**(A) the first image**, as …", "- Option (C) - the clover") after a line ending in a colon."""
+    L = "(?-i:[" + valid + "])"
+    return (
+        re.compile(
+            r"\b(?:is|would be|be|lean towards|go with|choose|select|pick)\s*:?\s*(?:the\s+)?"
+            r"(?:point|box|picture|option|choice|image)?\s*[\"'“(]?(" + L + r")\b",
+            re.I,
+        ),
+        re.compile(
+            r"\b(?:is|would be|labell?ed|marked|labell?ed (?:with|as)|circled with|marked with)\s*:?\s*"
+            r"(?:the\s+letter\s+)?[\"'“]?(" + L + r")[\"'”]?\s*[.!]?[\"'”]?\s*\Z"
+        ),
+        re.compile(
+            r"(?:\b(?:point|box|picture|option|choice|image)\s*|[(\[])(" + L + r")\b[)\]]?\s+"
+            r"(?:the\s+\w+\s+image\s+)?(?:is|would be|seems to be|appears to be)\s+(?:the\s+)?"
+            r"(?:(?:slightly|much|somewhat)\s+)?(?:most|best|correct|right|only|closer|more\s+similar)\b",
+            re.I,
+        ),
+        re.compile(
+            r"\b(?:is|would be)\s+(?:labell?ed|marked|circled)\s+(?:as\s+|with\s+)?(?:the\s+letter\s+)?[\"'“]?("
+            + L
+            + r")[\"'”]?(?![\w'’])",
+            re.I,
+        ),
+        re.compile(r"\s*(?:[-*•]\s*)?(?:option\s+|choice\s+)?[(\[](" + L + r")[)\]]", re.I),
+    )
+
+
+_COMPARING = re.compile(r"\b(?:than|compared)\b")
+# a line that announces the answer on the next: "So, the answer is:", "I would lean towards:"
+_ANNOUNCING = re.compile(
+    r"\b(?:answer|choice|option|match|would be|is|lean towards|choose|select|pick|go with)\s*:\s*$|"
+    r"\b(?:answer|choice|option|match)\b[^:]*:\s*$"
+)
+# "if I had to choose", "if forced to pick": a model asked to choose, choosing; not a hedge on what it chose
+_FORCED = re.compile(
+    r"\bif (?:i|we|one|you) (?:had|have|must|were|was|are)(?: to)? (?:choose|pick|select)|"
+    r"\bif forced to (?:choose|pick)|\b(?:might|may|could) (?=lean towards)"
+)
+
+
+def _hedged(lower: str, start: int, end: int) -> bool:
+    """Whether ``lower[start:end]`` hedges or negates (``_HEDGED``), "if I had to choose" aside."""
+    if not _HEDGED.search(lower, start, end):
+        return False
+    return bool(_HEDGED.search(_FORCED.sub(" ", lower[start:end])))
+
+
+def _names_another_letter(c: ChoiceText, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` names a letter the item does not have ("(E)", "point E" of four)."""
+    if c.valid == LETTERS:
+        return False
+    return any(letter not in c.valid for _, _, letter in _find_mentions(c.text, c.lower, LETTERS, start, end))
+
+
+def final_statement(c: ChoiceText) -> str | None:
+    """The last sentence that names letters names one, and states it: "… the corresponding point in the
+    second image is Point A, as it is also on the face of the hammer.", "The corresponding point for the
+    reference point is A.", "Based on the pattern, option (B) is the most consistent choice." A hedge or
+    negation in that sentence ("either", "not", "could") keeps it from deciding; so does an earlier rule
+    that found the output ambiguous (this one comes last)."""
+    if c.first_capital < 0:
+        return None  # every letter this rule reads is a capital standing alone
+    said, closing, subject, labelled, after_colon = _final_patterns(c.valid)
+    text = c.text
+    capital = _standalone_capital(LETTERS)
+    for k in range(len(c.spans) - 1, -1, -1):
+        start, end = c.spans[k]
+        if not capital.search(text, start, end):
+            continue  # a sentence without a capital letter standing alone names nothing (one scan in C)
+        named = c.named(start, end)
+        if _names_another_letter(c, start, end):
+            return None  # "Therefore, the answer is (E)." on four options: the last word is no valid answer
+        closed = closing.search(text, start, end)
+        # "… is A.": a bare capital ending the sentence, not the other side of a comparison ("… closer to the
+        # camera than the boy labeled "B".")
+        closed = closed or labelled.search(text, start, end)
+        if closed and named <= {closed.group(1)} and not _COMPARING.search(c.lower, start, end):
+            return None if _hedged(c.lower, start, end) else closed.group(1)
+        if not named:
+            continue
+        if len(named) != 1:
+            return None
+        letter = named.pop()
+        last = None
+        for found in said.finditer(text, start, end):
+            last = found  # the last statement in the sentence
+        stated = last if last and last.group(1) == letter else subject.search(text, start, end)
+        # a hedge up to the statement undoes it; after it ("… because it shares more, though not …") it
+        # qualifies a reason, and another option named there would have stopped us above
+        if stated and stated.group(1) == letter and not _hedged(c.lower, start, stated.end()):
+            return letter
+        # "… I would lean towards:\n\n(A) the first image, as it …": the answer opens the sentence after a
+        # line that announces it
+        opening = after_colon.match(text, start, end)
+        if opening and opening.group(1) == letter and k and text[:start].rstrip().endswith(":"):
+            before = c.spans[k - 1]
+            if _ANNOUNCING.search(c.lower, *before) and not _hedged(c.lower, before[0], opening.end()):
+                return letter
+        return None
+    return None
+
+
 # The rules in order: the first that decides wins and its name is recorded as the item's ``method``.
 # A rule returns a letter (decided), False (decided: unparsed, e.g. a refusal) or None (not mine).
 CHOICE_RULES = (
@@ -697,6 +944,10 @@ CHOICE_RULES = (
     conclusion,
     option_text,
     named_letter,
+    # Last, so that they read only what every rule above left open (issue 45: no earlier reading changes).
+    option_word,
+    compared_subject,
+    final_statement,
 )
 
 # "B", "(B)", "B.", "(B) the third image", "B) the third image." (the text is stripped)

@@ -78,12 +78,6 @@ class Judge:
         reply = self._ask("judge/codis_official", "\n", question=question, groundtruth=groundtruth, output=output)
         return "right" in reply
 
-    def yes_no(self, question: str, output: str) -> str | None:
-        """MVP-Bench's GPT match for Yes/No answers the rule cannot read: "yes", "no", or None (Unknown)."""
-        reply = self._ask("judge/yes_no", question=question, output=output).strip().lower()
-        word = re.match(r"\W*(yes|no|unknown)\b", reply)
-        return word.group(1) if word and word.group(1) != "unknown" else None
-
     def mvp_bench_official(self, question: str, output: str) -> str | None:
         """MVP-Bench ``evaluate.py``'s ``yes_or_no_eval``: its own prompt asked ``MVP_ASKS`` times at
         temperature 0, 0.5, 1, …, every reply read its way, and the last reading kept (the script overwrites

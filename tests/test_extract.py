@@ -325,3 +325,117 @@ def test_extract_yes_no(output, expected):
 def test_normalise_answer():
     assert normalise_answer("Putting on my clothes.") == "putting on my clothes"
     assert normalise_answer("The  Left  side!") == "left side"
+
+
+# --- issue 45: the rules that read only what every earlier rule left open (tiny inputs, taken from the
+# released BLINK outputs; the last column is the rule that must decide, None where the output stays unread)
+LAST_RULES = [
+    ("左", 2, ["left", "right"], "A", "option_word"),
+    ("右。", 2, ["left", "right"], "B", "option_word"),
+    ("はい", 2, ["yes", "no"], "A", "option_word"),
+    ("左", 2, None, None, None),  # options unknown: nothing to translate into
+    ("左", 2, ["the second image", "the third image"], None, None),  # "left" is no option here
+    ("Point A is closer to the camera than point B.", 2, None, "A", "compared_subject"),
+    ("The surface color (albedo) at point B appears darker than at point A.", 2, None, "B", "compared_subject"),
+    (
+        "Point A, which is on the person's headscarf, is closer to the camera than point B.",
+        2,
+        None,
+        "A",
+        "compared_subject",
+    ),
+    ("It appears that B is closer to the camera than A.", 2, None, "B", "compared_subject"),
+    (
+        "Box A more accurately localizes and encloses the bench because it fits, while Box B overlaps.",
+        2,
+        ["Box A", "Box B"],
+        "A",
+        "compared_subject",
+    ),
+    ("Point A appears to be further from the camera than point B.", 2, None, None, None),  # not what is asked
+    ("Point A might be closer to the camera than point B.", 2, None, None, None),  # hedged
+    ("Point A is not closer to the camera than point B.", 2, None, None, None),  # negated
+    (
+        "Point A appears to be further away from the camera compared to point B. The trees near point A look small. "
+        "Therefore, point B is likely closer to the camera than point A.",
+        2,
+        None,
+        "B",
+        "compared_subject",
+    ),
+    (
+        "The red circle matches the handle. The corresponding point for the reference point is A.",
+        4,
+        POINTS,
+        "A",
+        "final_statement",
+    ),
+    (
+        "The handle serves the same function. The corresponding point is the handle, which is labeled C.",
+        4,
+        POINTS,
+        "C",
+        "final_statement",
+    ),
+    ('The man labeled "A" appears to be standing closer to the camera than the boy labeled "B".', 2, None, None, None),
+    ("Circle E matches the red circle. Therefore, the answer is (E).", 4, POINTS, None, None),  # E: not an option
+    (
+        "The reference point is on the face of the hammer.\n\n- Point A is on the face.\n- Point B is on the claw.\n\n"
+        "Given the face, the corresponding point in the second image is Point A, as it is on the face.",
+        4,
+        POINTS,
+        "A",
+        "final_statement",
+    ),
+    (
+        "Option (B) adds a line and (C) removes one. Given the pattern, option (D) seems to be the most logical choice.",
+        4,
+        None,
+        "D",
+        "final_statement",
+    ),
+    (
+        "Point C is on the blade and Point D is on the handle. The corresponding point could be Point D.",
+        4,
+        POINTS,
+        None,
+        None,
+    ),
+    (
+        "Some look staged: (B) is posed and (C) is lit, as the second and third images show. If I had to choose, I would lean towards:\n\n(A) the first image, as it looks natural.",
+        4,
+        ["the first image", "the second image", "the third image", "the fourth image"],
+        "A",
+        "final_statement",
+    ),
+    (
+        "I cannot make assumptions about the identity of the people in the images. However, the edges match. Therefore, my answer is (A) the second image.",
+        2,
+        IMAGES,
+        "A",
+        "declaration",
+    ),
+    ("I cannot determine which image fits. Therefore, my answer is (A) the second image.", 2, IMAGES, None, "refusal"),
+    # the output's own lettering of the images, as the official GPT judge reads it half one way, half the other
+    ("The second image (B) is most similar to the first image.", 2, IMAGES, None, "conflicting_letters"),
+    ("The third image (C) is most similar to the first image (A).", 2, IMAGES, None, "conflicting_letters"),
+]
+
+
+@pytest.mark.parametrize("output,n,options,expected,method", LAST_RULES)
+def test_last_rules(output, n, options, expected, method):
+    got = extract_choice(output, n, options)
+    assert got.value == expected, got
+    if method:
+        assert got.method == method, got
+
+
+def test_disclaims_only_and_hedged():
+    from perceptforge.scorer.extract import _hedged, disclaims_only
+
+    assert disclaims_only("i cannot make assumptions about the identity of the people.", " however, the edges …")
+    assert not disclaims_only("i cannot determine which image fits.", " however, …")
+    assert not disclaims_only("i cannot make assumptions about the people.", " the answer is unknown.")
+    assert not _hedged("if i had to choose, i would pick (a)", 0, 37)
+    assert not _hedged("i might lean towards (a)", 0, 24)
+    assert _hedged("it might be (a)", 0, 15)

@@ -75,17 +75,19 @@ def test_blink_strict_extraction_agrees_with_official():
 
 
 def test_blink_strict_extraction_over_every_released_output():
-    """Every saved_outputs_<model>/ folder beside val_answers.json (val and test), or those of the folder
-    PERCEPTFORGE_BLINK_OUTPUTS names (all 21 released folders): strict extraction reads a letter for ≥ 97%
-    of the outputs that have an official one, and agrees with it on ≥ 99.9% of those."""
+    """Every saved_outputs_<model>/ folder beside val_answers.json (val and test): strict extraction reads a
+    letter for ≥ 97% of the outputs that have an official one, and agrees with it on ≥ 99.9% of those. Where
+    PERCEPTFORGE_BLINK_OUTPUTS names the BLINK repository's eval/saved_outputs/ (all 21 released model
+    folders, 74,084 outputs with an official letter), issue 45's bar: ≥ 98.5% at ≥ 99.9%."""
     import os
 
     import yaml
 
-    folder = Path(os.environ.get("PERCEPTFORGE_BLINK_OUTPUTS", REF / "blink"))
+    released = os.environ.get("PERCEPTFORGE_BLINK_OUTPUTS")
+    folder = Path(released or REF / "blink")
     tasks = yaml.safe_load((Path(blink.__file__).parent / "blink_tasks.yaml").read_text())
     graded = []
-    for path in sorted(folder.glob("saved_outputs_*/*.json")):
+    for path in sorted(folder.glob("saved_outputs_*/*.json") if not released else folder.glob("*/*.json")):
         for part in json.loads(path.read_text()).values():
             for rec in part:
                 official = re.fullmatch(r"\(?([A-E])\)?", (rec.get("prediction") or "").strip())
@@ -94,8 +96,8 @@ def test_blink_strict_extraction_over_every_released_output():
                     got = extract_choice(rec["full_prediction"], info["options"], info.get("choices")).value
                     graded.append((got, official.group(1)))
     read = [(got, official) for got, official in graded if got]
-    assert len(graded) > 7000
-    assert len(read) / len(graded) >= 0.97, len(read) / len(graded)
+    assert len(graded) > (74_000 if released else 7000)
+    assert len(read) / len(graded) >= (0.985 if released else 0.97), len(read) / len(graded)
     agree = sum(got == official for got, official in read)
     assert agree / len(read) >= 0.999, (agree / len(read), len(read) - agree)
 
