@@ -367,7 +367,7 @@ def test_serve_initialises_starts_and_stops_on_sigterm(label_studio, tmp_path, c
     out, _ = serve.communicate(timeout=60)
     assert creds["token"] not in out and creds["password"] not in out and "credentials.json" in out
     assert "`label-studio init`: about a minute, once); the server starts after it" in out  # said, not only spun
-    assert "solo9@example.com labels at" in out
+    assert "starting solo9@example.com's own Label Studio" in out
     for url in (creds["url"], own["url"]):
         with pytest.raises(httpx.TransportError):  # nothing listens any more: the servers went down with serve
             httpx.get(f"{url}/health", timeout=2)
