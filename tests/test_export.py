@@ -389,3 +389,35 @@ def test_score_cli_reads_a_vlmevalkit_workbook_and_writes_csv_and_excel(tmp_path
     sheets = pd.read_excel(workbook, sheet_name=None)
     assert "items" in sheets and len(sheets["items"]) == 32 and "perceptforge split by kind" in sheets
     assert sheets["perceptforge split by kind"].set_index("kind").loc["single_mcq", "accuracy"] == 100.0
+
+
+def test_the_exported_scorer_module_is_the_scorers_code_and_imports_nothing_of_ours(tmp_path):
+    """`perceptforge_scorer.py` is generated from the scorer's own modules: each function of theirs is there
+    as written, its imports are the standard library's, and the prompts are predict's."""
+    import ast
+    import inspect
+    import sys
+
+    from perceptforge.scorer import extract, lmms_eval, verdicts
+    from perceptforge.scorer.benchmarks.perceptforge import predict_prompts
+
+    out = tmp_path / "s"
+    export_split(make_run(tmp_path), out, name="perceptforge-mvp")
+    text = (out / "lmms_eval" / "perceptforge_scorer.py").read_text()
+    tree = ast.parse(text)
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert {m.split(".")[0] for m in imported} <= set(sys.stdlib_module_names)
+    for module in (extract, verdicts, lmms_eval):
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            if fn.__module__ == module.__name__:
+                assert inspect.getsource(fn) in text, f"{module.__name__}.{name}"
+    namespace: dict = {"__name__": "exported"}
+    sys.modules["exported"] = type(sys)("exported")  # dataclasses looks the module up
+    try:
+        exec(compile(text, "perceptforge_scorer.py", "exec"), namespace)
+    finally:
+        del sys.modules["exported"]
+    assert namespace["PROMPTS"] == predict_prompts()
+    utils = (out / "lmms_eval" / "utils.py").read_text()
+    assert "perceptforge_scorer.py" in utils and "import perceptforge" not in utils
