@@ -224,7 +224,12 @@ def write_hf_parquet(
 
 
 MCQ_KINDS = ("single_mcq", "cross_mcq", "absent_mcq")
-TSV_COLUMNS = ["index", "id", "image", "question", "answer", "category", "l2-category", "split", "kind", "level"]
+# `question` is what VLMEvalKit asks (its prompt is built from it); `bare_question`, the item's question alone, is
+# what our scorer reads back
+TSV_COLUMNS = [
+    *("index", "id", "image", "question", "answer", "category", "l2-category", "split", "kind", "level"),
+    "bare_question",
+]
 VLMEVALKIT_CONFIG = "vlmevalkit_config.json"
 
 
@@ -267,12 +272,22 @@ def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path, name: str = "p
       one per image, with ids ``<item id>#natural`` and ``<item id>#manipulated`` as our scorer keys them.
 
     ``kind`` and ``level`` keep what our scorer groups by, so a TSV scores exactly like the JSONL split.
+    VLMEvalKit builds its prompt from ``question``, so that column asks what ``perceptforge predict`` asks: a Y/N
+    row holds predict's whole Yes/No prompt ("… Answer the question using a single word: Yes or No.", which
+    VLMEvalKit's ``ImageYORNDataset`` sends as it is), an MCQ row the question and predict's MCQ instruction ("Answer
+    with the option's letter …"; VLMEvalKit lays out the options itself, after it). ``bare_question`` keeps the
+    item's question alone, for our scorer.
     An image (or a cross row's pair of images) is inlined once per file; a later row showing it names the first
     row's ``index`` instead (VLMEvalKit resolves an ``image`` of 64 characters or fewer as another row's index).
     Rows are written as they are made, so memory stays flat however large the split.
     """
     import csv
 
+    from perceptforge.scorer.benchmarks.perceptforge import predict_prompts
+    from perceptforge.scorer.verdicts import ask, instruction
+
+    prompts = predict_prompts()
+    mcq_instruction = instruction(prompts, "single_mcq")
     mcq_name, yorn_name = vlmevalkit_names(name)
     mcq_path, yorn_path = out / f"{mcq_name}.tsv", out / f"{yorn_name}.tsv"
     with atomic_file(mcq_path, "w") as mcq, atomic_file(yorn_path, "w") as yorn:
@@ -293,7 +308,14 @@ def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path, name: str = "p
         index = 0
         for item in items:
             q = item.question
-            tail = [item.category.name, item.category.high, splits[item.id], q.kind, getattr(q, "level", "")]
+            tail = [
+                item.category.name,
+                item.category.high,
+                splits[item.id],
+                q.kind,
+                getattr(q, "level", ""),
+                q.question,
+            ]
             if q.kind in MCQ_KINDS:
                 if q.kind == "cross_mcq":  # the pair's list of two, inlined once; a later row names that row
                     pair = item.pair
@@ -302,17 +324,17 @@ def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path, name: str = "p
                 else:
                     image = single("mcq", index, item, item.pair.manipulated)
                 options = list(q.options) + [""] * (len(LETTERS) - len(q.options))
-                mcq_rows.writerow([index, item.id, image, q.question, *options, q.answer, *tail])
+                asked = f"{q.question}\n{mcq_instruction}"
+                mcq_rows.writerow([index, item.id, image, asked, *options, q.answer, *tail])
                 index += 1
             elif q.kind == "yes_no_pair":
+                asked = ask(prompts, q.kind, q.question)
                 for image_name, ref, answer in (
                     ("natural", item.pair.natural, q.answer_natural),
                     ("manipulated", item.pair.manipulated, q.answer_manipulated),
                 ):
                     image = single("yorn", index, item, ref)
-                    yorn_rows.writerow(
-                        [index, f"{item.id}#{image_name}", image, q.question, answer.capitalize(), *tail]
-                    )
+                    yorn_rows.writerow([index, f"{item.id}#{image_name}", image, asked, answer.capitalize(), *tail])
                     index += 1
     config = write_json(out / VLMEVALKIT_CONFIG, vlmevalkit_config(name))
     return [mcq_path, yorn_path, config]

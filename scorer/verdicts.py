@@ -23,6 +23,12 @@ def ask(prompts: Mapping[str, str], kind: str, question: str, options: Sequence[
     return prompts["mcq"].format(question=question, options=lettered)
 
 
+def instruction(prompts: Mapping[str, str], kind: str) -> str:
+    """What the prompt of ``kind`` asks beyond the question and its options (the MCQ prompt's closing line), for a
+    kit that lays out the question and the options its own way."""
+    return prompts["yes_no" if kind == "yes_no_pair" else "mcq"].format(question="", options="").strip()
+
+
 def read_answer(kind: str, output: str | None, options: Sequence[str] = ()) -> Extraction:
     """What ``output`` answers: yes / no for a question on one image of a Yes/No pair, else an option letter."""
     if kind == "yes_no_pair":

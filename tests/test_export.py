@@ -230,6 +230,12 @@ def test_tsv_and_jsonl_round_trip_through_scorer(tmp_path):
         }
     }
     assert "`perceptforge-mvp_YORN` a Y/N dataset" in (out / "README.md").read_text()
+    # VLMEvalKit asks each row's `question`: a Y/N row's is predict's whole prompt, an MCQ row's carries predict's
+    # instruction (VLMEvalKit lays out the options after it); `bare_question` is what our scorer reads back
+    assert list(yorn["question"]) == [pf_scorer.question_text("yes_no_pair", q) for q in yorn["bare_question"]]
+    assert "Yes or No" in yorn["question"][0]
+    instruction = pf_scorer.predict_prompts()["mcq"].splitlines()[-1]
+    assert list(mcq["question"]) == [f"{q}\n{instruction}" for q in mcq["bare_question"]]
 
     preds = hand_written_predictions(out)
     plain = tmp_path / "p.jsonl"

@@ -121,7 +121,8 @@ def read_vlmevalkit_tsv(path: Path) -> list[dict]:
             base = {
                 "category": row.get("category") or "",
                 "level": row.get("level") or "",
-                "question": row.get("question") or "",
+                # `question` is what VLMEvalKit asks (with predict's instruction); the item's own is `bare_question`
+                "question": row.get("bare_question") or row.get("question") or "",
             }
             options = [row[c] for c in LETTERS if row.get(c)]
             if options:
