@@ -26,26 +26,7 @@ VLMEVALKIT_SRC = SHARED_REFERENCE / "vlmevalkit" / "VLMEvalKit-e8e78f05.tar.gz"
 # Run by the VLMEvalKit venv's python: argv = the export's vlmevalkit_config.json, predictions by id (JSON), a work
 # folder for the prediction files, the JSON to write. The TSVs are read from $LMUData.
 IN_VLMEVALKIT = r'''
-import importlib.abc, importlib.machinery, inspect, json, sys
-from unittest import mock
-
-# `import vlmeval.dataset` imports torchvision at module level (video and document benchmarks: mvbench, tamperbench,
-# EgoExoBench, mmlongbenchdoc ...); its wheels are CUDA builds that do not load on the venv's CPU torch. None of the
-# code run here calls it: an empty module (every attribute a MagicMock) stands in for it.
-class NoTorchvision(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] == "torchvision":
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module):
-        module.__path__ = []
-        module.__getattr__ = lambda attr: mock.MagicMock(name=f"{module.__name__}.{attr}")
-
-
-sys.meta_path.insert(0, NoTorchvision())
+import inspect, json, sys
 
 import vlmeval.dataset
 from vlmeval.dataset import build_dataset
@@ -92,6 +73,18 @@ json.dump(out, open(out_path, "w"), indent=1)
 '''
 
 
+def skip_without_torchvision(python: Path) -> None:
+    """`import vlmeval` imports torchvision (its video and document benchmarks do, at module level): a venv built
+    before the Makefile installed it cannot run VLMEvalKit."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = subprocess.run([str(python), "-c", "import torchvision"], env=env, capture_output=True, text=True)
+    if probe.returncode:
+        pytest.skip(
+            f"torchvision does not load in {python.parent.parent} (built before the Makefile installed it? "
+            f"rm -r it and make vlmevalkit-venv): {probe.stderr.strip().splitlines()[-1]}"
+        )
+
+
 def fake_predictions(mcq: pd.DataFrame, yorn: pd.DataFrame) -> dict[str, str]:
     """A deterministic mix, drawn by a hash of the row's id: right and wrong letters, bare and in sentences, the right
     option's text, and outputs that say nothing (wrong for both). Only forms both extractions read alike (`Yes and
@@ -121,6 +114,7 @@ def test_vlmevalkit_reads_our_tsvs_and_scores_a_prediction_column_as_perceptforg
     if not python.exists():
         where = "" if VLMEVALKIT_SRC.is_file() else f"; its source {VLMEVALKIT_SRC} is absent too"
         pytest.skip(f"no VLMEvalKit venv at {VLMEVALKIT_VENV} (make vlmevalkit-venv builds it{where})")
+    skip_without_torchvision(python)
     out = tmp_path / "export"
     export_split(make_run(tmp_path, n_per_cat=3, five_questions=True), out)
     mcq = pd.read_csv(out / MCQ_TSV, sep="\t")
@@ -290,12 +284,7 @@ def test_vlmevalkit_run_py_runs_our_config_against_a_local_server_and_its_verdic
             f"{SHARED_REFERENCE / 'vlmevalkit' / 'run.py'} (or name it in PERCEPTFORGE_VLMEVALKIT_RUN_PY)"
         )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    probe = subprocess.run([str(python), "-c", "import torchvision"], env=env, capture_output=True, text=True)
-    if probe.returncode:
-        pytest.skip(
-            f"torchvision does not load in {VLMEVALKIT_VENV} (built before the Makefile added it?): "
-            + probe.stderr.strip().splitlines()[-1]
-        )
+    skip_without_torchvision(python)
     out = tmp_path / "export"
     export_split(make_run(tmp_path, n_per_cat=3, five_questions=True), out)
     lmu = tmp_path / "LMUData"
