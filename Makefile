@@ -26,8 +26,8 @@ LMMS   := .venv-lmms-eval
 # only on PyTorch's own index, which CI does not reach. So this venv takes the registry's torch 2.13.0 with its CUDA
 # libraries and the torchvision 0.28.0 built for it (on a machine without a GPU both run on the CPU), asked for with
 # no pip configuration: this machine's offers its CPU torch from local disk (find-links), which pip would prefer.
-# Measured on this 2-core machine (2026-11-28): torch + torchvision 4 min 06 s, the rest 4 min 15 s; 5.9 GB in all
-# (the CPU torch's venv was 2.1 GB). The stamp is named for this recipe, so a venv built by the one before (CPU torch,
+# Measured on this 2-core machine (2026-11-28, other jobs running): `make vlmevalkit-venv` 10 min 51 s and 5.9 GB
+# (torch + torchvision alone 4 min 06 s, 4.8 GB; the CPU torch's venv was 2.1 GB). The stamp is named for this recipe, so a venv built by the one before (CPU torch,
 # no torchvision) is built again from scratch.
 VLMEVALKIT := .venv-vlmevalkit
 VLMEVALKIT_STAMP := $(VLMEVALKIT)/.installed-torchvision
