@@ -128,3 +128,8 @@ def test_lmms_eval_runs_our_task_alone_and_its_verdicts_are_ours_item_by_item(tm
         theirs["perceptforge_overall,none"],
         theirs["perceptforge_micro,none"],
     )
+    print(
+        f"\n{task}: {len(mine)} questions, {sum(c for _, _, c in mine.values())} right by both, "
+        f"{sum(r is None for r, _, _ in mine.values())} unparsed; lmms-eval overall {theirs['perceptforge_overall,none']}"
+        f" micro {theirs['perceptforge_micro,none']}; perceptforge score {ours['overall']} / {ours['overall_micro']}"
+    )
