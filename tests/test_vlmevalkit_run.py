@@ -265,9 +265,11 @@ def kit_reply(request: dict) -> str:
     return forms[draw[0] % len(forms)]
 
 
-def test_vlmevalkit_run_py_runs_our_config_against_a_local_server_and_its_verdicts_are_ours(tmp_path):
-    """VLMEvalKit as its users run it: `python run.py --config` with the exported config (plus a model section: its
-    OpenAI wrapper against a server on 127.0.0.1) in its own venv, real torchvision, the TSVs in `$LMUData`. It asks
+@pytest.mark.parametrize("route", ["config", "data-config"])
+def test_vlmevalkit_run_py_runs_our_config_against_a_local_server_and_its_verdicts_are_ours(tmp_path, route):
+    """VLMEvalKit as its users run it, in its own venv with real torchvision, the TSVs in `$LMUData`, against an
+    OpenAI-compatible server on 127.0.0.1: `python run.py --config` with the exported config plus a model section
+    (its OpenAI wrapper), or, with no edit, `--model --data --data-config '<the config's data>' --base-url`. It asks
     what `perceptforge predict` asks, and its verdict on every row (hit, score) is `perceptforge score`'s."""
     from chat_server import ChatServer
 
@@ -301,9 +303,13 @@ def test_vlmevalkit_run_py_runs_our_config_against_a_local_server_and_its_verdic
                      "retry": 2, "temperature": 0, "img_detail": "low", "timeout": 60},
         }  # fmt: skip
         (tmp_path / "config.json").write_text(json.dumps(config))
+        if route == "config":
+            how = ["--config", str(tmp_path / "config.json")]
+        else:  # the README's no-edit route: the data section as JSON, the model by name and URL
+            how = ["--model", "tiny", "--data", *sorted(config["data"]), "--data-config", json.dumps(config["data"])]
+            how += ["--base-url", server.base_url, "--key", "local", "--retry", "2", "--temperature", "0"]
         done = subprocess.run(
-            [str(python), str(script), "--config", str(tmp_path / "config.json"), "--work-dir", str(work)]
-            + ["--judge", "exact_matching", "--api-nproc", "2"],
+            [str(python), str(script), *how, "--work-dir", str(work), "--judge", "exact_matching", "--api-nproc", "2"],
             cwd=tmp_path,
             env=env,
             capture_output=True,
