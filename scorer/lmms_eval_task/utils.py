@@ -16,6 +16,8 @@ _PATH = Path(__file__).resolve().with_name("perceptforge_scorer.py")
 _NAME = "perceptforge_scorer_" + hashlib.sha256(str(_PATH).encode()).hexdigest()[:12]
 if _NAME not in sys.modules:
     _spec = importlib.util.spec_from_file_location(_NAME, _PATH)
+    if _spec is None or _spec.loader is None:
+        raise ImportError(f"{_PATH}: cannot be loaded (the export writes it beside this file)")
     _module = importlib.util.module_from_spec(_spec)
     sys.modules[_NAME] = _module
     try:
