@@ -12,10 +12,9 @@ import pprint
 from importlib import resources
 from typing import Any
 
-# The modules whose source the generated module carries, in order (each after those it uses), and the names they
-# bind to values rather than code: the generated module holds those as literals.
+# The modules whose source the generated module carries, in order (each after those it uses); lmms_eval's PROMPTS,
+# a value rather than code, it holds as a literal.
 BUNDLED = ("extract", "verdicts", "lmms_eval")
-LITERALS = ("PROMPTS",)
 HEADER = """\
 Answer extraction, scoring rules and lmms-eval task functions of a perceptforge export, written by
 `perceptforge export` from perceptforge's own scorer (scorer/extract.py, scorer/verdicts.py,
@@ -64,8 +63,9 @@ def standalone_module(sources: dict[str, str], values: dict[str, Any], header: s
 def task_utils() -> str:
     """The exported task folder's ``perceptforge_scorer.py``: ``standalone_module`` over this package's files,
     as installed."""
-    from perceptforge.scorer import lmms_eval
+    from perceptforge.scorer.benchmarks.perceptforge import predict_prompts
 
     package = resources.files("perceptforge.scorer")
     sources = {name: package.joinpath(f"{name}.py").read_text(encoding="utf-8") for name in BUNDLED}
-    return standalone_module(sources, {name: getattr(lmms_eval, name) for name in LITERALS})
+    # the prompts as predict would load them now (a prompt folder registered since import counts)
+    return standalone_module(sources, {"PROMPTS": predict_prompts()})
