@@ -15,17 +15,25 @@ LSVENV := .venv-label-studio
 # ("operator torchvision::nms does not exist"), and lmms-eval's text path runs without it, so it is taken out.
 # filelock 4 dropped the `filelock._api` lmms-eval 0.7.3 imports.
 LMMS   := .venv-lmms-eval
-# VLMEvalKit's own dataset code (its test reads our TSVs with it): the source at commit e8e78f05 from the reference
-# folder beside the checkout (../shared/reference, or $PERCEPTFORGE_REFERENCE), in its own venv. The tarball has no
-# README.md, which its setup.py reads, so it is unpacked into the venv and put on sys.path by a .pth file. Not its
-# requirements.txt (CUDA torch, gradio, lpips, ...): the CPU torch from this machine's disk and what the modules that
-# `import vlmeval.dataset` loads import at module level (vlmeval/__init__ → tools → config → every model class, and
-# every dataset class), plus openpyxl and xlsxwriter for its .xlsx files. torchvision is left out: its wheels are CUDA
-# builds that do not load on the CPU torch, and the test stands in an empty module for it (no image MCQ or Y/N
-# code calls it). Measured on 2 cores: 1 min 36 s and 2.1 GB with an empty pip cache (torch 0.75 GB of it).
+# VLMEvalKit (its tests read our TSVs with its dataset code and run its run.py on our config): the source at commit
+# e8e78f05 from the reference folder beside the checkout (../shared/reference, or $PERCEPTFORGE_REFERENCE), in its own
+# venv. The tarball has no README.md, which its setup.py reads, so it is unpacked into the venv and put on sys.path by
+# a .pth file. Not its requirements.txt (gradio, lpips, ...): torch and torchvision, then what the modules that
+# `import vlmeval` loads import at module level (vlmeval/__init__ → tools → config → every model class, and every
+# dataset class), plus openpyxl and xlsxwriter for its .xlsx files.
+# torchvision, which `import vlmeval` needs, is on the registry only as CUDA builds: its _C.so links libc10_cuda.so and
+# libtorch_cuda.so, which the CPU torch lacks ("operator torchvision::nms does not exist" at import); a CPU build is
+# only on PyTorch's own index, which CI does not reach. So this venv takes the registry's torch 2.13.0 with its CUDA
+# libraries and the torchvision 0.28.0 built for it (on a machine without a GPU both run on the CPU), asked for with
+# no pip configuration: this machine's offers its CPU torch from local disk (find-links), which pip would prefer.
+# Measured on this 2-core machine (2026-11-28, other jobs running): `make vlmevalkit-venv` 10 min 51 s and 5.9 GB
+# (torch + torchvision alone 4 min 06 s, 4.8 GB; the CPU torch's venv was 2.1 GB). The stamp is named for this recipe, so a venv built by the one before (CPU torch,
+# no torchvision) is built again from scratch.
 VLMEVALKIT := .venv-vlmevalkit
+VLMEVALKIT_STAMP := $(VLMEVALKIT)/.installed-torchvision
 PERCEPTFORGE_REFERENCE ?= $(CURDIR)/../shared/reference
 VLMEVALKIT_SRC := $(PERCEPTFORGE_REFERENCE)/vlmevalkit/VLMEvalKit-e8e78f05.tar.gz
+VLMEVALKIT_TORCH := 'torch==2.13.0' 'torchvision==0.28.0'
 VLMEVALKIT_DEPS := 'torch==2.13.0' accelerate av datasets decord filelock huggingface_hub imageio jieba joblib \
 	json_repair 'levenshtein>=0.27.1' math-verify 'antlr4-python3-runtime==4.11.1' networkx nltk num2words numpy openai \
 	opencv-python-headless openpyxl pandas pillow portalocker 'pylatexenc==2.10' pyyaml qwen-vl-utils regex requests \
@@ -66,16 +74,18 @@ $(LMMS)/.installed:
 	touch $@
 
 ifneq ($(wildcard $(VLMEVALKIT_SRC)),)
-$(VLMEVALKIT)/.installed: $(VLMEVALKIT_SRC)
+$(VLMEVALKIT_STAMP): $(VLMEVALKIT_SRC)
+	rm -rf $(VLMEVALKIT)
 	$(PYTHON) -m venv $(VLMEVALKIT)
-	$(VLMEVALKIT)/bin/pip install -q 'torch==2.13.0'
+	PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS= PIP_CONSTRAINT= $(VLMEVALKIT)/bin/pip install -q $(VLMEVALKIT_TORCH)
 	$(VLMEVALKIT)/bin/pip install -q $(VLMEVALKIT_DEPS)
+	$(VLMEVALKIT)/bin/python -c 'import torchvision.ops, torch; torchvision.ops.nms(torch.zeros(1, 4), torch.ones(1), 0.5)'
 	rm -rf $(VLMEVALKIT)/src && mkdir -p $(VLMEVALKIT)/src && tar -xzf $(VLMEVALKIT_SRC) -C $(VLMEVALKIT)/src
 	$(VLMEVALKIT)/bin/python -c 'import site, sys; open(site.getsitepackages()[0] + "/vlmevalkit.pth", "w").write(sys.argv[1] + "\n")' \
 	  $(abspath $(VLMEVALKIT))/src/VLMEvalKit
 	touch $@
 else
-$(VLMEVALKIT)/.installed:
+$(VLMEVALKIT_STAMP):
 	@echo "no VLMEvalKit source at $(VLMEVALKIT_SRC): $(VLMEVALKIT) not built (tests/test_vlmevalkit_run.py skips)"
 endif
 
@@ -90,7 +100,7 @@ install-dev: $(VENV)/.installed-dev
 llama-server: $(LLAMA)/.installed
 label-studio-venv: $(LSVENV)/.installed
 lmms-eval-venv: $(LMMS)/.installed
-vlmevalkit-venv: $(VLMEVALKIT)/.installed
+vlmevalkit-venv: $(VLMEVALKIT_STAMP)
 
 # A real Label Studio on 127.0.0.1:$(LS_PORT), serving images from under $(LS_DOCUMENT_ROOT); Ctrl-C stops it.
 label-studio: $(VENV)/.installed-core $(LSVENV)/.installed
@@ -112,7 +122,7 @@ lint: $(VENV)/.installed-dev
 	MYPYPATH=build/mypy $(BIN)/mypy -p perceptforge
 
 test: lint $(VENV)/.installed-dev $(LLAMA)/.installed $(LSVENV)/.installed $(LMMS)/.installed \
-	$(VLMEVALKIT)/.installed chromium
+	$(VLMEVALKIT_STAMP) chromium
 	$(BIN)/python -m pytest
 
 clean-venv:

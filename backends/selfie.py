@@ -11,8 +11,12 @@ that is not the subject, still go to GrabCut (``box_mask``).
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +37,38 @@ NO_PERSON = (
     "a video call: a small or distant figure, one seen from behind, or not a person, it may miss); a drawn outline "
     "of the subject (the annotation's segmentation; `perceptforge sources outline push` draws it) needs no segmenter"
 )
+
+
+# What LiteRT's C++ logger writes to the process's stderr when an interpreter takes its default XNNPACK delegate:
+# an INFO line in every run's output. LiteRT gives Python no log level for it (TF_CPP_MIN_LOG_LEVEL is not read by
+# its minimal logger, which exports no setter), and the delegate cannot be left out: it runs the model's MediaPipe
+# op Convolution2DTransposeBias ("unresolved custom op" without it).
+DELEGATE_INFO = "INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
+
+
+def is_delegate_info(line: str) -> bool:
+    return line.strip() == DELEGATE_INFO
+
+
+@contextmanager
+def native_stderr_without(noise: Callable[[str], bool]) -> Iterator[None]:
+    """Native code's stderr (file descriptor 2) captured while the block runs, then written back less the lines
+    ``noise`` names: a line another thread wrote meanwhile comes out late, not lost."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            lines = capture.read().decode("utf-8", "replace").splitlines(keepends=True)
+            kept = "".join(line for line in lines if not noise(line))
+            if kept:
+                os.write(2, kept.encode("utf-8"))
 
 
 def bundled_model() -> Path:
@@ -96,8 +132,9 @@ class SelfieSegmenter:
                 raise PerceptforgeError(f"{self.model_path}: the selfie segmentation model is not there")
             from ai_edge_litert.interpreter import Interpreter
 
-            interpreter = Interpreter(model_path=str(self.model_path), num_threads=1)
-            interpreter.allocate_tensors()
+            with native_stderr_without(is_delegate_info):  # the delegate is made here, and logs its INFO line
+                interpreter = Interpreter(model_path=str(self.model_path), num_threads=1)
+                interpreter.allocate_tensors()
             self._interpreter = interpreter
         return self
 

@@ -438,7 +438,9 @@ class SplitManifest(Record):
     profile: dict
     templates: dict[str, int] = Field(description="template id → version")
     prompts: list[PromptRef]
-    models: dict[str, str] = Field(description="stage → model id")
+    models: dict[str, list[str]] = Field(
+        description="stage → every model id (or backend name, for a backend without a model) that made an item"
+    )
     source_commit: str = ""
 
 

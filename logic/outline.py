@@ -29,8 +29,10 @@ def outline_mask(parts: Sequence[Sequence[float]], height: int, width: int) -> n
         # each edge crosses the rows whose centre lies in [min y, max y): no row counts a vertex twice
         low, high = np.minimum(y0, y1), np.maximum(y0, y1)
         crosses = (centres_y[:, None] >= low[None]) & (centres_y[:, None] < high[None])  # (rows, edges)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = (centres_y[:, None] - y0[None]) / (y1 - y0)[None]
+        # a horizontal edge crosses no row (low == high above); dividing by 1 instead of its zero height keeps its
+        # unused crossing finite, where 0/0 and inf * 0 would warn ("invalid value encountered")
+        rise = y1 - y0
+        t = (centres_y[:, None] - y0[None]) / np.where(rise == 0, 1.0, rise)[None]
         at = x0[None] + t * (x1 - x0)[None]
         for row in np.flatnonzero(crosses.any(axis=1)):
             xs = np.sort(at[row, crosses[row]])

@@ -169,7 +169,7 @@ def write_parquet_file(items, splits, run_dir: Path, path: Path) -> Path:
                     "bytes": image_bytes(run_dir, item, item.pair.manipulated),
                     "path": item.pair.manipulated.path,
                 },
-                "lineage": dumps_canonical(item.lineage.model_dump(mode="json")),
+                "lineage": lineage_row(item),
             }
 
     columns = [
@@ -179,16 +179,66 @@ def write_parquet_file(items, splits, run_dir: Path, path: Path) -> Path:
         ("answer", "string"),
         ("natural_image", "image"),
         ("manipulated_image", "image"),
-        ("lineage", "string"),
+        ("lineage", "lineage"),
     ]
     return write_hf_parquet(rows(), columns, path)
+
+
+def lineage_row(item: BenchmarkItem) -> dict:
+    """An item's lineage as the Parquet ``lineage`` struct: its fields as they are, the maps (stage → backend, name
+    → artifact path) as lists of records, since a struct's fields are fixed and a map's keys differ by item."""
+    lineage = item.lineage.model_dump(mode="json")
+    lineage["backends"] = [{"stage": stage, **ref} for stage, ref in sorted(lineage["backends"].items())]
+    lineage["artifacts"] = [{"name": name, "path": path} for name, path in sorted(lineage["artifacts"].items())]
+    return lineage
+
+
+# The lineage struct's fields: (name, kind), kind a plain type or a list of records with fields of their own.
+LINEAGE_FIELDS: list[tuple[str, object]] = [
+    ("source_id", "string"),
+    ("source_sha256", "string"),
+    ("template_id", "string"),
+    ("template_version", "int64"),
+    ("prompts", [("id", "string"), ("version", "int64"), ("sha256", "string")]),
+    ("backends", [("stage", "string"), ("name", "string"), ("model_id", "string")]),
+    ("seed", "int64"),
+    ("artifacts", [("name", "string"), ("path", "string")]),
+    ("parent_id", "string"),
+]
+
+
+def _arrow_struct(fields: list[tuple[str, object]]) -> object:
+    import pyarrow as pa
+
+    def arrow(kind: object) -> object:
+        return pa.list_(_arrow_struct(kind)) if isinstance(kind, list) else getattr(pa, str(kind))()
+
+    return pa.struct([(name, arrow(kind)) for name, kind in fields])
+
+
+def _hf_struct(fields: list[tuple[str, object]]) -> dict:
+    """``datasets``' features of a struct: a dict of fields; a list of records is ``[{fields}]``, the list form
+    datasets 3 and 4 both read as a list of dicts (a ``Sequence`` of a dict would be read as a dict of lists)."""
+    return {
+        name: [_hf_struct(kind)] if isinstance(kind, list) else {"dtype": kind, "_type": "Value"}
+        for name, kind in fields
+    }
+
+
+def _card_struct(fields: list[tuple[str, object]]) -> list[dict]:
+    """The card's YAML for a struct's fields: ``dtype`` for a plain one, ``list`` of fields for a list of records."""
+    return [
+        {"name": name, "list": _card_struct(kind)} if isinstance(kind, list) else {"name": name, "dtype": kind}
+        for name, kind in fields
+    ]
 
 
 def write_hf_parquet(
     rows: Iterable[dict], columns: list[tuple[str, str]], path: Path, rows_per_group: int = ROWS_PER_GROUP
 ) -> Path:
-    """``rows`` as Parquet with one column per ``(name, kind)`` — kind ``string``, ``strings`` (a list) or
-    ``image`` ({bytes, path}) — and the metadata Hugging Face ``datasets`` reads to decode the images. Written row
+    """``rows`` as Parquet with one column per ``(name, kind)`` — kind ``string``, ``strings`` (a list),
+    ``lineage`` (``LINEAGE_FIELDS``' struct) or ``image`` ({bytes, path}) — and the metadata Hugging Face
+    ``datasets`` reads to decode the images. Written row
     group by row group (``rows_per_group`` rows each, taken from ``rows`` as it yields them), so memory stays flat
     however large the split.
 
@@ -205,9 +255,15 @@ def write_hf_parquet(
         "string": pa.string(),
         "strings": pa.list_(pa.string()),
         "image": pa.struct([("bytes", pa.binary()), ("path", pa.string())]),
+        "lineage": _arrow_struct(LINEAGE_FIELDS),
     }
     value = {"dtype": "string", "_type": "Value"}
-    feature = {"string": value, "strings": {"feature": value, "_type": "Sequence"}, "image": {"_type": "Image"}}
+    feature = {
+        "string": value,
+        "strings": {"feature": value, "_type": "Sequence"},
+        "image": {"_type": "Image"},
+        "lineage": _hf_struct(LINEAGE_FIELDS),
+    }
     features = {name: feature[kind] for name, kind in columns}
     schema = pa.schema([(name, arrow[kind]) for name, kind in columns]).with_metadata(
         {b"huggingface": json.dumps({"info": {"features": features}}, sort_keys=True).encode()}
@@ -224,7 +280,12 @@ def write_hf_parquet(
 
 
 MCQ_KINDS = ("single_mcq", "cross_mcq", "absent_mcq")
-TSV_COLUMNS = ["index", "id", "image", "question", "answer", "category", "l2-category", "split", "kind", "level"]
+# `question` is what VLMEvalKit asks (its prompt is built from it); `bare_question`, the item's question alone, is
+# what our scorer reads back
+TSV_COLUMNS = [
+    *("index", "id", "image", "question", "answer", "category", "l2-category", "split", "kind", "level"),
+    "bare_question",
+]
 VLMEVALKIT_CONFIG = "vlmevalkit_config.json"
 
 
@@ -267,12 +328,22 @@ def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path, name: str = "p
       one per image, with ids ``<item id>#natural`` and ``<item id>#manipulated`` as our scorer keys them.
 
     ``kind`` and ``level`` keep what our scorer groups by, so a TSV scores exactly like the JSONL split.
+    VLMEvalKit builds its prompt from ``question``, so that column asks what ``perceptforge predict`` asks: a Y/N
+    row holds predict's whole Yes/No prompt ("… Answer the question using a single word: Yes or No.", which
+    VLMEvalKit's ``ImageYORNDataset`` sends as it is), an MCQ row the question and predict's MCQ instruction ("Answer
+    with the option's letter …"; VLMEvalKit lays out the options itself, after it). ``bare_question`` keeps the
+    item's question alone, for our scorer.
     An image (or a cross row's pair of images) is inlined once per file; a later row showing it names the first
     row's ``index`` instead (VLMEvalKit resolves an ``image`` of 64 characters or fewer as another row's index).
     Rows are written as they are made, so memory stays flat however large the split.
     """
     import csv
 
+    from perceptforge.scorer.benchmarks.perceptforge import predict_prompts
+    from perceptforge.scorer.verdicts import ask, instruction
+
+    prompts = predict_prompts()
+    mcq_instruction = instruction(prompts, "single_mcq")
     mcq_name, yorn_name = vlmevalkit_names(name)
     mcq_path, yorn_path = out / f"{mcq_name}.tsv", out / f"{yorn_name}.tsv"
     with atomic_file(mcq_path, "w") as mcq, atomic_file(yorn_path, "w") as yorn:
@@ -293,7 +364,14 @@ def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path, name: str = "p
         index = 0
         for item in items:
             q = item.question
-            tail = [item.category.name, item.category.high, splits[item.id], q.kind, getattr(q, "level", "")]
+            tail = [
+                item.category.name,
+                item.category.high,
+                splits[item.id],
+                q.kind,
+                getattr(q, "level", ""),
+                q.question,
+            ]
             if q.kind in MCQ_KINDS:
                 if q.kind == "cross_mcq":  # the pair's list of two, inlined once; a later row names that row
                     pair = item.pair
@@ -302,28 +380,33 @@ def write_vlmevalkit_tsv(items, splits, run_dir: Path, out: Path, name: str = "p
                 else:
                     image = single("mcq", index, item, item.pair.manipulated)
                 options = list(q.options) + [""] * (len(LETTERS) - len(q.options))
-                mcq_rows.writerow([index, item.id, image, q.question, *options, q.answer, *tail])
+                asked = f"{q.question}\n{mcq_instruction}"
+                mcq_rows.writerow([index, item.id, image, asked, *options, q.answer, *tail])
                 index += 1
             elif q.kind == "yes_no_pair":
+                asked = ask(prompts, q.kind, q.question)
                 for image_name, ref, answer in (
                     ("natural", item.pair.natural, q.answer_natural),
                     ("manipulated", item.pair.manipulated, q.answer_manipulated),
                 ):
                     image = single("yorn", index, item, ref)
-                    yorn_rows.writerow(
-                        [index, f"{item.id}#{image_name}", image, q.question, answer.capitalize(), *tail]
-                    )
+                    yorn_rows.writerow([index, f"{item.id}#{image_name}", image, asked, answer.capitalize(), *tail])
                     index += 1
     config = write_json(out / VLMEVALKIT_CONFIG, vlmevalkit_config(name))
     return [mcq_path, yorn_path, config]
 
 
 def write_lmms_eval_task(parquet: list[Path], out: Path, name: str, version: str) -> list[Path]:
-    """``lmms_eval/<task>.yaml`` and its ``utils.py`` (the scorer's task template): the task reads the
-    Parquet splits, relative to the export folder, and scores with perceptforge's scorer. It evaluates the test
-    split; with a val split beside it, ``<task>_val.yaml`` (the same task on val, through lmms-eval's
-    ``include``) is the option that evaluates val: ``--tasks <task>_val``."""
+    """``lmms_eval/<task>.yaml``, its ``utils.py`` and ``perceptforge_scorer.py``: the task reads the Parquet
+    splits, relative to the export folder, and scores with perceptforge's scorer, whose code the folder carries
+    (``perceptforge_scorer.py``, generated by ``scorer/standalone`` from the scorer's modules; it and ``utils.py``,
+    which loads it, need nothing but the standard library, so the folder runs in lmms-eval's environment without
+    perceptforge). It evaluates the test split; with a val split beside it,
+    ``<task>_val.yaml`` (the same task on val, through lmms-eval's ``include``) is the option that evaluates val:
+    ``--tasks <task>_val``."""
     from importlib import resources
+
+    from perceptforge.scorer.standalone import task_utils
 
     template = resources.files("perceptforge.scorer").joinpath("lmms_eval_task")
     task = re.sub(r"\W+", "_", name).strip("_").lower()
@@ -342,6 +425,7 @@ def write_lmms_eval_task(parquet: list[Path], out: Path, name: str, version: str
     written = [
         atomic_write_text(folder / f"{task}.yaml", text),
         atomic_write_text(folder / "utils.py", template.joinpath("utils.py").read_text()),
+        atomic_write_text(folder / "perceptforge_scorer.py", task_utils()),
     ]
     if "val" in splits and "test" in splits:
         val = f"# the {task} task on the val split: lmms-eval --include_path lmms_eval --tasks {task}_val ...\n"
@@ -393,7 +477,11 @@ def export_split(
     profile_path = run_dir / "profile.yaml"
     profile = yaml.safe_load(profile_path.read_text()) if profile_path.exists() else {}
     prompts = {(p.id, p.version): p for i in items for p in i.lineage.prompts}
-    models = {stage: b.model_id or b.name for i in items for stage, b in i.lineage.backends.items()}
+    # every backend that made an item at each stage (a profile may give a stage several: mask editors by value)
+    models: dict[str, set[str]] = defaultdict(set)
+    for i in items:
+        for stage, b in i.lineage.backends.items():
+            models[stage].add(b.model_id or b.name)
     manifest = SplitManifest(
         name=name,
         version=version,
@@ -406,7 +494,7 @@ def export_split(
         profile=profile,
         templates=dict(sorted({i.lineage.template_id: i.lineage.template_version for i in items}.items())),
         prompts=[prompts[k] for k in sorted(prompts)],
-        models=dict(sorted(models.items())),
+        models={stage: sorted(names) for stage, names in sorted(models.items())},
         source_commit=source_commit(),
     )
     write_json(out / "manifest.json", manifest.model_dump(mode="json"))
@@ -414,7 +502,8 @@ def export_split(
     verification = json.loads(verification_path.read_text()) if verification_path.exists() else None
     if verification:  # the audit reads it beside the split
         write_json(out / "verification.json", verification)
-    atomic_write_text(out / "README.md", data_card(manifest, only_verified, license, verification))
+    split_bytes = {p.stem: arrow_bytes(p) for p in written if p.parent == out / "data" and p.suffix == ".parquet"}
+    atomic_write_text(out / "README.md", data_card(manifest, only_verified, license, verification, split_bytes))
     return manifest
 
 
@@ -428,16 +517,20 @@ CARD_FEATURES = [
     {"name": "answer", "dtype": "string"},
     {"name": "natural_image", "dtype": "image"},
     {"name": "manipulated_image", "dtype": "image"},
-    {"name": "lineage", "dtype": "string"},
+    {"name": "lineage", "struct": _card_struct(LINEAGE_FIELDS)},
 ]
 
 
-def card_front_matter(manifest: SplitManifest, only_verified: bool, license: str) -> str:
+def card_front_matter(
+    manifest: SplitManifest, only_verified: bool, license: str, split_bytes: dict[str, int] | None = None
+) -> str:
     """The Hub's YAML header: licence, task categories, the splits and their files, the features.
 
     Dumped here rather than by ``huggingface_hub.DatasetCardData.to_yaml``, which would move ``language`` first
     (a changed README byte for every export) and make huggingface_hub a dependency of every install for a YAML
-    dump; ``tests/test_export.py`` reads the card back with ``huggingface_hub.DatasetCard``."""
+    dump; ``tests/test_export.py`` reads the card back with ``huggingface_hub.DatasetCard``. ``split_bytes``: each
+    split's Arrow size (``arrow_bytes``)."""
+    split_bytes = split_bytes or {}
     splits = sorted(
         p.removeprefix("data/").removesuffix(".parquet")
         for p in (f.path for f in manifest.files)
@@ -454,7 +547,11 @@ def card_front_matter(manifest: SplitManifest, only_verified: bool, license: str
         ],
         "dataset_info": {
             "features": CARD_FEATURES,
-            "splits": [{"name": s, "num_examples": manifest.counts.get(s, 0)} for s in splits],
+            # datasets takes a split's record only with num_bytes (its Arrow size, as datasets records it)
+            "splits": [
+                {"name": s, "num_bytes": split_bytes.get(s, 0), "num_examples": manifest.counts.get(s, 0)}
+                for s in splits
+            ],
         },
     }
     return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n\n"
@@ -521,8 +618,21 @@ def estimate_lines(estimate: dict | None) -> list[str]:
     return lines
 
 
+def arrow_bytes(path: Path) -> int:
+    """A Parquet file's size as Arrow data (``pyarrow`` ``nbytes``), the ``num_bytes`` ``datasets`` records for a
+    split: read a row group at a time, so memory stays one group's."""
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(path) as f:
+        return sum(f.read_row_group(k).nbytes for k in range(f.num_row_groups))
+
+
 def data_card(
-    manifest: SplitManifest, only_verified: bool = False, license: str = "other", verification: dict | None = None
+    manifest: SplitManifest,
+    only_verified: bool = False,
+    license: str = "other",
+    verification: dict | None = None,
+    split_bytes: dict[str, int] | None = None,
 ) -> str:
     verified = (
         "Only items that both annotators accepted in Label Studio are included."
@@ -551,7 +661,9 @@ def data_card(
     ]
     lines += [
         "",
-        f"Seed {manifest.seed}; templates {manifest.templates}; models {manifest.models}; "
+        f"Seed {manifest.seed}; templates {manifest.templates}; models by stage "
+        + "; ".join(f"{stage}: {', '.join(names)}" for stage, names in manifest.models.items())
+        + "; "
         f"source commit `{manifest.source_commit or 'unknown'}`.",
         "",
         "`audit.html` / `audit.json` (from `perceptforge audit`): answer balance, option bias, duplicates and",
@@ -571,7 +683,7 @@ def data_card(
             "",
         ]
     front = (
-        card_front_matter(manifest, only_verified, license)
+        card_front_matter(manifest, only_verified, license, split_bytes)
         if any(f.path.startswith("data/") for f in manifest.files)
         else ""
     )

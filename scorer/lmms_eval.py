@@ -1,6 +1,12 @@
-"""lmms-eval task functions for an exported perceptforge split (``export`` writes the task folder; its
-``utils.py`` re-exports these). Questions are asked with the prompts ``perceptforge predict`` uses, and
-the metrics are our scorer's, so lmms-eval reports the numbers ``perceptforge score`` would.
+"""lmms-eval task functions for an exported perceptforge split. Questions are asked with the prompts ``perceptforge
+predict`` uses, and answers are judged by our scorer's rules (``verdicts``), so lmms-eval reports the numbers
+``perceptforge score`` would.
+
+The exported task folder must run in lmms-eval's own environment, where perceptforge is not installed: ``export``
+writes ``standalone.task_utils()``, this module's source after ``extract``'s and ``verdicts``', with the prompt
+texts as a literal in place of ``PROMPTS``' look-up, as the folder's ``perceptforge_scorer.py`` (``utils.py``
+loads it). So apart from its ``perceptforge`` imports (each replaced by what it names) this module uses the
+standard library alone; ``tests/test_lmms_eval_run.py`` runs the generated file with nothing of ours importable.
 
 A Yes/No pair is two questions (one per image), as in MVP-Bench: ``process_docs`` turns each pair row of
 the Parquet split into two documents with ids ``<item>#natural`` and ``<item>#manipulated``.
@@ -10,11 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from perceptforge.scorer.benchmarks.perceptforge import question_text, score_rows
-from perceptforge.scorer.predictions import Prediction, PredictionSet
+from perceptforge.scorer.benchmarks.perceptforge import predict_prompts
+from perceptforge.scorer.verdicts import accuracy, ask, read_answer
 
 IMAGES = ("natural", "manipulated")
 KEPT = ("id", "kind", "level", "category", "question", "options", "answer", "image")
+# The texts of predict's Yes/No and MCQ prompts; the generated module holds them as a literal.
+PROMPTS: dict[str, str] = predict_prompts()
 
 
 def expand_pairs(batch: dict[str, list]) -> dict[str, list]:
@@ -49,43 +57,33 @@ def doc_to_visual(doc: dict) -> list:
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
-    return question_text(doc["kind"], doc["question"], list(doc.get("options") or []))
+    return ask(PROMPTS, doc["kind"], doc["question"], list(doc.get("options") or []))
 
 
 def process_results(doc: dict, results: list[str]) -> dict[str, dict]:
-    """The same record for each metric: what the aggregation needs of the document, and the output."""
-    record = {"doc": {k: doc[k] for k in KEPT if k in doc}, "output": results[0] if results else None}
+    """The same record for each metric: what the aggregation needs of the document, the output, and this
+    module's verdict on it (what it read, by which rule, right or not), so the sample log shows each item's."""
+    output = results[0] if results else None
+    read = read_answer(doc["kind"], output, list(doc.get("options") or []))
+    record = {
+        "doc": {k: doc[k] for k in KEPT if k in doc},
+        "output": output,
+        "read": read.value,
+        "method": read.method if output is not None else "missing",
+        "correct": read.value == doc["answer"],
+    }
     return {"perceptforge_overall": record, "perceptforge_micro": record}
 
 
-def score_logged(records: list[dict]) -> dict:
-    """Our scorer's metrics over process_results records."""
-    rows: list[dict] = []
-    pairs: dict[str, dict] = {}
-    preds = PredictionSet()
-    for rec in records:
-        doc = rec["doc"]
-        base = {"category": doc["category"], "level": doc.get("level") or "", "question": doc["question"]}
-        if doc["kind"] == "yes_no_pair":
-            item_id = doc["id"].rpartition("#")[0]
-            if item_id not in pairs:
-                pairs[item_id] = {"id": item_id, "kind": "yes_no_pair", **base, "answers": {}}
-                rows.append(pairs[item_id])
-            pairs[item_id]["answers"][doc["image"]] = doc["answer"]
-        else:
-            rows.append(
-                {"id": doc["id"], "kind": doc["kind"], **base, "options": list(doc["options"]), "answer": doc["answer"]}
-            )
-        if rec["output"] is not None:
-            preds.by_key[doc["id"]] = Prediction(doc["id"], rec["output"], f"lmms-eval doc {doc['id']}")
-    return score_rows(rows, preds).metrics
+def _tallies(records: list[dict]) -> list[tuple[str, int, int]]:
+    return [(rec["doc"]["category"], int(rec["correct"]), 1) for rec in records]
 
 
-def aggregate_overall(records: list[dict]) -> float:
+def aggregate_overall(records: list[dict]) -> float | None:
     """Mean accuracy over categories (the split's headline number)."""
-    return score_logged(records)["overall"]
+    return accuracy(_tallies(records))[0]
 
 
-def aggregate_micro(records: list[dict]) -> float:
+def aggregate_micro(records: list[dict]) -> float | None:
     """Accuracy over all questions."""
-    return score_logged(records)["overall_micro"]
+    return accuracy(_tallies(records))[1]

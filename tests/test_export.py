@@ -115,7 +115,28 @@ def test_export_is_byte_identical_and_stratified(tmp_path):
     assert a.counts["val/B3"] == a.counts["val/S1"] == 6  # half of each category
     c = export_split(run, tmp_path / "c", seed=2)
     assert (tmp_path / "c" / "val.jsonl").read_bytes() != (tmp_path / "a" / "val.jsonl").read_bytes()
-    assert c.templates == {"B3": 1, "S1": 1} and c.models == {"llm": "template"}
+    assert c.templates == {"B3": 1, "S1": 1} and c.models == {"llm": ["template"]}
+
+
+def test_the_manifest_and_card_name_every_backend_that_made_an_item(tmp_path):
+    """A stage served by several backends (the local profile's edits: `filters` for some values, `recolour` for
+    others) names them all, not the last item's."""
+    run = make_run(tmp_path)
+    for n, path in enumerate(sorted((run / "items").glob("*.json"))):
+        item = json.loads(path.read_text())
+        item["lineage"]["backends"]["edit"] = {"name": ("filters", "recolour", "composite")[n % 3]}
+        if n == 0:
+            item["lineage"]["backends"]["grounder"] = {"name": "openai-vlm", "model_id": "qwen2.5-vl"}
+        path.write_text(json.dumps(item))
+    manifest = export_split(run, tmp_path / "s")
+    assert manifest.models == {
+        "edit": ["composite", "filters", "recolour"],
+        "grounder": ["qwen2.5-vl"],
+        "llm": ["template"],
+    }
+    assert json.loads((tmp_path / "s" / "manifest.json").read_text())["models"] == manifest.models
+    card = (tmp_path / "s" / "README.md").read_text()
+    assert "models by stage edit: composite, filters, recolour; grounder: qwen2.5-vl; llm: template;" in card
 
 
 def test_vlmevalkit_files_are_named_after_the_export():
@@ -135,16 +156,31 @@ def test_only_verified_and_bad_run(tmp_path):
         export_split(run, tmp_path / "y")
 
 
-def test_the_export_folder_loads_with_datasets_as_val_and_test(tmp_path):
+def test_the_export_folder_loads_with_datasets_as_val_and_test(tmp_path, caplog):
+    """`load_dataset` reads the folder with no warning: Python's warnings are errors here, and nothing is logged at
+    WARNING (datasets logs its own, "The `splits` field in YAML is malformed", through logging)."""
+    import logging
+    import warnings
+
     datasets = pytest.importorskip("datasets")
     export_split(make_run(tmp_path), tmp_path / "s", license="cc-by-4.0")
     # what a Hub upload of the folder gives: the card's configs pick the Parquet splits, not the JSONL
-    ds = datasets.load_dataset(str(tmp_path / "s"))
+    with warnings.catch_warnings(), caplog.at_level(logging.WARNING):
+        warnings.simplefilter("error")
+        ds = datasets.load_dataset(str(tmp_path / "s"), cache_dir=str(tmp_path / "cache"))
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert sorted(ds) == ["test", "val"] and len(ds["val"]) + len(ds["test"]) == 24
     assert {r["split"] for r in ds["val"]} == {"val"} and {r["split"] for r in ds["test"]} == {"test"}
     row = ds["val"][0]
     assert row["natural_image"].size == (8, 8) and row["manipulated_image"].mode == "RGB"
-    assert json.loads(row["lineage"])["template_id"] in ("B3", "S1")
+    # lineage is a struct (its maps as lists of records), not a JSON string
+    assert row["lineage"]["template_id"] in ("B3", "S1") and row["lineage"]["template_version"] == 1
+    assert row["lineage"]["backends"] == [{"stage": "llm", "name": "template", "model_id": ""}]
+    assert row["lineage"]["prompts"] == [{"id": "questions/yes_no", "version": 1, "sha256": SHA}]
+    # the card's split records are whole (num_bytes too), and datasets took them: its sizes are the card's
+    header_splits = yaml.safe_load((tmp_path / "s" / "README.md").read_text().split("---\n")[1])["dataset_info"]
+    for record in header_splits["splits"]:
+        assert ds[record["name"]].info.splits[record["name"]].num_bytes == record["num_bytes"] > 0
     card = (tmp_path / "s" / "README.md").read_text()
     header = yaml.safe_load(card.split("---\n")[1])
     assert header["license"] == "cc-by-4.0" and "visual-question-answering" in header["task_categories"]
@@ -170,7 +206,17 @@ def test_datasets_and_huggingface_hub_read_the_hand_written_features_as_intended
             "answer": text,
             "natural_image": image,
             "manipulated_image": image,
-            "lineage": text,
+            "lineage": {
+                "source_id": text,
+                "source_sha256": text,
+                "template_id": text,
+                "template_version": datasets.Value("int64"),
+                "prompts": datasets.List({"id": text, "version": datasets.Value("int64"), "sha256": text}),
+                "backends": datasets.List({"stage": text, "name": text, "model_id": text}),
+                "seed": datasets.Value("int64"),
+                "artifacts": datasets.List({"name": text, "path": text}),
+                "parent_id": text,
+            },
         }
     )
     schema = pq.read_schema(tmp_path / "s" / "data" / "val.parquet")
@@ -230,6 +276,12 @@ def test_tsv_and_jsonl_round_trip_through_scorer(tmp_path):
         }
     }
     assert "`perceptforge-mvp_YORN` a Y/N dataset" in (out / "README.md").read_text()
+    # VLMEvalKit asks each row's `question`: a Y/N row's is predict's whole prompt, an MCQ row's carries predict's
+    # instruction (VLMEvalKit lays out the options after it); `bare_question` is what our scorer reads back
+    assert list(yorn["question"]) == [pf_scorer.question_text("yes_no_pair", q) for q in yorn["bare_question"]]
+    assert "Yes or No" in yorn["question"][0]
+    instruction = pf_scorer.predict_prompts()["mcq"].splitlines()[-1]
+    assert list(mcq["question"]) == [f"{q}\n{instruction}" for q in mcq["bare_question"]]
 
     preds = hand_written_predictions(out)
     plain = tmp_path / "p.jsonl"
@@ -389,3 +441,35 @@ def test_score_cli_reads_a_vlmevalkit_workbook_and_writes_csv_and_excel(tmp_path
     sheets = pd.read_excel(workbook, sheet_name=None)
     assert "items" in sheets and len(sheets["items"]) == 32 and "perceptforge split by kind" in sheets
     assert sheets["perceptforge split by kind"].set_index("kind").loc["single_mcq", "accuracy"] == 100.0
+
+
+def test_the_exported_scorer_module_is_the_scorers_code_and_imports_nothing_of_ours(tmp_path):
+    """`perceptforge_scorer.py` is generated from the scorer's own modules: each function of theirs is there
+    as written, its imports are the standard library's, and the prompts are predict's."""
+    import ast
+    import inspect
+    import sys
+
+    from perceptforge.scorer import extract, lmms_eval, verdicts
+    from perceptforge.scorer.benchmarks.perceptforge import predict_prompts
+
+    out = tmp_path / "s"
+    export_split(make_run(tmp_path), out, name="perceptforge-mvp")
+    text = (out / "lmms_eval" / "perceptforge_scorer.py").read_text()
+    tree = ast.parse(text)
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert {m.split(".")[0] for m in imported} <= set(sys.stdlib_module_names)
+    for module in (extract, verdicts, lmms_eval):
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            if fn.__module__ == module.__name__:
+                assert inspect.getsource(fn) in text, f"{module.__name__}.{name}"
+    namespace: dict = {"__name__": "exported"}
+    sys.modules["exported"] = type(sys)("exported")  # dataclasses looks the module up
+    try:
+        exec(compile(text, "perceptforge_scorer.py", "exec"), namespace)
+    finally:
+        del sys.modules["exported"]
+    assert namespace["PROMPTS"] == predict_prompts()
+    utils = (out / "lmms_eval" / "utils.py").read_text()
+    assert "perceptforge_scorer.py" in utils and "import perceptforge" not in utils

@@ -23,6 +23,18 @@ def test_a_square_outline_covers_the_pixels_whose_centres_it_holds():
     assert two.sum() == 8  # parts are a union
 
 
+def test_horizontal_and_zero_length_edges_rasterise_without_a_numpy_warning():
+    """A drawn outline has horizontal edges and repeated points (a double click): they cross no row, and their
+    crossing is never computed as 0/0 or inf * 0 (`make demo` printed numpy's RuntimeWarning for them)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise"):  # numpy's own warnings as errors too, whatever the test run's filters
+            mask = outline_mask([[2, 2, 6, 2, 6, 2, 6, 5, 2, 5, 2, 5]], 8, 8)
+    assert mask.sum() == 12 and mask[2:5, 2:6].all()
+
+
 def test_a_hole_bridged_into_its_ring_stays_open():
     # a 6×6 square with a 2×2 hole, the hole joined to the ring by a zero-width bridge (as a COCO polygon is)
     ring = [0, 0, 6, 0, 6, 6, 0, 6, 0, 2, 2, 2, 2, 4, 4, 4, 4, 2, 2, 2, 0, 2]

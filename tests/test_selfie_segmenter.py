@@ -60,3 +60,22 @@ def test_a_segmenter_pickled_for_a_worker_loads_its_own_interpreter(photos):
     copy = pickle.loads(pickle.dumps(first))
     assert copy._interpreter is None
     assert (copy.person(image) == first.person(image)).all()  # the same pixels: deterministic on the CPU
+
+
+def test_loading_the_model_prints_nothing_but_other_native_lines_still_come_out(capfd):
+    """LiteRT's XNNPACK INFO line, which every run printed, is dropped where the interpreter is made; anything else
+    written to the process's stderr meanwhile is written back."""
+    import os
+    import subprocess
+    import sys
+
+    from perceptforge.backends.selfie import DELEGATE_INFO, is_delegate_info, native_stderr_without
+
+    # a fresh process: LiteRT logs the line once per process
+    code = "from perceptforge.backends.selfie import SelfieSegmenter; SelfieSegmenter().load(); print('loaded')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=os.environ)
+    assert done.returncode == 0 and done.stdout == "loaded\n" and done.stderr == "", done.stderr
+
+    with native_stderr_without(is_delegate_info):
+        os.write(2, f"{DELEGATE_INFO}\nE0000 a native error\n".encode())
+    assert capfd.readouterr().err == "E0000 a native error\n"

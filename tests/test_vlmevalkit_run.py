@@ -26,26 +26,7 @@ VLMEVALKIT_SRC = SHARED_REFERENCE / "vlmevalkit" / "VLMEvalKit-e8e78f05.tar.gz"
 # Run by the VLMEvalKit venv's python: argv = the export's vlmevalkit_config.json, predictions by id (JSON), a work
 # folder for the prediction files, the JSON to write. The TSVs are read from $LMUData.
 IN_VLMEVALKIT = r'''
-import importlib.abc, importlib.machinery, inspect, json, sys
-from unittest import mock
-
-# `import vlmeval.dataset` imports torchvision at module level (video and document benchmarks: mvbench, tamperbench,
-# EgoExoBench, mmlongbenchdoc ...); its wheels are CUDA builds that do not load on the venv's CPU torch. None of the
-# code run here calls it: an empty module (every attribute a MagicMock) stands in for it.
-class NoTorchvision(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] == "torchvision":
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module):
-        module.__path__ = []
-        module.__getattr__ = lambda attr: mock.MagicMock(name=f"{module.__name__}.{attr}")
-
-
-sys.meta_path.insert(0, NoTorchvision())
+import inspect, json, sys
 
 import vlmeval.dataset
 from vlmeval.dataset import build_dataset
@@ -92,6 +73,18 @@ json.dump(out, open(out_path, "w"), indent=1)
 '''
 
 
+def skip_without_torchvision(python: Path) -> None:
+    """`import vlmeval` imports torchvision (its video and document benchmarks do, at module level): a venv built
+    before the Makefile installed it cannot run VLMEvalKit."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = subprocess.run([str(python), "-c", "import torchvision"], env=env, capture_output=True, text=True)
+    if probe.returncode:
+        pytest.skip(
+            f"torchvision does not load in {python.parent.parent} (built before the Makefile installed it? "
+            f"rm -r it and make vlmevalkit-venv): {probe.stderr.strip().splitlines()[-1]}"
+        )
+
+
 def fake_predictions(mcq: pd.DataFrame, yorn: pd.DataFrame) -> dict[str, str]:
     """A deterministic mix, drawn by a hash of the row's id: right and wrong letters, bare and in sentences, the right
     option's text, and outputs that say nothing (wrong for both). Only forms both extractions read alike (`Yes and
@@ -121,6 +114,7 @@ def test_vlmevalkit_reads_our_tsvs_and_scores_a_prediction_column_as_perceptforg
     if not python.exists():
         where = "" if VLMEVALKIT_SRC.is_file() else f"; its source {VLMEVALKIT_SRC} is absent too"
         pytest.skip(f"no VLMEvalKit venv at {VLMEVALKIT_VENV} (make vlmevalkit-venv builds it{where})")
+    skip_without_torchvision(python)
     out = tmp_path / "export"
     export_split(make_run(tmp_path, n_per_cat=3, five_questions=True), out)
     mcq = pd.read_csv(out / MCQ_TSV, sep="\t")
@@ -238,3 +232,128 @@ def test_vlmevalkit_reads_our_tsvs_and_scores_a_prediction_column_as_perceptforg
         + f"\nours Y/N: aAcc {yn_ours['yes_no']['aAcc']}, categories {yn_ours['categories']},"
         + f" qAcc {yn_ours['yes_no']['qAcc']}, mAcc {yn_ours['yes_no']['mAcc']}"
     )
+
+
+# VLMEvalKit's entry point. The reference tarball holds vlmeval/, LICENSE, requirements.txt and setup.py of
+# open-compass/VLMEvalKit at e8e78f05, not run.py (the repository's top-level script, which setup.py does not install).
+RUN_PY_PLACES = [
+    Path(os.environ["PERCEPTFORGE_VLMEVALKIT_RUN_PY"]) if os.environ.get("PERCEPTFORGE_VLMEVALKIT_RUN_PY") else None,
+    SHARED_REFERENCE / "vlmevalkit" / "run.py",
+    VLMEVALKIT_VENV / "src" / "VLMEvalKit" / "run.py",
+]
+
+
+def run_py() -> Path | None:
+    return next((p for p in RUN_PY_PLACES if p is not None and p.is_file()), None)
+
+
+def kit_reply(request: dict) -> str:
+    """A model's answer drawn by a hash of what it was asked (its images included): right and wrong letters, bare
+    and in sentences, yes and no, and answers that say nothing, in forms VLMEvalKit's extraction and ours read
+    alike."""
+    import re
+
+    (message,) = request["messages"][-1:]
+    text = "".join(p["text"] for p in message["content"] if p.get("type") == "text")
+    draw = hashlib.sha256(json.dumps(request["messages"], sort_keys=True).encode()).digest()
+    if "Yes or No" in text:
+        forms = ["Yes", "No.", "No, it is not.", "yes, it is", "I am not sure."]
+        return forms[draw[0] % len(forms)]
+    letters = re.findall(r"^([A-E])\. ", text, re.M)
+    letter = letters[draw[1] % len(letters)]
+    forms = [letter, f"({letter})", f"The answer is {letter}.", "I cannot tell from the image."]
+    return forms[draw[0] % len(forms)]
+
+
+@pytest.mark.parametrize("route", ["config", "data-config"])
+def test_vlmevalkit_run_py_runs_our_config_against_a_local_server_and_its_verdicts_are_ours(tmp_path, route):
+    """VLMEvalKit as its users run it, in its own venv with real torchvision, the TSVs in `$LMUData`, against an
+    OpenAI-compatible server on 127.0.0.1: `python run.py --config` with the exported config plus a model section
+    (its OpenAI wrapper), or, with no edit, `--model --data --data-config '<the config's data>' --base-url`. It asks
+    what `perceptforge predict` asks, and its verdict on every row (hit, score) is `perceptforge score`'s."""
+    from chat_server import ChatServer
+
+    from perceptforge.scorer.benchmarks.perceptforge import predict_prompts, question_text
+
+    python = VLMEVALKIT_VENV / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"no VLMEvalKit venv at {VLMEVALKIT_VENV} (make vlmevalkit-venv builds it)")
+    script = run_py()
+    if script is None:
+        pytest.skip(
+            f"no VLMEvalKit run.py: {VLMEVALKIT_SRC.name} holds vlmeval/, LICENSE, requirements.txt and setup.py, "
+            "not the repository's run.py; put open-compass/VLMEvalKit's run.py at commit e8e78f05 at "
+            f"{SHARED_REFERENCE / 'vlmevalkit' / 'run.py'} (or name it in PERCEPTFORGE_VLMEVALKIT_RUN_PY)"
+        )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    skip_without_torchvision(python)
+    out = tmp_path / "export"
+    export_split(make_run(tmp_path, n_per_cat=3, five_questions=True), out)
+    lmu = tmp_path / "LMUData"
+    lmu.mkdir()
+    for tsv in (MCQ_TSV, YORN_TSV):
+        shutil.copy(out / tsv, lmu / tsv)
+    env.update(LMUData=str(lmu), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.update(OPENAI_API_KEY="local", CUDA_VISIBLE_DEVICES="")
+    work = tmp_path / "outputs"
+    with ChatServer(kit_reply) as server:
+        config = json.loads((out / "vlmevalkit_config.json").read_text())
+        config["model"] = {  # the user's part of the config: VLMEvalKit's OpenAI-compatible wrapper
+            "tiny": {"class": "GPT4V", "model": "tiny", "key": "local", "api_base": f"{server.base_url}/chat/completions",
+                     "retry": 2, "temperature": 0, "img_detail": "low", "timeout": 60},
+        }  # fmt: skip
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        if route == "config":
+            how = ["--config", str(tmp_path / "config.json")]
+        else:  # the README's no-edit route: the data section as JSON, the model by name and URL
+            how = ["--model", "tiny", "--data", *sorted(config["data"]), "--data-config", json.dumps(config["data"])]
+            how += ["--base-url", server.base_url, "--key", "local", "--retry", "2", "--temperature", "0"]
+        done = subprocess.run(
+            [str(python), str(script), *how, "--work-dir", str(work), "--judge", "exact_matching", "--api-nproc", "2"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    mcq = pd.read_csv(out / MCQ_TSV, sep="\t")
+    yorn = pd.read_csv(out / YORN_TSV, sep="\t")
+    asked = sorted("".join(p["text"] for p in r["messages"][-1]["content"] if p.get("type") == "text")
+                   for r in server.requests)  # fmt: skip
+    assert len(asked) == len(mcq) + len(yorn)  # one request per row
+    # the Y/N rows are asked exactly what predict asks; the MCQ rows carry predict's question and instruction
+    yes_no = sorted(question_text("yes_no_pair", q) for q in yorn["bare_question"])
+    assert [a for a in asked if "Yes or No" in a] == yes_no
+    instruction = predict_prompts()["mcq"].splitlines()[-1]
+    assert all(instruction in a for a in asked if "Yes or No" not in a)
+
+    mcq_name, yorn_name = (n.removesuffix(".tsv") for n in (MCQ_TSV, YORN_TSV))
+    verdict_files = {mcq_name: ("_exact_matching_result", "hit"), yorn_name: ("_auxmatch", "score")}
+    right = {}
+    for name, tsv in ((mcq_name, MCQ_TSV), (yorn_name, YORN_TSV)):
+        # run.py writes each run under tiny/T<time>/ and copies its files up to tiny/
+        predictions = work / "tiny" / f"tiny_{name}.xlsx"
+        judged = work / "tiny" / f"tiny_{name}{verdict_files[name][0]}.xlsx"
+        rows = pd.read_excel(judged)
+        theirs = {str(i): bool(v) for i, v in zip(rows["id"], rows[verdict_files[name][1]])}
+        items = tmp_path / f"{name}_items.jsonl"
+        scored = subprocess.run(
+            [*perceptforge_cmd(), "score", "perceptforge", "--data", str(out / tsv), "--predictions", str(predictions)]
+            + ["--items", str(items)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert scored.returncode == 0, scored.stdout + scored.stderr
+        ours = {r["id"]: r["correct"] for r in map(json.loads, items.read_text().splitlines())}
+        assert ours == theirs  # row by row
+        assert 0 < sum(ours.values()) < len(ours)  # some right, some wrong
+        right[name] = sum(ours.values()), len(ours)
+    # the figures run.py reported: the Y/N file's Overall (percent) and the MCQ file's per split (fractions)
+    yn = pd.read_csv(work / "tiny" / f"tiny_{yorn_name}_score.csv")
+    assert yn["Overall"][0] == pytest.approx(100 * right[yorn_name][0] / right[yorn_name][1])
+    acc = pd.read_csv(work / "tiny" / f"tiny_{mcq_name}_acc.csv")
+    sizes = mcq.groupby("split").size()
+    assert sum(acc.set_index("split")["Overall"] * sizes) == pytest.approx(right[mcq_name][0])
+    print(f"\nrun.py and perceptforge score, rows right of rows: {right}; Y/N Overall {yn['Overall'][0]}")

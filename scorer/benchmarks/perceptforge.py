@@ -18,9 +18,8 @@ from pathlib import Path
 from perceptforge.errors import InputError
 from perceptforge.fileio import iter_jsonl, pairs_object
 from perceptforge.prompts.library import load_prompt
-from perceptforge.scorer import metrics as m
 from perceptforge.scorer.benchmarks.codis import judge_by_rule
-from perceptforge.scorer.extract import LETTERS, extract_choice, extract_yes_no
+from perceptforge.scorer.extract import LETTERS
 from perceptforge.scorer.judge import judge_unparsed
 from perceptforge.scorer.predictions import (
     TABLE_SUFFIXES,
@@ -31,6 +30,7 @@ from perceptforge.scorer.predictions import (
 )
 from perceptforge.scorer.requests import Request, image_under
 from perceptforge.scorer.result import ItemLog, ScoreResult, Table
+from perceptforge.scorer.verdicts import accuracy, ask, read_answer
 
 
 def iter_data(paths: list[Path]) -> Iterator[dict]:
@@ -121,7 +121,8 @@ def read_vlmevalkit_tsv(path: Path) -> list[dict]:
             base = {
                 "category": row.get("category") or "",
                 "level": row.get("level") or "",
-                "question": row.get("question") or "",
+                # `question` is what VLMEvalKit asks (with predict's instruction); the item's own is `bare_question`
+                "question": row.get("bare_question") or row.get("question") or "",
             }
             options = [row[c] for c in LETTERS if row.get(c)]
             if options:
@@ -261,7 +262,7 @@ def score_rows(
                 for image, answer in r["answers"].items():
                     key = f"{r['id']}#{image}"
                     output = held.get(key)
-                    ex = extract_yes_no(output)
+                    ex = read_answer(kind, output)
                     flags[image] = correct = ex.value == answer
                     scored.add(key, group, output, ex.value, ex.method if output is not None else "missing", correct)
                     if output is None:
@@ -282,7 +283,7 @@ def score_rows(
             else:
                 options = r["options"]
                 output = held.get(r["id"])
-                ex = extract_choice(output, len(options), options)
+                ex = read_answer(kind, output, options)
                 if judge is not None and ex.value is None:
                     listed = "\n".join(f"{LETTERS[k]}. {o}" for k, o in enumerate(options))
                     ex = judge_unparsed(ex, judge, r["question"] + "\n" + listed, LETTERS[: len(options)], output)
@@ -316,13 +317,13 @@ def score_rows(
         return {k: 100.0 * right / total for k, (right, total) in sorted(tally.items())}
 
     kinds, categories = pct(by_kind), pct(by_category)
-    right = sum(r for r, _ in by_kind.values())
-    total = sum(t for _, t in by_kind.values())
+    # the headline numbers as the exported lmms-eval task computes them (verdicts.accuracy: one code for both)
+    overall, overall_micro = accuracy((category, r, t) for (_, category), (r, t) in counts.items())
     metrics = {
         "kinds": kinds,
         "categories": categories,
-        "overall": m.mean(categories.values()),
-        "overall_micro": 100.0 * right / total if total else None,
+        "overall": overall,
+        "overall_micro": overall_micro,
         "yes_no": pairs.metrics(),
         "unparsed": scored.unparsed,
     }
@@ -367,12 +368,23 @@ def _row_keys(row: dict) -> list[str]:
 
 def question_text(kind: str, question: str, options: list[str] | None = None, context: str | None = None) -> str:
     """What a model is asked for one question (the prompts `predict` and the lmms-eval task share)."""
-    if kind == "yes_no_pair":
-        return load_prompt("predict/yes_no").render(question=question)
     if kind == "context_pair":
         return load_prompt("predict/codis_di_cot").render(context=context, question=question)
-    lettered = "\n".join(f"{LETTERS[k]}. {o}" for k, o in enumerate(options or []))
-    return load_prompt("predict/mcq").render(question=question, options=lettered)
+    return ask(predict_prompts(), kind, question, options or [])
+
+
+def predict_prompts() -> dict[str, str]:
+    """The texts of the Yes/No and MCQ prompts ``predict`` asks with (``verdicts.ask``'s ``prompts``)."""
+    texts = {}
+    for name, fields in PREDICT_FIELDS.items():
+        prompt = load_prompt(f"predict/{name}")
+        prompt.render(**dict.fromkeys(fields, ""))  # a prompt with other placeholders fails here, in one line
+        texts[name] = prompt.text
+    return texts
+
+
+# the placeholders verdicts.ask fills in each prompt
+PREDICT_FIELDS = {"yes_no": ("question",), "mcq": ("question", "options")}
 
 
 def requests(data: Path, images: Path) -> Iterator[Request]:
