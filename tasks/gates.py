@@ -16,6 +16,12 @@ from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import Candidate, EditRecord, GateRecord
 from perceptforge.logic.gates import hamming, near_duplicates, pair_measurements, pair_verdict, phash
+from perceptforge.logic.referee_gates import (
+    body_part_measurements,
+    changed_pixels,
+    hair_spill_measurements,
+    referee_verdict,
+)
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir, safe_name
 from perceptforge.tasks.engine import CPU_STAGE, MODEL_STAGE
@@ -48,6 +54,48 @@ def edited_region(image: Image.Image, mask: np.ndarray | None) -> Image.Image:
 class GateUnit(NamedTuple):
     edit: EditRecord
     candidate: Candidate
+    subject_box: tuple[float, float, float, float] | None = None  # where the referees look for the subject's face
+
+
+def referee_check(
+    natural: np.ndarray,
+    manipulated: np.ndarray,
+    candidate: Candidate,
+    rendered_region: str | None,
+    gates: Gates,
+    subject_box: tuple[float, float, float, float] | None = None,
+) -> tuple[dict[str, float], str | None]:
+    """The referee gates' measurements and verdict for one pair (whatever backend made it): a hair edit must not
+    paint the face oval, the eyebrows or the background; a background edit must leave the face oval and a
+    frontal face's ears as they were. Other edits, and photos where no face is seen, are not judged here (the
+    measurement ``referee_face`` says whether a face was seen)."""
+    hair = rendered_region == "hair"
+    background = candidate.edit_kind.value == "background_substitution"
+    if not gates.referees or not (hair or background):
+        return {}, None
+    from perceptforge.backends.referees import face_referee, person_probability
+
+    face = face_referee().subject_face(natural, subject_box)
+    changed = changed_pixels(natural, manipulated)
+    measured: dict[str, float] = {"referee_face": 0.0 if face is None else 1.0}
+    if hair:
+        measured |= hair_spill_measurements(
+            changed,
+            natural,
+            None if face is None else face.oval,
+            () if face is None else face.eyebrows,
+            person_probability(natural),
+        )
+        limits = {
+            "changed_on_face": gates.max_hair_on_face,
+            "eyebrows_changed": gates.max_hair_on_eyebrows,
+            "changed_in_background": gates.max_hair_in_background,
+        }
+    else:
+        oval, ears = (None, None) if face is None else (face.oval, face.ears)
+        measured |= body_part_measurements(changed, oval, ears)
+        limits = {"face_oval_changed": gates.max_face_changed, "ear_changed": gates.max_ear_changed}
+    return measured, referee_verdict(measured, limits)
 
 
 @task(name="gate", cache_policy=NO_CACHE)
@@ -61,7 +109,7 @@ def gate(unit: GateUnit, gates: Gates, clip: ModelSpec | Any, run_path: Path) ->
 
 
 def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int | QualityGate:
-    edit, candidate = unit
+    edit, candidate, subject_box = unit
     run = RunDir(run_path)
     natural, manipulated = (load_rgb(run.sub(ref.path)) for ref in (edit.pair.natural, edit.pair.manipulated))
     if natural.size != manipulated.size:
@@ -78,6 +126,16 @@ def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int |
         gates.clip.margin if gates.clip else None,
         gates.min_region_changed if recoloured else None,
     )
+    refereed, referee_reason = referee_check(
+        np.asarray(natural),
+        np.asarray(manipulated),
+        candidate,
+        edit.edit.rendered.region if edit.edit.rendered is not None else None,
+        gates,
+        subject_box,
+    )
+    measured |= refereed
+    reason = reason or referee_reason
     record = GateRecord(unit=edit.unit, measurements=measured, passed=reason is None, reason=reason or "")
     run.write_record(f"gates/{safe_name(edit.unit)}.json", record.model_dump(mode="json"))
     if reason:
@@ -93,9 +151,15 @@ def gates_stage(
     candidates: dict[str, Candidate],
     gates: Gates,
     clip: ModelSpec | None = None,
+    subject_boxes: dict[str, tuple[float, float, float, float]] | None = None,
 ) -> list[tuple[Unit, EditRecord]]:
-    """The edits that pass every gate, in unit order; the others are quarantined with the gate's reason."""
-    units = [Unit(u.name, u.file, GateUnit(e, candidates[u.name])) for u, e in edits]
+    """The edits that pass every gate, in unit order; the others are quarantined with the gate's reason.
+    ``subject_boxes``: source id → the subject's box, where the referees look for its face."""
+    boxes = subject_boxes or {}
+    units = [
+        Unit(u.name, u.file, GateUnit(e, candidates[u.name], boxes.get(candidates[u.name].lineage.source_id)))
+        for u, e in edits
+    ]
     resources = CPU_STAGE if clip is None else MODEL_STAGE
     passed = runner.map("gates", gate, units, gates=gates, clip=clip, models=[clip], resources=resources)
     hashes = dict((u.name, h) for u, h in passed)
