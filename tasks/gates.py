@@ -109,7 +109,7 @@ def gate(unit: GateUnit, gates: Gates, clip: ModelSpec | Any, run_path: Path) ->
 
 
 def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int | QualityGate:
-    edit, candidate, subject_box = unit
+    edit, candidate, subject_box = GateUnit(*unit)  # a plain (edit, candidate) pair: no subject box
     run = RunDir(run_path)
     natural, manipulated = (load_rgb(run.sub(ref.path)) for ref in (edit.pair.natural, edit.pair.manipulated))
     if natural.size != manipulated.size:
