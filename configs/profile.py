@@ -139,6 +139,15 @@ class Gates(Section):
         le=1,
         description="background edits: the largest share of either ear's disc (a frontal face's) that may change",
     )
+    max_old_rim: float = Field(
+        # 0.15: the demo's drawn outlines leave 1.4–7.2% (a fleck of the flag's red beside a sleeve patch, the
+        # suit's shaded edge beside the red stripes); a halo all along a cut is most of it
+        0.15,
+        ge=0,
+        le=1,
+        description="background edits: the largest share of the kept outline along which a rim of the old "
+        "background stays",
+    )
 
 
 class Runner(Section):

@@ -175,9 +175,79 @@ def referee_verdict(measured: dict[str, float], limits: dict[str, float]) -> str
         "eyebrows_changed": "of the eyebrows changed",
         "changed_in_background": "of the changed pixels lie in the background",
         "ear_changed": "of an ear's place changed (the ear is cut or painted)",
+        "old_rim": "of the kept outline keeps a rim of the old background",
     }
     for key, limit in limits.items():
         values = [v for k, v in measured.items() if k == key or k.startswith(key + ":")]
         if values and max(values) > limit:
             return f"{max(values):.1%} {words.get(key, key)} (at most {limit:.1%})"
     return None
+
+
+def _band(region: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """The pixels of ``region`` at a distance in [lo, hi] from its edge (8-neighbour distance transform)."""
+    depth = cv2.distanceTransform(region.astype(np.uint8), cv2.DIST_L2, 3)
+    return region & (depth >= lo) & (depth <= hi)
+
+
+def old_rim_pixels(
+    natural: np.ndarray,
+    manipulated: np.ndarray,
+    keep: np.ndarray,
+    band: int = 3,
+    reach: int = 6,
+    min_contrast: float = 15.0,
+) -> np.ndarray:
+    """(H, W) bool: the points of the kept subject's outline (away from the image's edge) where a rim of the old
+    background stays along the cut. Around each point (within ``reach``), on the manipulated image: the rim (kept
+    pixels up to ``band`` from the cut), the subject (kept pixels beyond it) and the new background (outside the
+    cut); on the natural image, the old background outside the cut. A point is flagged where the rim's colour is
+    nearer the old background than both the subject and the new one (CIELAB ΔE), and the old background differs
+    from each of them by ``min_contrast`` or more (a backdrop the subject's colour, or a new scene like the old
+    one, leaves nothing to see). A matte's soft rim blends the subject with the new background: not flagged."""
+    if natural.shape != manipulated.shape or natural.ndim != 3:
+        raise ValueError(f"a pair's images must be (H, W, 3) of one size, got {natural.shape} and {manipulated.shape}")
+    _check_shape("the kept subject", keep, natural.shape[:2])
+
+    def lab(image: np.ndarray) -> np.ndarray:
+        return np.asarray(cv2.cvtColor(image.astype(np.float32) / 255, cv2.COLOR_RGB2LAB), np.float32)
+
+    window = (2 * reach + 1, 2 * reach + 1)
+
+    def local_mean(colours: np.ndarray, region: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        weight = region.astype(np.float32)
+        count = cv2.boxFilter(weight, -1, window, normalize=False)
+        total = np.stack([cv2.boxFilter(colours[..., c] * weight, -1, window, normalize=False) for c in range(3)], -1)
+        return total / np.maximum(count, 1e-6)[..., None], count
+
+    before, after = lab(natural), lab(manipulated)
+    outside = ~keep
+    rim, n_rim = local_mean(after, _band(keep, 0, band))
+    subject, n_subject = local_mean(after, _band(keep, band + 2, band + 2 + reach))
+    near = _band(outside, 0, reach)
+    old, n_old = local_mean(before, near)
+    new, n_new = local_mean(after, near)
+
+    def gap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.linalg.norm(a - b, axis=-1)
+
+    outline = keep & ~cv2.erode(keep.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+    away = np.zeros_like(outline)
+    away[reach:-reach, reach:-reach] = True
+    seen = outline & away & (n_rim > 2) & (n_subject > 2) & (n_old > 2) & (n_new > 2)
+    to_old = gap(rim, old)
+    return (
+        seen
+        & (to_old < gap(rim, subject))
+        & (to_old < gap(rim, new))
+        & (gap(old, subject) >= min_contrast)
+        & (gap(old, new) >= min_contrast)
+    )
+
+
+def old_rim(natural: np.ndarray, manipulated: np.ndarray, keep: np.ndarray) -> float:
+    """The share of the kept subject's outline (away from the image's edge) along which a rim of the old
+    background stays (``old_rim_pixels``): 0 for a cut that follows the subject."""
+    flagged = old_rim_pixels(natural, manipulated, keep)
+    outline = keep & ~cv2.erode(keep.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+    return round(float(flagged.sum() / max(1, outline.sum())), 6)

@@ -20,6 +20,7 @@ from perceptforge.logic.referee_gates import (
     body_part_measurements,
     changed_pixels,
     hair_spill_measurements,
+    old_rim,
     referee_verdict,
 )
 from perceptforge.store.images import load_rgb
@@ -64,11 +65,13 @@ def referee_check(
     rendered_region: str | None,
     gates: Gates,
     subject_box: tuple[float, float, float, float] | None = None,
+    mask: np.ndarray | None = None,
 ) -> tuple[dict[str, float], str | None]:
     """The referee gates' measurements and verdict for one pair (whatever backend made it): a hair edit must not
-    paint the face oval, the eyebrows or the background; a background edit must leave the face oval and a
-    frontal face's ears as they were. Other edits, and photos where no face is seen, are not judged here (the
-    measurement ``referee_face`` says whether a face was seen)."""
+    paint the face's skin, the eyebrows or the background; a background edit must leave the face oval and a
+    frontal face's ears as they were, and (with its ``mask``, True where the background was replaced) leave no
+    rim of the old background along the cut (``old_rim``). Other edits, and the face checks on photos where no
+    face is seen, are not judged here (the measurement ``referee_face`` says whether a face was seen)."""
     hair = rendered_region == "hair"
     background = candidate.edit_kind.value == "background_substitution"
     if not gates.referees or not (hair or background):
@@ -95,6 +98,9 @@ def referee_check(
         oval, ears = (None, None) if face is None else (face.oval, face.ears)
         measured |= body_part_measurements(changed, oval, ears)
         limits = {"face_oval_changed": gates.max_face_changed, "ear_changed": gates.max_ear_changed}
+        if mask is not None and mask.any() and not mask.all():
+            measured["old_rim"] = old_rim(natural, manipulated, ~mask)
+            limits["old_rim"] = gates.max_old_rim
     return measured, referee_verdict(measured, limits)
 
 
@@ -133,6 +139,7 @@ def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int |
         edit.edit.rendered.region if edit.edit.rendered is not None else None,
         gates,
         subject_box,
+        mask,
     )
     measured |= refereed
     reason = reason or referee_reason

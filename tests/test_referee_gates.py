@@ -262,3 +262,40 @@ def test_no_face_is_none_and_a_bad_image_is_named(portraits):
         face_referee().detect(image.astype(np.float32))
     with pytest.raises(ValueError, match="lies outside"):
         face_referee().detect(image, (600, 600, 700, 700))
+
+
+# --- the rim of the old background -----------------------------------------------------------------------------
+
+
+def rim_scene(kept_radius: float):
+    """A 64×64 red subject (a disc of radius 16) on a grey backdrop, swapped for a blue one outside a disc of
+    ``kept_radius``: larger than the subject's, the cut leaves a ring of grey backdrop around it."""
+    yy, xx = np.mgrid[0:64, 0:64]
+    r = np.hypot(xx - 32, yy - 32)
+    natural = np.full((64, 64, 3), BACKDROP, np.uint8)
+    natural[r <= 16] = (200, 30, 30)
+    keep = r <= kept_radius
+    manipulated = natural.copy()
+    manipulated[~keep] = BLUE
+    return natural, manipulated, keep
+
+
+def test_a_background_swap_that_leaves_a_rim_of_the_old_backdrop_is_quarantined():
+    from perceptforge.logic.referee_gates import old_rim
+
+    natural, manipulated, keep = rim_scene(19)  # a 3-px ring of grey left around the subject
+    measured = {"old_rim": old_rim(natural, manipulated, keep)}
+    assert measured["old_rim"] > 0.9
+    assert "rim of the old background" in (referee_verdict(measured, {"old_rim": GATES.max_old_rim}) or "")
+
+
+def test_a_clean_cut_or_a_soft_matte_leaves_no_rim():
+    from perceptforge.logic.referee_gates import old_rim
+
+    natural, manipulated, keep = rim_scene(16)
+    assert old_rim(natural, manipulated, keep) == 0.0
+    # a matte's rim blends the subject with the new background, never the old one
+    soft = manipulated.astype(np.float32)
+    edge = keep & ~np.pad(keep, 1)[2:, 1:-1] | keep & ~np.pad(keep, 1)[:-2, 1:-1]
+    soft[edge] = (soft[edge] + np.array(BLUE)) / 2
+    assert old_rim(natural, soft.astype(np.uint8), keep) == 0.0
