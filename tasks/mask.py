@@ -87,7 +87,10 @@ def region_refusal(
     ``region_mask``'s reason (a black-and-white photo, hair as pale as the skin, none found) or its gate's (too
     little of it to show a change). ``sources check`` asks it before a run; None: the stage takes the value."""
     try:
-        gate_mask(template, region_mask(template, grounding, image, region), grounding, old_value, gates, {}, image)
+        mask = region_mask(template, grounding, image, region)
+        if region == "hair" and gates.referees:  # as make_mask: the face's skin and eyebrows are never hair
+            mask = mask & ~face_not_hair(image, grounding)
+        gate_mask(template, mask, grounding, old_value, gates, {}, image)
     except ValueError as exc:
         return str(exc)
     return None
