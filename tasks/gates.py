@@ -70,8 +70,8 @@ def referee_check(
     """The referee gates' measurements and verdict for one pair (whatever backend made it): a hair edit must not
     paint the face's skin, the eyebrows or the background; a background edit must leave the face oval and a
     frontal face's ears as they were, and (with its ``mask``, True where the background was replaced) leave no
-    rim of the old background along the cut (``old_rim``). Other edits, and the face checks on photos where no
-    face is seen, are not judged here (the measurement ``referee_face`` says whether a face was seen)."""
+    rim of the old background along the cut (``old_rim``). Other edits are not judged here, nor, where no face is
+    seen, the face and hair checks (the measurement ``referee_face`` says whether a face was seen)."""
     hair = rendered_region == "hair"
     background = candidate.edit_kind.value == "background_substitution"
     if not gates.referees or not (hair or background):
@@ -82,13 +82,12 @@ def referee_check(
     changed = changed_pixels(natural, manipulated)
     measured: dict[str, float] = {"referee_face": 0.0 if face is None else 1.0}
     if hair:
-        measured |= hair_spill_measurements(
-            changed,
-            natural,
-            None if face is None else face.oval,
-            () if face is None else face.eyebrows,
-            person_probability(natural),
-        )
+        # the person segmenter knows people the face referee sees (near, facing the camera); where no face is seen
+        # (a drawn test portrait, a head turned away) its "background" may be the whole head: not judged
+        if face is not None:
+            measured |= hair_spill_measurements(
+                changed, natural, face.oval, face.eyebrows, person_probability(natural)
+            )
         limits = {
             "changed_on_face": gates.max_hair_on_face,
             "eyebrows_changed": gates.max_hair_on_eyebrows,
