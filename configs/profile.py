@@ -118,6 +118,11 @@ class Gates(Section):
         # oval's top reaches the hairline, so fringe hair inside it is allowed a little
         0.05, ge=0, le=1, description="hair edits: the largest share of the changed pixels inside the face oval"
     )
+    max_hair_skin_changed: float = Field(
+        # 0.02: the demo's hair region reached over a temple and an eyebrow's tip before the face's skin was taken
+        # out of it: 2.9% of her skin changed; a half-tinted stripe across a forehead 6.6%; clean 0%
+        0.02, ge=0, le=1, description="hair edits: the largest share of the face's skin that may change"
+    )
     max_hair_on_eyebrows: float = Field(
         0.1, ge=0, le=1, description="hair edits: the largest share of the eyebrows that may change"
     )

@@ -129,14 +129,17 @@ def hair_spill_measurements(
     """What a hair recolour changed that is not hair. ``changed``: (H, W) bool; ``natural``: the photo before;
     ``oval``: the face oval's polygon (None: no face seen); ``eyebrows``: their polygons; ``person``: the person
     probability map (None: not measured). ``changed_on_face``: the share of changed pixels on the face's skin
-    (``skin``: inside the oval, the face's colour); ``face_oval_changed``: the share of the oval repainted, fringe
-    included; ``eyebrows_changed``: of the eyebrows; ``changed_in_background``: the share of changed pixels where
+    (``skin``: inside the oval, the face's colour), what a spill that paints a forehead while the hair stays
+    shows; ``face_skin_changed``: the share of the face's skin changed, what a narrow stripe on a forehead beside
+    a large head of hair shows; ``face_oval_changed``: the share of the oval repainted, fringe included; ``eyebrows_changed``: of the eyebrows; ``changed_in_background``: the share of changed pixels where
     the person probability is below ``background``."""
     shape = changed.shape
     _check_shape("the natural image", natural[..., 0], shape)
     measured: dict[str, float] = {}
     if oval is not None:
-        measured["changed_on_face"] = _share(skin(natural, oval, changed), changed)
+        face_skin = skin(natural, oval, changed)
+        measured["changed_on_face"] = _share(face_skin, changed)
+        measured["face_skin_changed"] = _share(changed, face_skin)
         measured["face_oval_changed"] = _share(changed, polygon_mask(oval, shape))
         if eyebrows:
             brows = np.zeros(shape, bool)
@@ -171,6 +174,7 @@ def referee_verdict(measured: dict[str, float], limits: dict[str, float]) -> str
     ears) above its limit, said with both numbers; None if none is."""
     words = {
         "changed_on_face": "of the changed pixels lie on the face's skin (inside the face oval, not hair)",
+        "face_skin_changed": "of the face's skin changed (inside the face oval, the face's colour)",
         "face_oval_changed": "of the face oval changed",
         "eyebrows_changed": "of the eyebrows changed",
         "changed_in_background": "of the changed pixels lie in the background",

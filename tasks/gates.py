@@ -90,6 +90,7 @@ def referee_check(
             )
         limits = {
             "changed_on_face": gates.max_hair_on_face,
+            "face_skin_changed": gates.max_hair_skin_changed,
             "eyebrows_changed": gates.max_hair_on_eyebrows,
             "changed_in_background": gates.max_hair_in_background,
         }

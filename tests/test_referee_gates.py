@@ -23,6 +23,7 @@ SKIN, HAIR, BACKDROP, BLUE = (224, 172, 140), (90, 60, 30), (200, 200, 200), (40
 GATES = Gates()
 HAIR_LIMITS = {
     "changed_on_face": GATES.max_hair_on_face,
+    "face_skin_changed": GATES.max_hair_skin_changed,
     "eyebrows_changed": GATES.max_hair_on_eyebrows,
     "changed_in_background": GATES.max_hair_in_background,
 }
@@ -70,6 +71,7 @@ def test_a_clean_hair_recolour_passes():
     changed = changed_pixels(image, edited)
     measured = hair_spill_measurements(changed, image, oval, brows, person)
     assert measured["changed_on_face"] == 0.0 and measured["changed_in_background"] == 0.0
+    assert measured["face_skin_changed"] == 0.0
     assert measured["eyebrows_changed"] == 0.0
     assert measured["face_oval_changed"] > 0  # the fringe inside the oval's top is hair: allowed
     assert referee_verdict(measured, HAIR_LIMITS) is None
@@ -82,9 +84,25 @@ def test_a_hair_recolour_that_paints_the_forehead_is_quarantined():
     forehead = polygon_mask(oval, image.shape[:2]) & (np.arange(96)[:, None] >= 28) & (np.arange(96)[:, None] < 38)
     edited[forehead] = BLUE
     measured = hair_spill_measurements(changed_pixels(image, edited), image, oval, brows, person)
-    assert measured["changed_on_face"] > 0.1
+    assert measured["changed_on_face"] > 0.1 and measured["face_skin_changed"] > 0.1
     reason = referee_verdict(measured, HAIR_LIMITS)
     assert reason is not None and "on the face's skin" in reason and "at most 5.0%" in reason
+
+
+def test_a_thin_stripe_painted_on_the_forehead_beside_much_hair_is_quarantined():
+    """A stripe is a small share of all the changed pixels when the hair is large: the share of the skin it
+    paints still shows it."""
+    image, oval, brows, _, person = portrait()
+    big = np.repeat(np.repeat(image, 2, 0), 2, 1)  # the same portrait at 192 px: four times the hair
+    edited = big.copy()
+    edited[np.repeat(np.repeat(hair_pixels(image, oval), 2, 0), 2, 1)] = BLUE
+    edited[60:64][polygon_mask(oval * 2, (192, 192))[60:64]] = BLUE  # a 4-px stripe across the forehead
+    measured = hair_spill_measurements(
+        changed_pixels(big, edited), big, oval * 2, [b * 2 for b in brows], np.kron(person, np.ones((2, 2)))
+    )
+    assert measured["changed_on_face"] < GATES.max_hair_on_face  # 4.1% of the changed pixels: under its limit
+    assert measured["face_skin_changed"] > GATES.max_hair_skin_changed  # 3.6% of the skin
+    assert "of the face's skin changed" in (referee_verdict(measured, HAIR_LIMITS) or "")
 
 
 def test_a_hair_recolour_that_paints_an_eyebrow_or_the_background_is_quarantined():
