@@ -181,11 +181,69 @@ def referee_verdict(measured: dict[str, float], limits: dict[str, float]) -> str
         "ear_changed": "of an ear's place changed (the ear is cut or painted)",
         "old_rim": "of the kept outline keeps a rim of the old background",
     }
+    failed = first_failure(measured, limits)
+    if failed is None:
+        return None
+    key = failed.split(":")[0]
+    return f"{measured[failed]:.1%} {words.get(key, key)} (at most {limits[key]:.1%})"
+
+
+def first_failure(measured: dict[str, float], limits: dict[str, float]) -> str | None:
+    """The measurement's key (``ear_changed:left``) of the first limit (in ``limits``' order) a measurement exceeds,
+    the worse side first; None if none does."""
     for key, limit in limits.items():
-        values = [v for k, v in measured.items() if k == key or k.startswith(key + ":")]
-        if values and max(values) > limit:
-            return f"{max(values):.1%} {words.get(key, key)} (at most {limit:.1%})"
+        values = sorted(((v, k) for k, v in measured.items() if k == key or k.startswith(key + ":")), reverse=True)
+        if values and values[0][0] > limit:
+            return values[0][1]
     return None
+
+
+def failing_region(
+    key: str,
+    changed: np.ndarray,
+    natural: np.ndarray,
+    manipulated: np.ndarray,
+    oval: np.ndarray | None = None,
+    eyebrows: Sequence[np.ndarray] = (),
+    ears: np.ndarray | None = None,
+    person: np.ndarray | None = None,
+    keep: np.ndarray | None = None,
+) -> np.ndarray:
+    """(H, W) bool: where the failure a measurement's ``key`` names lies, for report.html to outline (the face's
+    painted skin, the changed eyebrows, the painted background, the changed oval, the cut ear's disc, the rim
+    left along the cut); empty for a key it does not know or a part not given."""
+    shape = changed.shape
+    out = np.zeros(shape, bool)
+    name, _, side = key.partition(":")
+    if name in ("changed_on_face", "face_skin_changed") and oval is not None:
+        out = changed & skin(natural, oval, changed)
+    elif name == "face_oval_changed" and oval is not None:
+        out = changed & polygon_mask(oval, shape)
+    elif name == "eyebrows_changed":
+        for b in eyebrows:
+            out |= changed & polygon_mask(b, shape)
+    elif name == "changed_in_background" and person is not None:
+        out = changed & (person < BACKGROUND)
+    elif name == "ear_changed" and ears is not None:
+        out = ear_discs(ears, shape)[0 if side == "right" else 1]
+    elif name == "old_rim" and keep is not None:
+        out = cv2.dilate(old_rim_pixels(natural, manipulated, keep).astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
+    return out
+
+
+def outlined_pair(natural: np.ndarray, manipulated: np.ndarray, region: np.ndarray) -> np.ndarray:
+    """The natural and the manipulated image side by side, the ``region`` outlined in magenta on both (and, where it
+    is a scatter of pixels, tinted): the picture report.html shows of a referee gate's failure."""
+    _check_shape("the region", region, natural.shape[:2])
+    outline = region & ~cv2.erode(region.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+    outline = cv2.dilate(outline.astype(np.uint8), np.ones((2, 2), np.uint8)).astype(bool)
+    sides = []
+    for image in (natural, manipulated):
+        shown = image.copy()
+        shown[region] = (shown[region] * 0.6 + np.array([255, 0, 255]) * 0.4).astype(np.uint8)
+        shown[outline] = (255, 0, 255)
+        sides.append(shown)
+    return np.hstack(sides)
 
 
 def _band(region: np.ndarray, lo: float, hi: float) -> np.ndarray:

@@ -19,8 +19,11 @@ from perceptforge.logic.gates import hamming, near_duplicates, pair_measurements
 from perceptforge.logic.referee_gates import (
     body_part_measurements,
     changed_pixels,
+    failing_region,
+    first_failure,
     hair_spill_measurements,
     old_rim,
+    outlined_pair,
     referee_verdict,
 )
 from perceptforge.store.images import load_rgb
@@ -66,28 +69,29 @@ def referee_check(
     gates: Gates,
     subject_box: tuple[float, float, float, float] | None = None,
     mask: np.ndarray | None = None,
-) -> tuple[dict[str, float], str | None]:
+) -> tuple[dict[str, float], str | None, np.ndarray | None]:
     """The referee gates' measurements and verdict for one pair (whatever backend made it): a hair edit must not
     paint the face's skin, the eyebrows or the background; a background edit must leave the face oval and a
     frontal face's ears as they were, and (with its ``mask``, True where the background was replaced) leave no
     rim of the old background along the cut (``old_rim``). Other edits are not judged here, nor, where no face is
-    seen, the face and hair checks (the measurement ``referee_face`` says whether a face was seen)."""
+    seen, the face and hair checks (the measurement ``referee_face`` says whether a face was seen). The third value
+    is, on a failure, the natural and manipulated images side by side with the failing region outlined."""
     hair = rendered_region == "hair"
     background = candidate.edit_kind.value == "background_substitution"
     if not gates.referees or not (hair or background):
-        return {}, None
+        return {}, None, None
     from perceptforge.backends.referees import face_referee, person_probability
 
     face = face_referee().subject_face(natural, subject_box)
     changed = changed_pixels(natural, manipulated)
     measured: dict[str, float] = {"referee_face": 0.0 if face is None else 1.0}
+    person = None
     if hair:
         # the person segmenter knows people the face referee sees (near, facing the camera); where no face is seen
         # (a drawn test portrait, a head turned away) its "background" may be the whole head: not judged
         if face is not None:
-            measured |= hair_spill_measurements(
-                changed, natural, face.oval, face.eyebrows, person_probability(natural)
-            )
+            person = person_probability(natural)
+            measured |= hair_spill_measurements(changed, natural, face.oval, face.eyebrows, person)
         limits = {
             "changed_on_face": gates.max_hair_on_face,
             "face_skin_changed": gates.max_hair_skin_changed,
@@ -101,7 +105,15 @@ def referee_check(
         if mask is not None and mask.any() and not mask.all():
             measured["old_rim"] = old_rim(natural, manipulated, ~mask)
             limits["old_rim"] = gates.max_old_rim
-    return measured, referee_verdict(measured, limits)
+    failed = first_failure(measured, limits)
+    if failed is None:
+        return measured, None, None
+    region = failing_region(
+        failed, changed, natural, manipulated,
+        *((face.oval, face.eyebrows, face.ears) if face is not None else (None, (), None)),
+        person, None if mask is None else ~mask,
+    )  # fmt: skip
+    return measured, referee_verdict(measured, limits), outlined_pair(natural, manipulated, region)
 
 
 @task(name="gate", cache_policy=NO_CACHE)
@@ -132,7 +144,7 @@ def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int |
         gates.clip.margin if gates.clip else None,
         gates.min_region_changed if recoloured else None,
     )
-    refereed, referee_reason = referee_check(
+    refereed, referee_reason, outlined = referee_check(
         np.asarray(natural),
         np.asarray(manipulated),
         candidate,
@@ -146,7 +158,10 @@ def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int |
     record = GateRecord(unit=edit.unit, measurements=measured, passed=reason is None, reason=reason or "")
     run.write_record(f"gates/{safe_name(edit.unit)}.json", record.model_dump(mode="json"))
     if reason:
-        return QualityGate(reason, measured)
+        evidence = {}
+        if outlined is not None and reason == referee_reason:  # the pair, its failing region outlined
+            evidence = {"natural": edit.pair.natural.path, "outlined": run.store_image(Image.fromarray(outlined)).path}
+        return QualityGate(reason, measured, evidence)
     # Hash what the edit changed: whole-image hashes of small edits on one photo all look alike.
     change = np.abs(np.asarray(manipulated, np.int16) - np.asarray(natural, np.int16)).astype(np.uint8)
     return phash(Image.fromarray(change))

@@ -317,3 +317,31 @@ def test_a_clean_cut_or_a_soft_matte_leaves_no_rim():
     edge = keep & ~np.pad(keep, 1)[2:, 1:-1] | keep & ~np.pad(keep, 1)[:-2, 1:-1]
     soft[edge] = (soft[edge] + np.array(BLUE)) / 2
     assert old_rim(natural, soft.astype(np.uint8), keep) == 0.0
+
+
+# --- in a run ---------------------------------------------------------------------------------------------------
+
+
+def test_a_referee_gates_failure_is_quarantined_with_the_pair_outlined(prefect_api, sample_dir, tmp_path):
+    """The demo's background swaps under a rim limit no outline meets: each is quarantined at the gates stage with
+    its measurements, and report.html shows the pair with the failing rim outlined."""
+    import json
+    from pathlib import Path
+
+    import perceptforge
+    from perceptforge.flows.run import run as run_flow
+
+    profile = tmp_path / "strict.yaml"
+    local = (Path(perceptforge.__file__).parent / "configs" / "local.yaml").read_text()
+    profile.write_text(local.replace("gates:\n", "gates:\n  max_old_rim: 0.0\n", 1))
+    out = tmp_path / "run"
+    run_flow("mvp", source=str(sample_dir), profile=str(profile), out=str(out), seed=0, categories=["B1", "S2"])
+    q = {r["unit"]: r for r in map(json.loads, (out / "quarantine.jsonl").read_text().splitlines())}
+    for unit in ("1-B1", "2-B1", "3-B1"):
+        record = q[unit]
+        assert record["stage"] == "gates" and "rim of the old background" in record["detail"]
+        assert record["measurements"]["referee_face"] == 1.0 and record["measurements"]["old_rim"] > 0
+        assert (out / record["outlined"]).is_file()
+        assert f"src='{record['outlined']}'" in (out / "report.html").read_text()
+    gate = json.loads((out / "gates" / "1-S2.json").read_text())
+    assert gate["passed"] and "referee_face" not in gate["measurements"]  # a photo filter is not refereed
