@@ -116,12 +116,18 @@ class Gates(Section):
     max_hair_on_face: float = Field(
         # 0.05: a hair recolour that painted a forehead had 54% of its changed pixels inside the face oval; the
         # oval's top reaches the hairline, so fringe hair inside it is allowed a little
-        0.05, ge=0, le=1, description="hair edits: the largest share of the changed pixels inside the face oval"
+        0.05,
+        ge=0,
+        le=1,
+        description="hair edits: the largest share of the changed pixels inside the face oval",
     )
     max_hair_skin_changed: float = Field(
         # 0.02: the demo's hair region reached over a temple and an eyebrow's tip before the face's skin was taken
         # out of it: 2.9% of her skin changed; a half-tinted stripe across a forehead 6.6%; clean 0%
-        0.02, ge=0, le=1, description="hair edits: the largest share of the face's skin that may change"
+        0.02,
+        ge=0,
+        le=1,
+        description="hair edits: the largest share of the face's skin that may change",
     )
     max_hair_on_eyebrows: float = Field(
         0.1, ge=0, le=1, description="hair edits: the largest share of the eyebrows that may change"

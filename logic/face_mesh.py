@@ -51,9 +51,7 @@ class Roi:
     angle: float
 
 
-def ssd_anchors(
-    input_size: int = 128, strides: tuple[int, ...] = (8, 16, 16, 16), per_layer: int = 2
-) -> np.ndarray:
+def ssd_anchors(input_size: int = 128, strides: tuple[int, ...] = (8, 16, 16, 16), per_layer: int = 2) -> np.ndarray:
     """(N, 2) anchor centres in [0, 1] of MediaPipe's SSD face detector (``SsdAnchorsCalculator`` with fixed
     anchor sizes, so only centres matter): consecutive layers of one stride share a grid, ``per_layer`` anchors
     each, cell by cell in row-major order. The short-range model's defaults give its 896 anchors."""

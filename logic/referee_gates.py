@@ -86,7 +86,9 @@ def frontal(ears: np.ndarray, oval: np.ndarray, min_ratio: float = FRONTAL) -> b
     return height > 0 and float(np.linalg.norm(np.asarray(ears)[1] - np.asarray(ears)[0])) >= min_ratio * height
 
 
-def skin(image: np.ndarray, oval: np.ndarray, exclude: np.ndarray | None = None, delta: float = SKIN_DELTA) -> np.ndarray:
+def skin(
+    image: np.ndarray, oval: np.ndarray, exclude: np.ndarray | None = None, delta: float = SKIN_DELTA
+) -> np.ndarray:
     """(H, W) bool: the face oval's pixels whose colour is the face's own: within ``delta`` (CIELAB ΔE) of the
     median colour of the oval's pixels outside ``exclude`` (a pair's changed pixels: the median is the unchanged
     face's). A fringe of hair inside the oval's top is not skin; a painted forehead was."""
@@ -131,8 +133,9 @@ def hair_spill_measurements(
     probability map (None: not measured). ``changed_on_face``: the share of changed pixels on the face's skin
     (``skin``: inside the oval, the face's colour), what a spill that paints a forehead while the hair stays
     shows; ``face_skin_changed``: the share of the face's skin changed, what a narrow stripe on a forehead beside
-    a large head of hair shows; ``face_oval_changed``: the share of the oval repainted, fringe included; ``eyebrows_changed``: of the eyebrows; ``changed_in_background``: the share of changed pixels where
-    the person probability is below ``background``."""
+    a large head of hair shows; ``face_oval_changed``: the share of the oval repainted, fringe included;
+    ``eyebrows_changed``: of the eyebrows; ``changed_in_background``: the share of changed pixels where the person
+    probability is below ``background``."""
     shape = changed.shape
     _check_shape("the natural image", natural[..., 0], shape)
     measured: dict[str, float] = {}
