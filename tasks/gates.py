@@ -109,10 +109,16 @@ def referee_check(
     if failed is None:
         return measured, None, None
     region = failing_region(
-        failed, changed, natural, manipulated,
-        *((face.oval, face.eyebrows, face.ears) if face is not None else (None, (), None)),
-        person, None if mask is None else ~mask,
-    )  # fmt: skip
+        failed,
+        changed,
+        natural,
+        manipulated,
+        oval=None if face is None else face.oval,
+        eyebrows=() if face is None else face.eyebrows,
+        ears=None if face is None else face.ears,
+        person=person,
+        keep=None if mask is None else ~mask,
+    )
     return measured, referee_verdict(measured, limits), outlined_pair(natural, manipulated, region)
 
 
