@@ -108,6 +108,57 @@ class Gates(Section):
         0.9, ge=0, le=1, description="recolour edits: the least share of the region's pixels that must change"
     )
     min_phash_distance: int = Field(4, ge=0, le=64, description="pairs closer than this (Hamming) are near-duplicates")
+    referees: bool = Field(
+        True,
+        description="judge pairs by what the bundled referee models see of the natural photo (face oval, eyebrows, "
+        "ears, background): the hair and body-part gates below, on every backend's edits",
+    )
+    max_hair_on_face: float = Field(
+        # 0.05: a hair recolour that painted a forehead had 54% of its changed pixels inside the face oval; the
+        # oval's top reaches the hairline, so fringe hair inside it is allowed a little
+        0.05,
+        ge=0,
+        le=1,
+        description="hair edits: the largest share of the changed pixels inside the face oval",
+    )
+    max_hair_skin_changed: float = Field(
+        # 0.02: the demo's hair region reached over a temple and an eyebrow's tip before the face's skin was taken
+        # out of it: 2.9% of her skin changed; a half-tinted stripe across a forehead 6.6%; clean 0%
+        0.02,
+        ge=0,
+        le=1,
+        description="hair edits: the largest share of the face's skin that may change",
+    )
+    max_hair_on_eyebrows: float = Field(
+        0.1, ge=0, le=1, description="hair edits: the largest share of the eyebrows that may change"
+    )
+    max_hair_in_background: float = Field(
+        # 0.05: one that painted the window behind the head had 13.5% of its changed pixels in the background
+        0.05,
+        ge=0,
+        le=1,
+        description="hair edits: the largest share of the changed pixels where the person segmenter sees background",
+    )
+    max_face_changed: float = Field(
+        0.02, ge=0, le=1, description="background edits: the largest share of the face oval that may change"
+    )
+    max_ear_changed: float = Field(
+        # 0.1: the bundled Grace Hopper's drawn outline trims her left ear's rim, 4.8–5.0% of its disc, and her
+        # pairs are accepted; an ear cut in half loses the disc's outer part, a third of it or more
+        0.1,
+        ge=0,
+        le=1,
+        description="background edits: the largest share of either ear's disc (a frontal face's) that may change",
+    )
+    max_old_rim: float = Field(
+        # 0.15: the demo's drawn outlines leave 1.4–7.2% (a fleck of the flag's red beside a sleeve patch, the
+        # suit's shaded edge beside the red stripes); a halo all along a cut is most of it
+        0.15,
+        ge=0,
+        le=1,
+        description="background edits: the largest share of the kept outline along which a rim of the old "
+        "background stays",
+    )
 
 
 class Runner(Section):

@@ -147,7 +147,8 @@ class MvpFamily(Family):
         segmenter = prof.spec("segmenter", runtime)
         masks = mask.mask_stage(runner, candidates, all_templates, ingested, groundings, segmenter, prof.gates, seed)
         edits = edit.edit_stage(runner, masks, by_unit, all_templates, ingested, backends, seed)
-        passed = gates.gates_stage(runner, edits, by_unit, prof.gates, prof.clip_gate_spec(runtime))
+        boxes = {sid: g.subject.box.xyxy for sid, g in groundings.items()}
+        passed = gates.gates_stage(runner, edits, by_unit, prof.gates, prof.clip_gate_spec(runtime), boxes)
         made = items.items_stage(runner, passed, by_unit)
 
         per_level = dict(sorted(Counter(f"{i.category.low}/{getattr(i.question, 'level', '')}" for i in made).items()))

@@ -180,7 +180,9 @@ def quarantine_table(run: RunDir, quarantined: list[dict]) -> str:
     rows = []
     for q in sorted(quarantined, key=lambda r: r["unit"]):
         picture = ""
-        if q.get("mask") and q.get("natural"):
+        if q.get("outlined"):  # a referee gate's failure: the pair, the failing region outlined
+            picture = f"<img src='{image_src(run, q['outlined'])}' style='width:240px;height:120px;object-fit:contain'>"
+        elif q.get("mask") and q.get("natural"):
             overlay = mask_overlay(run, q["natural"], q["mask"])
             picture = f"<img src='{image_src(run, overlay)}' style='width:120px;height:120px;object-fit:contain'>"
         rows.append(

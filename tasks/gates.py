@@ -16,6 +16,16 @@ from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import Candidate, EditRecord, GateRecord
 from perceptforge.logic.gates import hamming, near_duplicates, pair_measurements, pair_verdict, phash
+from perceptforge.logic.referee_gates import (
+    body_part_measurements,
+    changed_pixels,
+    failing_region,
+    first_failure,
+    hair_spill_measurements,
+    old_rim,
+    outlined_pair,
+    referee_verdict,
+)
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir, safe_name
 from perceptforge.tasks.engine import CPU_STAGE, MODEL_STAGE
@@ -48,6 +58,68 @@ def edited_region(image: Image.Image, mask: np.ndarray | None) -> Image.Image:
 class GateUnit(NamedTuple):
     edit: EditRecord
     candidate: Candidate
+    subject_box: tuple[float, float, float, float] | None = None  # where the referees look for the subject's face
+
+
+def referee_check(
+    natural: np.ndarray,
+    manipulated: np.ndarray,
+    candidate: Candidate,
+    rendered_region: str | None,
+    gates: Gates,
+    subject_box: tuple[float, float, float, float] | None = None,
+    mask: np.ndarray | None = None,
+) -> tuple[dict[str, float], str | None, np.ndarray | None]:
+    """The referee gates' measurements and verdict for one pair (whatever backend made it): a hair edit must not
+    paint the face's skin, the eyebrows or the background; a background edit must leave the face oval and a
+    frontal face's ears as they were, and (with its ``mask``, True where the background was replaced) leave no
+    rim of the old background along the cut (``old_rim``). Other edits are not judged here, nor, where no face is
+    seen, the face and hair checks (the measurement ``referee_face`` says whether a face was seen). The third value
+    is, on a failure, the natural and manipulated images side by side with the failing region outlined."""
+    hair = rendered_region == "hair"
+    background = candidate.edit_kind.value == "background_substitution"
+    if not gates.referees or not (hair or background):
+        return {}, None, None
+    from perceptforge.backends.referees import face_referee, person_probability
+
+    face = face_referee().subject_face(natural, subject_box)
+    changed = changed_pixels(natural, manipulated)
+    measured: dict[str, float] = {"referee_face": 0.0 if face is None else 1.0}
+    person = None
+    if hair:
+        # the person segmenter knows people the face referee sees (near, facing the camera); where no face is seen
+        # (a drawn test portrait, a head turned away) its "background" may be the whole head: not judged
+        if face is not None:
+            person = person_probability(natural)
+            measured |= hair_spill_measurements(changed, natural, face.oval, face.eyebrows, person)
+        limits = {
+            "changed_on_face": gates.max_hair_on_face,
+            "face_skin_changed": gates.max_hair_skin_changed,
+            "eyebrows_changed": gates.max_hair_on_eyebrows,
+            "changed_in_background": gates.max_hair_in_background,
+        }
+    else:
+        oval, ears = (None, None) if face is None else (face.oval, face.ears)
+        measured |= body_part_measurements(changed, oval, ears)
+        limits = {"face_oval_changed": gates.max_face_changed, "ear_changed": gates.max_ear_changed}
+        if mask is not None and mask.any() and not mask.all():
+            measured["old_rim"] = old_rim(natural, manipulated, ~mask)
+            limits["old_rim"] = gates.max_old_rim
+    failed = first_failure(measured, limits)
+    if failed is None:
+        return measured, None, None
+    region = failing_region(
+        failed,
+        changed,
+        natural,
+        manipulated,
+        oval=None if face is None else face.oval,
+        eyebrows=() if face is None else face.eyebrows,
+        ears=None if face is None else face.ears,
+        person=person,
+        keep=None if mask is None else ~mask,
+    )
+    return measured, referee_verdict(measured, limits), outlined_pair(natural, manipulated, region)
 
 
 @task(name="gate", cache_policy=NO_CACHE)
@@ -61,7 +133,7 @@ def gate(unit: GateUnit, gates: Gates, clip: ModelSpec | Any, run_path: Path) ->
 
 
 def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int | QualityGate:
-    edit, candidate = unit
+    edit, candidate, subject_box = GateUnit(*unit)  # a plain (edit, candidate) pair: no subject box
     run = RunDir(run_path)
     natural, manipulated = (load_rgb(run.sub(ref.path)) for ref in (edit.pair.natural, edit.pair.manipulated))
     if natural.size != manipulated.size:
@@ -78,10 +150,24 @@ def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int |
         gates.clip.margin if gates.clip else None,
         gates.min_region_changed if recoloured else None,
     )
+    refereed, referee_reason, outlined = referee_check(
+        np.asarray(natural),
+        np.asarray(manipulated),
+        candidate,
+        edit.edit.rendered.region if edit.edit.rendered is not None else None,
+        gates,
+        subject_box,
+        mask,
+    )
+    measured |= refereed
+    reason = reason or referee_reason
     record = GateRecord(unit=edit.unit, measurements=measured, passed=reason is None, reason=reason or "")
     run.write_record(f"gates/{safe_name(edit.unit)}.json", record.model_dump(mode="json"))
     if reason:
-        return QualityGate(reason, measured)
+        evidence = {}
+        if outlined is not None and reason == referee_reason:  # the pair, its failing region outlined
+            evidence = {"natural": edit.pair.natural.path, "outlined": run.store_image(Image.fromarray(outlined)).path}
+        return QualityGate(reason, measured, evidence)
     # Hash what the edit changed: whole-image hashes of small edits on one photo all look alike.
     change = np.abs(np.asarray(manipulated, np.int16) - np.asarray(natural, np.int16)).astype(np.uint8)
     return phash(Image.fromarray(change))
@@ -93,9 +179,15 @@ def gates_stage(
     candidates: dict[str, Candidate],
     gates: Gates,
     clip: ModelSpec | None = None,
+    subject_boxes: dict[str, tuple[float, float, float, float]] | None = None,
 ) -> list[tuple[Unit, EditRecord]]:
-    """The edits that pass every gate, in unit order; the others are quarantined with the gate's reason."""
-    units = [Unit(u.name, u.file, GateUnit(e, candidates[u.name])) for u, e in edits]
+    """The edits that pass every gate, in unit order; the others are quarantined with the gate's reason.
+    ``subject_boxes``: source id → the subject's box, where the referees look for its face."""
+    boxes = subject_boxes or {}
+    units = [
+        Unit(u.name, u.file, GateUnit(e, candidates[u.name], boxes.get(candidates[u.name].lineage.source_id)))
+        for u, e in edits
+    ]
     resources = CPU_STAGE if clip is None else MODEL_STAGE
     passed = runner.map("gates", gate, units, gates=gates, clip=clip, models=[clip], resources=resources)
     hashes = dict((u.name, h) for u, h in passed)

@@ -67,6 +67,19 @@ def gate_mask(
     return measured
 
 
+def face_not_hair(image: np.ndarray, grounding: Grounding) -> np.ndarray:
+    """(H, W) bool: what the face referee sees of the subject's face that is never hair (its skin inside the face
+    oval, its eyebrows; ``logic/referee_gates.not_hair``): a drawn or colour-found hair region that reaches onto
+    a temple or an eyebrow's tip loses it. Nothing where no face is seen."""
+    from perceptforge.backends.referees import face_referee
+    from perceptforge.logic.referee_gates import not_hair
+
+    face = face_referee().subject_face(image, grounding.subject.box.xyxy)
+    if face is None:
+        return np.zeros(image.shape[:2], bool)
+    return not_hair(image, face.oval, face.eyebrows)
+
+
 def region_refusal(
     template: Template, grounding: Grounding, image: np.ndarray, old_value: str, region: str, gates: Gates
 ) -> str | None:
@@ -74,7 +87,10 @@ def region_refusal(
     ``region_mask``'s reason (a black-and-white photo, hair as pale as the skin, none found) or its gate's (too
     little of it to show a change). ``sources check`` asks it before a run; None: the stage takes the value."""
     try:
-        gate_mask(template, region_mask(template, grounding, image, region), grounding, old_value, gates, {}, image)
+        mask = region_mask(template, grounding, image, region)
+        if region == "hair" and gates.referees:  # as make_mask: the face's skin and eyebrows are never hair
+            mask = mask & ~face_not_hair(image, grounding)
+        gate_mask(template, mask, grounding, old_value, gates, {}, image)
     except ValueError as exc:
         return str(exc)
     return None
@@ -114,6 +130,8 @@ def make_mask(
             mask = edit_mask(
                 template, grounding, image, candidate.idea.old, segmenter, rng, rendering.region if rendering else None
             )
+        if mask is not None and rendering is not None and rendering.region == "hair" and gates.referees:
+            mask = mask & ~face_not_hair(image, grounding)
         try:
             measured = (
                 gate_mask(template, mask, grounding, candidate.idea.old, gates, objects, image)

@@ -1,0 +1,147 @@
+"""Referee models: what the gates ask of a photo that an annotator sees at a glance (where the face is, up to the
+hairline; where the eyebrows and the ears are), whatever backend made the edit.
+
+The face referee is MediaPipe's short-range face detector (``face_detection_short_range.tflite``, 230 KB) and its
+468-point face mesh (``face_landmark.tflite``, 1.2 MB), Apache-2.0, taken unchanged from the mediapipe 0.10.14
+wheel like the selfie segmenter (``data/LICENSES``) and run by LiteRT on the CPU. The steps between the two models
+(anchors, decoding, the rotated crop, projecting the mesh back) are ``logic/face_mesh``'s pure functions; this
+module only loads each model once per process and runs it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perceptforge.errors import PerceptforgeError
+from perceptforge.logic import face_mesh as fm
+
+DETECTOR_SIZE, MESH_SIZE = 128, 192
+
+
+def bundled(name: str) -> Path:
+    return Path(str(resources.files("perceptforge.data").joinpath("models", name)))
+
+
+def _interpreter(path: Path) -> Any:
+    if not path.is_file():
+        raise PerceptforgeError(f"{path}: the referee model is not there")
+    from ai_edge_litert.interpreter import Interpreter
+
+    net = Interpreter(model_path=str(path), num_threads=1)  # one thread: the same pixels on any machine
+    net.allocate_tensors()
+    return net
+
+
+def _run(net: Any, tensor: np.ndarray) -> list[np.ndarray]:
+    net.set_tensor(net.get_input_details()[0]["index"], tensor[None].astype(np.float32))
+    net.invoke()
+    return [np.array(net.get_tensor(d["index"])) for d in net.get_output_details()]
+
+
+class FaceReferee:
+    """Faces in a photo as ``logic/face_mesh.FaceParts`` (oval, eyebrows, ears), by detector then mesh."""
+
+    name, model_id = "face-referee", "mediapipe-face-detection-short+face-mesh"
+
+    def __init__(
+        self,
+        detector_path: str | Path | None = None,
+        mesh_path: str | Path | None = None,
+        min_score: float = 0.5,
+        min_mesh_score: float = 0.5,
+    ):
+        self.detector_path = Path(detector_path) if detector_path else bundled("face_detection_short_range.tflite")
+        self.mesh_path = Path(mesh_path) if mesh_path else bundled("face_landmark.tflite")
+        self.min_score, self.min_mesh_score = min_score, min_mesh_score
+        self._nets: tuple[Any, Any] | None = None
+        self._anchors = fm.ssd_anchors(DETECTOR_SIZE)
+        self._lock = threading.Lock()  # one interpreter, one call at a time
+
+    def __getstate__(self) -> dict:  # a Dask worker loads its own interpreters
+        return {k: v for k, v in self.__dict__.items() if k not in ("_nets", "_lock")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _nets=None, _lock=threading.Lock())
+
+    def load(self) -> FaceReferee:
+        if self._nets is None:
+            self._nets = (_interpreter(self.detector_path), _interpreter(self.mesh_path))
+        return self
+
+    def detect(self, image: np.ndarray, within: Sequence[float] | None = None) -> list[fm.Detection]:
+        """Faces in the image (or in the box ``within``, which makes a small face large enough for the
+        short-range detector), best first, in the image's pixels."""
+        _check(image)
+        ox = oy = 0
+        view = image
+        if within is not None:
+            h, w = image.shape[:2]
+            x0, y0 = max(0, int(within[0])), max(0, int(within[1]))
+            x1, y1 = min(w, int(np.ceil(within[2]))), min(h, int(np.ceil(within[3])))
+            if x1 <= x0 or y1 <= y0:
+                raise ValueError(f"the box {tuple(within)} lies outside the {w}×{h} image")
+            view, ox, oy = image[y0:y1, x0:x1], x0, y0
+        square, scale, (left, top) = fm.letterbox(view, DETECTOR_SIZE)
+        detector = self.load()._nets[0]  # type: ignore[index]
+        with self._lock:
+            raw, logits = _run(detector, square.astype(np.float32) / 127.5 - 1.0)
+        found = fm.decode_faces(raw[0], logits[0], self._anchors, DETECTOR_SIZE, self.min_score)
+        return [fm.to_pixels(f, scale, (left - ox, top - oy)) for f in found]
+
+    def mesh(self, image: np.ndarray, face: fm.Detection) -> fm.FaceParts | None:
+        """The face mesh's parts for one detection, or None where the mesh model says there is no face."""
+        _check(image)
+        roi = fm.face_roi(face)
+        patch = fm.crop(image, roi, MESH_SIZE).astype(np.float32) / 255.0
+        net = self.load()._nets[1]  # type: ignore[index]
+        with self._lock:
+            points, flag = _run(net, patch)
+        score = float(1.0 / (1.0 + np.exp(-np.clip(flag.reshape(-1)[0], -100, 100))))
+        if score < self.min_mesh_score:
+            return None
+        return fm.face_parts(fm.mesh_to_image(points, roi, MESH_SIZE), score)
+
+    def subject_face(self, image: np.ndarray, box: Sequence[float] | None = None) -> fm.FaceParts | None:
+        """The subject's face: the best face the detector finds in the subject's box (the whole image without
+        one), meshed; None when it finds none (a face turned away, too small, or not a person)."""
+        faces = self.detect(image, box)
+        for face in faces[:2]:  # the best, then the next: the mesh may refuse a detector's false face
+            parts = self.mesh(image, face)
+            if parts is not None:
+                return parts
+        return None
+
+
+def _check(image: np.ndarray) -> None:
+    if not isinstance(image, np.ndarray) or image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+        shape = getattr(image, "shape", None)
+        raise ValueError(f"a referee reads an (H, W, 3) uint8 RGB image, got {type(image).__name__} {shape}")
+
+
+_shared: dict[str, Any] = {}
+_shared_lock = threading.Lock()
+
+
+def face_referee() -> FaceReferee:
+    """The process's one face referee (its models load on first use, once)."""
+    with _shared_lock:
+        if "face" not in _shared:
+            _shared["face"] = FaceReferee()
+        return _shared["face"]
+
+
+def person_probability(image: np.ndarray) -> np.ndarray:
+    """(H, W) float in [0, 1]: the bundled selfie segmenter's person probability, from the process's one copy."""
+    from perceptforge.backends.selfie import SelfieSegmenter
+
+    with _shared_lock:
+        if "selfie" not in _shared:
+            _shared["selfie"] = SelfieSegmenter()
+        segmenter = _shared["selfie"]
+    return segmenter.person(image)

@@ -1,0 +1,318 @@
+"""Gates that look where an annotator looks, from what the referee models see of the natural photo (the face
+oval up to the hairline, the eyebrows, the ears' places, the background): a hair recolour that paints skin or
+background, and a background edit that cuts the face or an ear, are measured here and judged by a threshold.
+
+The functions take the referees' answers (polygons, points, a probability map) as plain arrays, so a test draws
+them on a tiny image; ``tasks/gates.py`` runs the models and calls these. Measurements are shares in [0, 1].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import cv2
+import numpy as np
+
+# a change of more than this (of 255, mean over the channels) is a changed pixel: what ``pair_measurements``
+# counts in ``region_changed``, above JPEG noise and a matte's faint rim
+CHANGED = 8.0
+# below this person probability (the selfie segmenter's) a pixel is background: the hair's soft tips stay above it
+BACKGROUND = 0.2
+# an ear's disc: its radius is this share of the distance between the two ears' roots, its centre half a radius
+# out from the root, so it covers the ear's inner two thirds. A twelfth, centred a radius out, reached past the
+# ear's rim into the backdrop: the bundled Grace Hopper's kept ears showed 10–40% of it changed
+EAR_RADIUS = 1 / 16
+EAR_OFFSET = 0.5
+# a pixel of the face oval is skin when its CIELAB colour lies within this of the face's median (ΔE): the oval's
+# top reaches the hairline, where a fringe is hair, and hair is 20-33 ΔE from skin on the bundled portrait
+# (quartiles) while her painted temple was within 10
+SKIN_DELTA = 15.0
+# the ears are looked at only on a face seen nearly from the front: ear-to-ear at least this share of the oval's
+# height (a face in profile shows one ear, where the mesh's two outermost points are not ears; 0.58 on the bundled
+# cameraman's profile, 0.88 and 0.91 on the two frontal portraits)
+FRONTAL = 0.7
+
+
+def _check_shape(name: str, array: np.ndarray, shape: tuple[int, int]) -> None:
+    if array.shape != shape:
+        raise ValueError(f"{name} is {array.shape}, the image is {shape}")
+
+
+def changed_pixels(natural: np.ndarray, manipulated: np.ndarray, threshold: float = CHANGED) -> np.ndarray:
+    """(H, W) bool: pixels whose mean absolute change over the channels exceeds ``threshold``."""
+    if natural.shape != manipulated.shape or natural.ndim != 3:
+        raise ValueError(f"a pair's images must be (H, W, 3) of one size, got {natural.shape} and {manipulated.shape}")
+    diff = np.abs(natural.astype(np.float32) - manipulated.astype(np.float32)).mean(axis=2)
+    return diff > threshold
+
+
+def polygon_mask(points: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """(H, W) bool: the inside of a closed polygon of (N ≥ 3, 2) points ``(x, y)`` in pixels."""
+    points = np.asarray(points, np.float64)
+    if points.ndim != 2 or points.shape[1] != 2 or len(points) < 3:
+        raise ValueError(f"a polygon is (N >= 3, 2) points, got {points.shape}")
+    out = np.zeros(shape, np.uint8)
+    cv2.fillPoly(out, [np.round(points).astype(np.int32)], 1)
+    return out.astype(bool)
+
+
+def ear_discs(
+    ears: np.ndarray, shape: tuple[int, int], share: float = EAR_RADIUS, offset: float = EAR_OFFSET
+) -> tuple[np.ndarray, ...]:
+    """One (H, W) bool disc per ear, of radius ``share`` × ear-to-ear, centred ``offset`` radii outwards from each
+    ear's root (where it joins the head): the ear's part nearest the head, where a cut bites first and no
+    backdrop lies. ``ears``: (2, 2), right then left."""
+    ears = np.asarray(ears, np.float64)
+    if ears.shape != (2, 2):
+        raise ValueError(f"ears are (2, 2) points, got {ears.shape}")
+    span = float(np.linalg.norm(ears[1] - ears[0]))
+    if span <= 0:
+        raise ValueError("the two ears are at one point")
+    radius = share * span
+    outward = (ears[0] - ears[1]) / span  # from the left ear towards the right one
+    discs = []
+    for root, direction in ((ears[0], outward), (ears[1], -outward)):
+        centre = root + offset * radius * direction
+        disc = np.zeros(shape, np.uint8)
+        cv2.circle(disc, (int(round(centre[0])), int(round(centre[1]))), max(1, int(round(radius))), 1, -1)
+        discs.append(disc.astype(bool))
+    return tuple(discs)
+
+
+def frontal(ears: np.ndarray, oval: np.ndarray, min_ratio: float = FRONTAL) -> bool:
+    """Whether a face is seen nearly from the front: its ear-to-ear distance is at least ``min_ratio`` of its
+    oval's height."""
+    height = float(np.ptp(np.asarray(oval)[:, 1]))
+    return height > 0 and float(np.linalg.norm(np.asarray(ears)[1] - np.asarray(ears)[0])) >= min_ratio * height
+
+
+def skin(
+    image: np.ndarray, oval: np.ndarray, exclude: np.ndarray | None = None, delta: float = SKIN_DELTA
+) -> np.ndarray:
+    """(H, W) bool: the face oval's pixels whose colour is the face's own: within ``delta`` (CIELAB ΔE) of the
+    median colour of the oval's pixels outside ``exclude`` (a pair's changed pixels: the median is the unchanged
+    face's). A fringe of hair inside the oval's top is not skin; a painted forehead was."""
+    if image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError(f"skin needs an (H, W, 3) RGB image, got {image.shape}")
+    face = polygon_mask(oval, image.shape[:2])
+    if exclude is not None:
+        _check_shape("the excluded pixels", exclude, image.shape[:2])
+    source = face & ~exclude if exclude is not None and (face & ~exclude).any() else face
+    if not source.any():
+        return face
+    lab = np.asarray(cv2.cvtColor(image.astype(np.float32) / 255, cv2.COLOR_RGB2LAB), np.float32)
+    median = np.median(lab[source], axis=0)
+    return face & (np.linalg.norm(lab - median, axis=-1) < delta)
+
+
+def not_hair(image: np.ndarray, oval: np.ndarray, eyebrows: Sequence[np.ndarray] = (), grow: int = 2) -> np.ndarray:
+    """(H, W) bool: what a hair region must never hold: the face's skin (``skin``) and the eyebrows, grown by
+    ``grow`` pixels (a recolour's soft edge)."""
+    out = skin(image, oval)
+    for b in eyebrows:
+        out |= polygon_mask(b, image.shape[:2])
+    if grow > 0:
+        out = cv2.dilate(out.astype(np.uint8), np.ones((2 * grow + 1, 2 * grow + 1), np.uint8)).astype(bool)
+    return out
+
+
+def _share(part: np.ndarray, of: np.ndarray) -> float:
+    return round(float((part & of).sum() / of.sum()), 6) if of.any() else 0.0
+
+
+def hair_spill_measurements(
+    changed: np.ndarray,
+    natural: np.ndarray,
+    oval: np.ndarray | None,
+    eyebrows: Sequence[np.ndarray] = (),
+    person: np.ndarray | None = None,
+    background: float = BACKGROUND,
+) -> dict[str, float]:
+    """What a hair recolour changed that is not hair. ``changed``: (H, W) bool; ``natural``: the photo before;
+    ``oval``: the face oval's polygon (None: no face seen); ``eyebrows``: their polygons; ``person``: the person
+    probability map (None: not measured). ``changed_on_face``: the share of changed pixels on the face's skin
+    (``skin``: inside the oval, the face's colour), what a spill that paints a forehead while the hair stays
+    shows; ``face_skin_changed``: the share of the face's skin changed, what a narrow stripe on a forehead beside
+    a large head of hair shows; ``face_oval_changed``: the share of the oval repainted, fringe included;
+    ``eyebrows_changed``: of the eyebrows; ``changed_in_background``: the share of changed pixels where the person
+    probability is below ``background``."""
+    shape = changed.shape
+    _check_shape("the natural image", natural[..., 0], shape)
+    measured: dict[str, float] = {}
+    if oval is not None:
+        face_skin = skin(natural, oval, changed)
+        measured["changed_on_face"] = _share(face_skin, changed)
+        measured["face_skin_changed"] = _share(changed, face_skin)
+        measured["face_oval_changed"] = _share(changed, polygon_mask(oval, shape))
+        if eyebrows:
+            brows = np.zeros(shape, bool)
+            for b in eyebrows:
+                brows |= polygon_mask(b, shape)
+            measured["eyebrows_changed"] = _share(changed, brows)
+    if person is not None:
+        _check_shape("the person map", person, shape)
+        measured["changed_in_background"] = _share(person < background, changed)
+    return measured
+
+
+def body_part_measurements(
+    changed: np.ndarray, oval: np.ndarray | None, ears: np.ndarray | None = None
+) -> dict[str, float]:
+    """What a background edit changed of the body the referees see: ``face_oval_changed`` (the share of the face
+    oval changed) and, on a face seen from the front, ``ear_changed:right`` / ``ear_changed:left`` (the share of
+    each ear's disc, ``ear_discs``)."""
+    shape = changed.shape
+    measured: dict[str, float] = {}
+    if oval is None:
+        return measured
+    measured["face_oval_changed"] = _share(changed, polygon_mask(oval, shape))
+    if ears is not None and frontal(ears, oval):
+        for side, disc in zip(("right", "left"), ear_discs(ears, shape)):
+            measured[f"ear_changed:{side}"] = _share(changed, disc)
+    return measured
+
+
+def referee_verdict(measured: dict[str, float], limits: dict[str, float]) -> str | None:
+    """Why a pair fails a referee gate: the first measurement (in ``limits``' order; ``ear_changed`` covers both
+    ears) above its limit, said with both numbers; None if none is."""
+    words = {
+        "changed_on_face": "of the changed pixels lie on the face's skin (inside the face oval, not hair)",
+        "face_skin_changed": "of the face's skin changed (inside the face oval, the face's colour)",
+        "face_oval_changed": "of the face oval changed",
+        "eyebrows_changed": "of the eyebrows changed",
+        "changed_in_background": "of the changed pixels lie in the background",
+        "ear_changed": "of an ear's place changed (the ear is cut or painted)",
+        "old_rim": "of the kept outline keeps a rim of the old background",
+    }
+    failed = first_failure(measured, limits)
+    if failed is None:
+        return None
+    key = failed.split(":")[0]
+    return f"{measured[failed]:.1%} {words.get(key, key)} (at most {limits[key]:.1%})"
+
+
+def first_failure(measured: dict[str, float], limits: dict[str, float]) -> str | None:
+    """The measurement's key (``ear_changed:left``) of the first limit (in ``limits``' order) a measurement exceeds,
+    the worse side first; None if none does."""
+    for key, limit in limits.items():
+        values = sorted(((v, k) for k, v in measured.items() if k == key or k.startswith(key + ":")), reverse=True)
+        if values and values[0][0] > limit:
+            return values[0][1]
+    return None
+
+
+def failing_region(
+    key: str,
+    changed: np.ndarray,
+    natural: np.ndarray,
+    manipulated: np.ndarray,
+    oval: np.ndarray | None = None,
+    eyebrows: Sequence[np.ndarray] = (),
+    ears: np.ndarray | None = None,
+    person: np.ndarray | None = None,
+    keep: np.ndarray | None = None,
+) -> np.ndarray:
+    """(H, W) bool: where the failure a measurement's ``key`` names lies, for report.html to outline (the face's
+    painted skin, the changed eyebrows, the painted background, the changed oval, the cut ear's disc, the rim
+    left along the cut); empty for a key it does not know or a part not given."""
+    shape = changed.shape
+    out = np.zeros(shape, bool)
+    name, _, side = key.partition(":")
+    if name in ("changed_on_face", "face_skin_changed") and oval is not None:
+        out = changed & skin(natural, oval, changed)
+    elif name == "face_oval_changed" and oval is not None:
+        out = changed & polygon_mask(oval, shape)
+    elif name == "eyebrows_changed":
+        for b in eyebrows:
+            out |= changed & polygon_mask(b, shape)
+    elif name == "changed_in_background" and person is not None:
+        out = changed & (person < BACKGROUND)
+    elif name == "ear_changed" and ears is not None:
+        out = ear_discs(ears, shape)[0 if side == "right" else 1]
+    elif name == "old_rim" and keep is not None:
+        out = cv2.dilate(old_rim_pixels(natural, manipulated, keep).astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
+    return out
+
+
+def outlined_pair(natural: np.ndarray, manipulated: np.ndarray, region: np.ndarray) -> np.ndarray:
+    """The natural and the manipulated image side by side, the ``region`` outlined in magenta on both (and, where it
+    is a scatter of pixels, tinted): the picture report.html shows of a referee gate's failure."""
+    _check_shape("the region", region, natural.shape[:2])
+    outline = region & ~cv2.erode(region.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+    outline = cv2.dilate(outline.astype(np.uint8), np.ones((2, 2), np.uint8)).astype(bool)
+    sides = []
+    for image in (natural, manipulated):
+        shown = image.copy()
+        shown[region] = (shown[region] * 0.6 + np.array([255, 0, 255]) * 0.4).astype(np.uint8)
+        shown[outline] = (255, 0, 255)
+        sides.append(shown)
+    return np.hstack(sides)
+
+
+def _band(region: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """The pixels of ``region`` at a distance in [lo, hi] from its edge (8-neighbour distance transform)."""
+    depth = cv2.distanceTransform(region.astype(np.uint8), cv2.DIST_L2, 3)
+    return region & (depth >= lo) & (depth <= hi)
+
+
+def old_rim_pixels(
+    natural: np.ndarray,
+    manipulated: np.ndarray,
+    keep: np.ndarray,
+    band: int = 3,
+    reach: int = 6,
+    min_contrast: float = 15.0,
+) -> np.ndarray:
+    """(H, W) bool: the points of the kept subject's outline (away from the image's edge) where a rim of the old
+    background stays along the cut. Around each point (within ``reach``), on the manipulated image: the rim (kept
+    pixels up to ``band`` from the cut), the subject (kept pixels beyond it) and the new background (outside the
+    cut); on the natural image, the old background outside the cut. A point is flagged where the rim's colour is
+    nearer the old background than both the subject and the new one (CIELAB ΔE), and the old background differs
+    from each of them by ``min_contrast`` or more (a backdrop the subject's colour, or a new scene like the old
+    one, leaves nothing to see). A matte's soft rim blends the subject with the new background: not flagged."""
+    if natural.shape != manipulated.shape or natural.ndim != 3:
+        raise ValueError(f"a pair's images must be (H, W, 3) of one size, got {natural.shape} and {manipulated.shape}")
+    _check_shape("the kept subject", keep, natural.shape[:2])
+
+    def lab(image: np.ndarray) -> np.ndarray:
+        return np.asarray(cv2.cvtColor(image.astype(np.float32) / 255, cv2.COLOR_RGB2LAB), np.float32)
+
+    window = (2 * reach + 1, 2 * reach + 1)
+
+    def local_mean(colours: np.ndarray, region: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        weight = region.astype(np.float32)
+        count = cv2.boxFilter(weight, -1, window, normalize=False)
+        total = np.stack([cv2.boxFilter(colours[..., c] * weight, -1, window, normalize=False) for c in range(3)], -1)
+        return total / np.maximum(count, 1e-6)[..., None], count
+
+    before, after = lab(natural), lab(manipulated)
+    outside = ~keep
+    rim, n_rim = local_mean(after, _band(keep, 0, band))
+    subject, n_subject = local_mean(after, _band(keep, band + 2, band + 2 + reach))
+    near = _band(outside, 0, reach)
+    old, n_old = local_mean(before, near)
+    new, n_new = local_mean(after, near)
+
+    def gap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.linalg.norm(a - b, axis=-1)
+
+    outline = keep & ~cv2.erode(keep.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+    away = np.zeros_like(outline)
+    away[reach:-reach, reach:-reach] = True
+    seen = outline & away & (n_rim > 2) & (n_subject > 2) & (n_old > 2) & (n_new > 2)
+    to_old = gap(rim, old)
+    return (
+        seen
+        & (to_old < gap(rim, subject))
+        & (to_old < gap(rim, new))
+        & (gap(old, subject) >= min_contrast)
+        & (gap(old, new) >= min_contrast)
+    )
+
+
+def old_rim(natural: np.ndarray, manipulated: np.ndarray, keep: np.ndarray) -> float:
+    """The share of the kept subject's outline (away from the image's edge) along which a rim of the old
+    background stays (``old_rim_pixels``): 0 for a cut that follows the subject."""
+    flagged = old_rim_pixels(natural, manipulated, keep)
+    outline = keep & ~cv2.erode(keep.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+    return round(float(flagged.sum() / max(1, outline.sum())), 6)

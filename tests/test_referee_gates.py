@@ -1,0 +1,347 @@
+"""The referee gates (``logic/referee_gates``) on tiny drawn faces, the face referee's pure steps
+(``logic/face_mesh``) on small arrays, and the referee models themselves (``backends/referees``) on the bundled
+portraits."""
+
+import time
+
+import numpy as np
+import pytest
+
+from perceptforge.configs.profile import Gates
+from perceptforge.logic import face_mesh as fm
+from perceptforge.logic.referee_gates import (
+    body_part_measurements,
+    changed_pixels,
+    ear_discs,
+    hair_spill_measurements,
+    not_hair,
+    polygon_mask,
+    referee_verdict,
+)
+
+SKIN, HAIR, BACKDROP, BLUE = (224, 172, 140), (90, 60, 30), (200, 200, 200), (40, 60, 220)
+GATES = Gates()
+HAIR_LIMITS = {
+    "changed_on_face": GATES.max_hair_on_face,
+    "face_skin_changed": GATES.max_hair_skin_changed,
+    "eyebrows_changed": GATES.max_hair_on_eyebrows,
+    "changed_in_background": GATES.max_hair_in_background,
+}
+BODY_LIMITS = {"face_oval_changed": GATES.max_face_changed, "ear_changed": GATES.max_ear_changed}
+
+
+def ellipse(cx: float, cy: float, rx: float, ry: float, n: int = 36) -> np.ndarray:
+    t = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    return np.stack([cx + rx * np.sin(t), cy - ry * np.cos(t)], 1)
+
+
+def portrait():
+    """A 96×96 drawn portrait: grey backdrop, brown hair on top of and beside the head, a skin-coloured face oval
+    (its top row of hair, a fringe, inside it, as on a real oval that reaches the hairline), two dark eyebrows,
+    ears at the oval's sides. Returns the image, the oval, the eyebrows, the ears' roots and the person map."""
+    h = w = 96
+    image = np.full((h, w, 3), BACKDROP, np.uint8)
+    oval = ellipse(48, 50, 20, 26)
+    head = polygon_mask(ellipse(48, 44, 28, 34), (h, w))
+    image[head] = HAIR
+    face = polygon_mask(oval, (h, w))
+    image[face] = SKIN
+    image[face & (np.arange(h)[:, None] < 28)] = HAIR  # the fringe, inside the oval's top
+    brows = (np.array([[34, 40], [44, 40], [44, 42], [34, 42]]), np.array([[52, 40], [62, 40], [62, 42], [52, 42]]))
+    for b in brows:
+        image[polygon_mask(b, (h, w))] = HAIR
+    ears = np.array([[28.0, 52.0], [68.0, 52.0]])
+    for root in (ears[0] - [3, 0], ears[1] + [3, 0]):  # the ears themselves, skin, just outside the oval
+        image[polygon_mask(ellipse(root[0], root[1], 3, 6), (h, w))] = SKIN
+    person = (head | face).astype(np.float32)
+    person[40:, 10:86] = np.maximum(person[40:, 10:86], 0.0)
+    return image, oval, brows, ears, person
+
+
+def hair_pixels(image: np.ndarray, oval: np.ndarray) -> np.ndarray:
+    return (image == HAIR).all(-1) & ~polygon_mask(oval, image.shape[:2]) | (
+        (image == HAIR).all(-1) & (np.arange(image.shape[0])[:, None] < 28)
+    )
+
+
+def test_a_clean_hair_recolour_passes():
+    image, oval, brows, _, person = portrait()
+    edited = image.copy()
+    edited[hair_pixels(image, oval)] = BLUE  # the hair and the fringe, nothing else
+    changed = changed_pixels(image, edited)
+    measured = hair_spill_measurements(changed, image, oval, brows, person)
+    assert measured["changed_on_face"] == 0.0 and measured["changed_in_background"] == 0.0
+    assert measured["face_skin_changed"] == 0.0
+    assert measured["eyebrows_changed"] == 0.0
+    assert measured["face_oval_changed"] > 0  # the fringe inside the oval's top is hair: allowed
+    assert referee_verdict(measured, HAIR_LIMITS) is None
+
+
+def test_a_hair_recolour_that_paints_the_forehead_is_quarantined():
+    image, oval, brows, _, person = portrait()
+    edited = image.copy()
+    edited[hair_pixels(image, oval)] = BLUE
+    forehead = polygon_mask(oval, image.shape[:2]) & (np.arange(96)[:, None] >= 28) & (np.arange(96)[:, None] < 38)
+    edited[forehead] = BLUE
+    measured = hair_spill_measurements(changed_pixels(image, edited), image, oval, brows, person)
+    assert measured["changed_on_face"] > 0.1 and measured["face_skin_changed"] > 0.1
+    reason = referee_verdict(measured, HAIR_LIMITS)
+    assert reason is not None and "on the face's skin" in reason and "at most 5.0%" in reason
+
+
+def test_a_thin_stripe_painted_on_the_forehead_beside_much_hair_is_quarantined():
+    """A stripe is a small share of all the changed pixels when the hair is large: the share of the skin it
+    paints still shows it."""
+    image, oval, brows, _, person = portrait()
+    big = np.repeat(np.repeat(image, 2, 0), 2, 1)  # the same portrait at 192 px: four times the hair
+    edited = big.copy()
+    edited[np.repeat(np.repeat(hair_pixels(image, oval), 2, 0), 2, 1)] = BLUE
+    edited[60:64][polygon_mask(oval * 2, (192, 192))[60:64]] = BLUE  # a 4-px stripe across the forehead
+    measured = hair_spill_measurements(
+        changed_pixels(big, edited), big, oval * 2, [b * 2 for b in brows], np.kron(person, np.ones((2, 2)))
+    )
+    assert measured["changed_on_face"] < GATES.max_hair_on_face  # 4.1% of the changed pixels: under its limit
+    assert measured["face_skin_changed"] > GATES.max_hair_skin_changed  # 3.6% of the skin
+    assert "of the face's skin changed" in (referee_verdict(measured, HAIR_LIMITS) or "")
+
+
+def test_a_hair_recolour_that_paints_an_eyebrow_or_the_background_is_quarantined():
+    image, oval, brows, _, person = portrait()
+    edited = image.copy()
+    edited[hair_pixels(image, oval)] = BLUE
+    brow = edited.copy()
+    brow[polygon_mask(brows[0], (96, 96))] = BLUE
+    measured = hair_spill_measurements(changed_pixels(image, brow), image, oval, brows, person)
+    assert "of the eyebrows changed" in (referee_verdict(measured, HAIR_LIMITS) or "")
+    window = edited.copy()
+    window[2:20, 2:20] = BLUE  # a corner of the hair box: the window behind the head
+    measured = hair_spill_measurements(changed_pixels(image, window), image, oval, brows, person)
+    assert measured["changed_in_background"] > 0.05
+    assert "in the background" in (referee_verdict(measured, HAIR_LIMITS) or "")
+
+
+def test_the_hair_region_never_holds_the_face_skin_or_the_eyebrows():
+    image, oval, brows, _, _ = portrait()
+    never = not_hair(image, oval, brows)
+    assert never[50, 48] and never[41, 38]  # the cheek, an eyebrow
+    assert not never[24, 48]  # the fringe inside the oval's top is hair
+    assert not never[10, 48]  # the crown
+
+
+def test_a_clean_background_swap_passes():
+    image, oval, _, ears, person = portrait()
+    edited = image.copy()
+    edited[person < 0.5] = BLUE
+    ears_kept = (image == SKIN).all(-1)
+    edited[ears_kept] = image[ears_kept]
+    measured = body_part_measurements(changed_pixels(image, edited), oval, ears)
+    assert measured == {"face_oval_changed": 0.0, "ear_changed:right": 0.0, "ear_changed:left": 0.0}
+    assert referee_verdict(measured, BODY_LIMITS) is None
+
+
+def test_a_background_swap_that_cuts_an_ear_is_quarantined():
+    image, oval, _, ears, person = portrait()
+    edited = image.copy()
+    edited[person < 0.5] = BLUE
+    edited[:, 70:] = BLUE  # the cut runs through the left ear (68-74 px): its outer two thirds go
+    measured = body_part_measurements(changed_pixels(image, edited), oval, ears)
+    assert measured["ear_changed:left"] > 0.1 and measured["ear_changed:right"] == 0.0
+    assert "an ear's place changed" in (referee_verdict(measured, BODY_LIMITS) or "")
+
+
+def test_a_background_swap_that_cuts_into_the_face_is_quarantined():
+    image, oval, _, ears, person = portrait()
+    edited = image.copy()
+    edited[person < 0.5] = BLUE
+    edited[60:, 56:] = BLUE  # a jaw cut away
+    measured = body_part_measurements(changed_pixels(image, edited), oval, ears)
+    assert "of the face oval changed" in (referee_verdict(measured, BODY_LIMITS) or "")
+
+
+def test_ears_are_judged_only_on_a_face_seen_from_the_front():
+    _, oval, _, _, _ = portrait()
+    profile = np.array([[40.0, 52.0], [52.0, 52.0]])  # ear to ear a fifth of the oval's height: a profile
+    measured = body_part_measurements(np.zeros((96, 96), bool), oval, profile)
+    assert measured == {"face_oval_changed": 0.0}
+
+
+def test_ear_discs_sit_outside_each_root():
+    right, left = ear_discs(np.array([[20.0, 30.0], [68.0, 30.0]]), (64, 96))
+    # radius 48 / 16 = 3, centres 1.5 out: x 18.5 and 69.5
+    assert right[30, 18] and not right[30, 23] and left[30, 70] and not left[30, 65]
+    with pytest.raises(ValueError, match=r"ears are \(2, 2\) points"):
+        ear_discs(np.zeros((3, 2)), (8, 8))
+
+
+def test_bad_inputs_are_named():
+    with pytest.raises(ValueError, match="a polygon is"):
+        polygon_mask(np.zeros((2, 2)), (4, 4))
+    with pytest.raises(ValueError, match="one size"):
+        changed_pixels(np.zeros((4, 4, 3), np.uint8), np.zeros((4, 5, 3), np.uint8))
+    with pytest.raises(ValueError, match="the person map is"):
+        hair_spill_measurements(np.zeros((4, 4), bool), np.zeros((4, 4, 3), np.uint8), None, (), np.zeros((3, 3)))
+
+
+# --- the face referee's pure steps ------------------------------------------------------------------------------
+
+
+def test_the_short_range_detector_has_896_anchors_centred_in_their_cells():
+    anchors = fm.ssd_anchors(128)
+    assert anchors.shape == (896, 2)
+    assert np.allclose(anchors[0], [0.5 / 16, 0.5 / 16]) and np.allclose(anchors[1], anchors[0])  # two per cell
+    assert np.allclose(anchors[512], [0.5 / 8, 0.5 / 8]) and np.allclose(anchors[517], anchors[512])  # six per cell
+
+
+def test_a_detection_decodes_and_goes_back_to_the_image():
+    anchors = fm.ssd_anchors(128)
+    raw = np.zeros((896, 16), np.float32)
+    logits = np.full(896, -10.0, np.float32)
+    i = 600  # a stride-16 anchor
+    logits[i] = 5.0
+    raw[i, :4] = [8, -8, 32, 48]  # centre offset (+8, -8) px, size 32×48 px of the 128 input
+    raw[i, 4:6], raw[i, 6:8] = [-10, -4], [10, -4]  # eyes level
+    (face,) = fm.decode_faces(raw, logits, anchors)
+    ax, ay = anchors[i]
+    assert np.allclose(face.box, [ax + 8 / 128 - 16 / 128, ay - 8 / 128 - 24 / 128, ax + 24 / 128, ay + 16 / 128])
+    assert face.score == pytest.approx(1 / (1 + np.exp(-5.0)))
+    # a 100×200 image letterboxed to a 200-px square: 50 px of padding on the left
+    _, scale, offset = fm.letterbox(np.zeros((200, 100, 3), np.uint8), 128)
+    assert (scale, offset) == (200.0, (50.0, 0.0))
+    back = fm.to_pixels(face, scale, offset)
+    assert back.box[0] == pytest.approx(face.box[0] * 200 - 50)
+    assert fm.face_roi(back).angle == pytest.approx(0.0)
+
+
+def test_a_crop_and_its_mesh_map_back_through_the_rotation():
+    roi = fm.Roi(cx=50.0, cy=40.0, side=20.0, angle=np.pi / 2)  # turned a quarter clockwise
+    m = fm.crop_to_image(roi, 10)
+    assert np.allclose(m @ [5, 5, 1], [50, 40])  # the crop's centre is the ROI's
+    assert np.allclose(m @ [10, 5, 1], [50, 50])  # its right edge points down the photo
+    mesh = np.zeros((468, 3))
+    mesh[:, :2] = 5
+    assert np.allclose(fm.mesh_to_image(mesh, roi, 10), [50, 40])
+    with pytest.raises(ValueError, match="a face mesh has 468 points"):
+        fm.mesh_to_image(np.zeros((10, 3)), roi, 10)
+
+
+# --- the models, on the bundled portraits ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def portraits(sample_dir):
+    from perceptforge.store.images import load_rgb
+    from perceptforge.store.sources import grounding_from_entry, read_source_dir
+
+    return {
+        e.file_name.split("/")[-1]: (np.asarray(load_rgb(sample_dir / e.file_name)), grounding_from_entry(e))
+        for e in read_source_dir(sample_dir)
+        if e.subject
+    }
+
+
+def test_the_referee_models_ship_with_the_package_and_load_once():
+    from perceptforge.backends.referees import FaceReferee, face_referee
+
+    referee = FaceReferee()
+    assert referee.detector_path.stat().st_size > 200_000 and referee.mesh_path.stat().st_size > 1_000_000
+    assert referee.load()._nets is referee.load()._nets
+    assert face_referee() is face_referee()
+
+
+@pytest.mark.parametrize("photo", ["astronaut.jpg", "grace_hopper.jpg", "cameraman.png"])
+def test_the_face_oval_lies_on_the_annotated_face_within_the_person(portraits, photo):
+    from perceptforge.backends.referees import face_referee
+
+    image, grounding = portraits[photo]
+    started = time.process_time()
+    parts = face_referee().subject_face(image, grounding.subject.box.xyxy)
+    assert time.process_time() - started < 5  # a few ms a photo; generous for a loaded CI machine
+    assert parts is not None and parts.score > 0.9
+    sx0, sy0, sx1, sy1 = grounding.subject.box.xyxy
+    (ox0, oy0), (ox1, oy1) = parts.oval.min(0), parts.oval.max(0)
+    assert sx0 <= ox0 and sy0 <= oy0 and ox1 <= sx1 and oy1 <= sy1
+    fx0, fy0, fx1, fy1 = next(r for r in grounding.regions if r.role == "face").box.xyxy
+    cx, cy = parts.oval.mean(0)
+    assert fx0 < cx < fx1 and fy0 < cy < fy1  # the oval is on the face the annotator boxed
+    # the face box and the oval overlap for the most part (the box is the annotator's, looser or tighter)
+    overlap = max(0, min(ox1, fx1) - max(ox0, fx0)) * max(0, min(oy1, fy1) - max(oy0, fy0))
+    assert overlap > 0.5 * (ox1 - ox0) * (oy1 - oy0)
+    for brow in parts.eyebrows:  # the eyebrows in the oval's upper half (the cameraman's far one, in profile, at
+        # its edge)
+        assert ox0 - 2 <= brow[:, 0].min() and brow[:, 0].max() <= ox1 + 2 and brow[:, 1].max() < (oy0 + oy1) / 2
+
+
+def test_no_face_is_none_and_a_bad_image_is_named(portraits):
+    from perceptforge.backends.referees import face_referee
+
+    image, _ = portraits["astronaut.jpg"]
+    assert face_referee().subject_face(image, (420, 300, 512, 400)) is None  # the helmet's corner
+    with pytest.raises(ValueError, match="uint8 RGB image"):
+        face_referee().detect(image.astype(np.float32))
+    with pytest.raises(ValueError, match="lies outside"):
+        face_referee().detect(image, (600, 600, 700, 700))
+
+
+# --- the rim of the old background -----------------------------------------------------------------------------
+
+
+def rim_scene(kept_radius: float):
+    """A 64×64 red subject (a disc of radius 16) on a grey backdrop, swapped for a blue one outside a disc of
+    ``kept_radius``: larger than the subject's, the cut leaves a ring of grey backdrop around it."""
+    yy, xx = np.mgrid[0:64, 0:64]
+    r = np.hypot(xx - 32, yy - 32)
+    natural = np.full((64, 64, 3), BACKDROP, np.uint8)
+    natural[r <= 16] = (200, 30, 30)
+    keep = r <= kept_radius
+    manipulated = natural.copy()
+    manipulated[~keep] = BLUE
+    return natural, manipulated, keep
+
+
+def test_a_background_swap_that_leaves_a_rim_of_the_old_backdrop_is_quarantined():
+    from perceptforge.logic.referee_gates import old_rim
+
+    natural, manipulated, keep = rim_scene(19)  # a 3-px ring of grey left around the subject
+    measured = {"old_rim": old_rim(natural, manipulated, keep)}
+    assert measured["old_rim"] > 0.9
+    assert "rim of the old background" in (referee_verdict(measured, {"old_rim": GATES.max_old_rim}) or "")
+
+
+def test_a_clean_cut_or_a_soft_matte_leaves_no_rim():
+    from perceptforge.logic.referee_gates import old_rim
+
+    natural, manipulated, keep = rim_scene(16)
+    assert old_rim(natural, manipulated, keep) == 0.0
+    # a matte's rim blends the subject with the new background, never the old one
+    soft = manipulated.astype(np.float32)
+    edge = keep & ~np.pad(keep, 1)[2:, 1:-1] | keep & ~np.pad(keep, 1)[:-2, 1:-1]
+    soft[edge] = (soft[edge] + np.array(BLUE)) / 2
+    assert old_rim(natural, soft.astype(np.uint8), keep) == 0.0
+
+
+# --- in a run ---------------------------------------------------------------------------------------------------
+
+
+def test_a_referee_gates_failure_is_quarantined_with_the_pair_outlined(prefect_api, sample_dir, tmp_path):
+    """The demo's background swaps under a rim limit no outline meets: each is quarantined at the gates stage with
+    its measurements, and report.html shows the pair with the failing rim outlined."""
+    import json
+    from pathlib import Path
+
+    import perceptforge
+    from perceptforge.flows.run import run as run_flow
+
+    profile = tmp_path / "strict.yaml"
+    local = (Path(perceptforge.__file__).parent / "configs" / "local.yaml").read_text()
+    profile.write_text(local.replace("gates:\n", "gates:\n  max_old_rim: 0.0\n", 1))
+    out = tmp_path / "run"
+    run_flow("mvp", source=str(sample_dir), profile=str(profile), out=str(out), seed=0, categories=["B1", "S2"])
+    q = {r["unit"]: r for r in map(json.loads, (out / "quarantine.jsonl").read_text().splitlines())}
+    for unit in ("1-B1", "2-B1", "3-B1"):
+        record = q[unit]
+        assert record["stage"] == "gates" and "rim of the old background" in record["detail"]
+        assert record["measurements"]["referee_face"] == 1.0 and record["measurements"]["old_rim"] > 0
+        assert (out / record["outlined"]).is_file()
+        assert f"src='{record['outlined']}'" in (out / "report.html").read_text()
+    gate = json.loads((out / "gates" / "1-S2.json").read_text())
+    assert gate["passed"] and "referee_face" not in gate["measurements"]  # a photo filter is not refereed
