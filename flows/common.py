@@ -234,3 +234,71 @@ def record_run_settings(run: RunDir, prof: Profile, used: dict[str, Template]) -
             for tid, t in used.items()
         },
     )
+
+
+def export_kind(manifest: Any) -> str | None:
+    """The family whose export wrote ``manifest`` (a parsed ``manifest.json``); None when it is not an export's.
+    BLINK-style and human-authored exports record their run's ``run.json`` (its ``flow``); an MVP split's manifest
+    (``SplitManifest``) has its name, version, seed and file list instead."""
+    if not isinstance(manifest, dict) or "files" not in manifest:
+        return None
+    run = manifest.get("run")
+    if isinstance(run, dict) and isinstance(run.get("flow"), str):
+        return run["flow"]
+    if isinstance(manifest.get("benchmark"), str):
+        return manifest["benchmark"]
+    if {"name", "version", "seed"} <= manifest.keys() and isinstance(manifest["files"], list):
+        return "mvp"
+    return None
+
+
+def check_export_out(out: Path, run_dir: Path, kind: str) -> None:
+    """``export --out`` treated as ``run --out`` is: one line, before anything is written, when the folder is a file,
+    is the run directory or inside it, or holds anything but a previous export of the same kind (its
+    ``manifest.json`` says so). An export writes fixed names (``val.jsonl``, ``README.md``, ``images/``…), so any
+    other folder could have a user's file of that name overwritten; and an export into the run directory or the
+    source folder would mix the split into what the next run reads. Nothing is removed here."""
+    if out.exists() and not out.is_dir():
+        raise InputError(str(out), "--out is a file, not a folder: give a new or empty folder for the export")
+    target, run = out.resolve(), run_dir.resolve()
+    if target == run or target.is_relative_to(run):
+        raise InputError(str(out), f"--out is inside the run directory {run_dir}: give a folder outside it")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if (out / "run.json").exists():
+        raise InputError(str(out), "--out holds a run (run.json): give a new or empty folder for the export")
+    previous = previous_export(out)
+    if previous is None:
+        raise InputError(
+            str(out),
+            "--out is not empty and holds no export (manifest.json): give a new or empty folder; nothing was written",
+        )
+    if previous != kind:
+        raise InputError(
+            str(out),
+            f"--out holds a {previous} export, and this is a {kind} run: give another folder; nothing was written",
+        )
+
+
+# Written first by every `perceptforge export` (its family's name): an export killed before its manifest.json was
+# written is still known as one, so the same command may finish it, where a user's own folder is refused.
+EXPORT_MARKER = ".perceptforge-export"
+
+
+def previous_export(out: Path) -> str | None:
+    """The family whose export ``out`` holds (its manifest's, else the marker's), or None."""
+    manifest, marker = out / "manifest.json", out / EXPORT_MARKER
+    try:
+        if manifest.is_file():
+            return export_kind(json.loads(manifest.read_text(encoding="utf-8")))
+        if marker.is_file():
+            return marker.read_text(encoding="utf-8").strip() or None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return None
+
+
+def begin_export(out: Path, kind: str) -> None:
+    """The folder, made, and its marker (after ``check_export_out``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / EXPORT_MARKER, kind + "\n")
