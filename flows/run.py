@@ -26,7 +26,7 @@ from perceptforge.flows.common import prepare_run, record_profile, task_runner
 from perceptforge.flows.family import Family, RunPlan, RunRequest, StagesResult
 from perceptforge.flows.registry import family as family_named
 from perceptforge.tasks.engine import check_scheduler, engine_of, visible_gpus
-from perceptforge.tasks.runner import StageRunner, out_of_room_stops
+from perceptforge.tasks.runner import STOP, StageRunner, out_of_room_stops, signals_taken, stops_on_signals
 
 
 class _PrintedByTheCli(logging.Filter):
@@ -35,7 +35,8 @@ class _PrintedByTheCli(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, PerceptforgeError)
+        # an interrupted run: the chunks it stopped and the flow fail, and the CLI's line says why and what next
+        return not isinstance(exc, PerceptforgeError) and not (STOP.is_set() and record.levelno >= logging.ERROR)
 
 
 def runner_for(fam: Family, plan: RunPlan, request: RunRequest) -> Any:
@@ -100,6 +101,7 @@ def run_family(fam: Family, request: RunRequest) -> dict:
         logging.getLogger(name).addFilter(_PrintedByTheCli())
     runner = runner_for(fam, plan, request)
     construct_flow = construct.with_options(name=fam.name, task_runner=runner)
+    STOP.clear()  # an earlier run in this process that was interrupted
     with one_prefect_api(runner):
         return construct_flow(family=fam.name, **asdict(request))
 
@@ -171,6 +173,25 @@ def construct(
 ) -> dict:
     """Build a family's items from ``source`` into the run directory ``out`` (``run_family`` names this flow
     after the family and gives it the profile's task runner)."""
+    # Prefect's flow engine puts its own SIGTERM handler in place for the flow (it would let the running chunks
+    # build every unit they hold, then kill the process without a word): the command line's is put back over it.
+    with stops_on_signals() if signals_taken() else contextlib.nullcontext():
+        return _construct(family, source, out, profile, seed, limit, select, fresh, runner, dask_address, options)
+
+
+def _construct(
+    family: str,
+    source: str,
+    out: str,
+    profile: str,
+    seed: int | None,
+    limit: int | None,
+    select: list[str] | None,
+    fresh: bool,
+    runner: str | None,
+    dask_address: str | None,
+    options: dict[str, str] | None,
+) -> dict:
     logs_to_prefect()
     fam = family_named(family)
     request = RunRequest(source, out, profile, seed, limit, select, fresh, runner, dask_address, options or {})
