@@ -17,7 +17,7 @@ import yaml
 from perceptforge.configs.profile import Profile, load_profile
 from perceptforge.data.schema import EditKind, Rendering
 from perceptforge.errors import InputError, PerceptforgeError
-from perceptforge.fileio import atomic_write_text, write_json
+from perceptforge.fileio import atomic_write_text, sha256_file, write_json
 from perceptforge.logic import renderings
 from perceptforge.logic.templates import Template, templates
 from perceptforge.prompts.library import load_prompt
@@ -302,3 +302,62 @@ def begin_export(out: Path, kind: str) -> None:
     """The folder, made, and its marker (after ``check_export_out``)."""
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / EXPORT_MARKER, kind + "\n")
+
+
+def recorded_sources(run_dir: Path) -> dict[str, str]:
+    """source id → the SHA-256 of the source file's bytes as the run's ingest read them (``sources.jsonl``: every
+    family's ingest records it); empty for a run that has not finished its ingest."""
+    path = run_dir / "sources.jsonl"
+    if not path.is_file():
+        return {}
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:  # a record the run did not write whole: nothing to compare with
+            continue
+        sid, digest = rec.get("id", rec.get("source_id")), rec.get("sha256")
+        if isinstance(digest, str) and sid is not None:
+            out[str(sid)] = digest
+    return out
+
+
+def changed_sources(run_dir: Path, source_dir: Path, entries: list[SourceEntry]) -> list[tuple[str, str, str | None]]:
+    """The sources a resume would read with other bytes than the run already built from: (file name, the SHA-256
+    recorded, the file's now or None when it is gone), in id order. The run's identity holds the annotation file's
+    bytes and each image's name and size only (hashing every photo would not tell a resume from a new run
+    faster); a photo edited in place (same size) must not leave its old items beside the new ones."""
+    recorded = recorded_sources(run_dir)
+    changed = []
+    for entry in sorted(entries, key=lambda e: e.source_id):
+        before = recorded.get(entry.source_id)
+        if before is None:
+            continue
+        path = source_dir / entry.file_name
+        try:
+            now: str | None = sha256_file(path) if path.is_file() else None
+        except OSError:
+            now = None
+        if now != before:
+            changed.append((entry.file_name, before, now))
+    return changed
+
+
+def refuse_changed_sources(run_dir: Path, source_dir: Path, entries: list[SourceEntry]) -> None:
+    """One line naming the first source that changed since the run read it (and how many others), before
+    anything runs; ``--fresh`` starts the run over instead."""
+    changed = changed_sources(run_dir, source_dir, entries)
+    if not changed:
+        return
+    name, before, now = changed[0]
+    what = (
+        f"is gone (the run read it, sha256 {before[:12]}…)"
+        if now is None
+        else (f"changed since the run in {run_dir} read it (sha256 {before[:12]}… → {now[:12]}…)")
+    )
+    others = f", as did {len(changed) - 1} other source(s)" if len(changed) > 1 else ""
+    raise InputError(
+        str(source_dir / name),
+        f"{what}{others}: the run's items were built from the old bytes; restore the file, or give --fresh to "
+        "start the run over",
+    )

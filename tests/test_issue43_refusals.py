@@ -236,3 +236,33 @@ def test_label_studio_timeout_from_the_environment_is_checked(value):
     assert label_studio_timeout({"PERCEPTFORGE_LABEL_STUDIO_TIMEOUT": "2.5"}) == 2.5
     with pytest.raises(PerceptforgeError, match="PERCEPTFORGE_LABEL_STUDIO_TIMEOUT: must be seconds"):
         label_studio_timeout({"PERCEPTFORGE_LABEL_STUDIO_TIMEOUT": value})
+
+
+# --- a source changed between a killed run and its resume ----------------------------------------------------------
+def test_a_source_changed_since_the_run_read_it_is_named_in_one_line(tmp_path):
+    from perceptforge.fileio import sha256_file
+    from perceptforge.flows.common import changed_sources, refuse_changed_sources
+    from perceptforge.store.sources import SourceEntry
+
+    src, run = tmp_path / "src", tmp_path / "run"
+    (src / "images").mkdir(parents=True)
+    run.mkdir()
+    entries = []
+    for k in range(3):
+        (src / "images" / f"p{k}.jpg").write_bytes(bytes([k]) * 100)
+        entries.append(SourceEntry(str(k), f"images/p{k}.jpg", 1, 1, "CC0", "", "", None, {}))
+    refuse_changed_sources(run, src, entries)  # no sources.jsonl yet: nothing read, nothing to compare
+    records = [{"id": e.source_id, "sha256": sha256_file(src / e.file_name)} for e in entries[:2]]
+    (run / "sources.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    refuse_changed_sources(run, src, entries)  # the same bytes: the resume goes on
+    (src / "images" / "p1.jpg").write_bytes(b"\xff" * 100)  # same size, other bytes
+    (src / "images" / "p2.jpg").write_bytes(b"\xee" * 100)  # never read by the run: not a change
+    assert [name for name, _, _ in changed_sources(run, src, entries)] == ["images/p1.jpg"]
+    with pytest.raises(InputError) as err:
+        refuse_changed_sources(run, src, entries)
+    said = str(err.value)
+    assert said.startswith(f"{src / 'images' / 'p1.jpg'}: changed since the run in {run} read it (sha256 ")
+    assert said.endswith("restore the file, or give --fresh to start the run over") and "\n" not in said
+    (src / "images" / "p0.jpg").unlink()
+    with pytest.raises(InputError, match=r"p0.jpg: is gone \(the run read it.*, as did 1 other source\(s\)"):
+        refuse_changed_sources(run, src, entries)

@@ -568,3 +568,28 @@ def export_over_other_kind(tmp, env):
     if json.loads((split / "manifest.json").read_text()) != blink:
         return "data lost", "the BLINK export's manifest was replaced"
     return verdict(proc, "--out holds a blink export, and this is a mvp run")
+
+
+@case("a source photo changed (same size) between a killed run and its resume")
+def source_changed_before_resume(tmp, env):
+    src = source_copy(tmp)
+    run = tmp / "run"
+    args = ["run", "mvp", "--source", str(src), "--out", str(run), "--categories", "I1", "--limit", "1"]
+    first = cli(env, *args)
+    if first.returncode:
+        return ("traceback" if "Traceback" in first.stderr else "silently wrong"), last_line(first)
+    photo = src / "images" / "astronaut.jpg"
+    data = bytearray(photo.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one byte of the picture: the same size, so the run's identity is the same
+    photo.write_bytes(bytes(data))
+    items = sorted(p.name for p in (run / "items").glob("*.json"))
+    proc = cli(env, *args)
+    if sorted(p.name for p in (run / "items").glob("*.json")) != items:
+        return "silently wrong", "the resume went on over the changed photo"
+    outcome, line = verdict(proc, "astronaut.jpg: changed since the run in")
+    if outcome != "clear error":
+        return outcome, line
+    fresh = cli(env, *args, "--fresh")  # the explicit way to start over
+    if fresh.returncode:
+        return ("traceback" if "Traceback" in fresh.stderr else "silently wrong"), f"--fresh: {last_line(fresh)}"
+    return outcome, line
