@@ -236,20 +236,9 @@ def record_run_settings(run: RunDir, prof: Profile, used: dict[str, Template]) -
     )
 
 
-def export_kind(manifest: Any) -> str | None:
-    """The family whose export wrote ``manifest`` (a parsed ``manifest.json``); None when it is not an export's.
-    BLINK-style and human-authored exports record their run's ``run.json`` (its ``flow``); an MVP split's manifest
-    (``SplitManifest``) has its name, version, seed and file list instead."""
-    if not isinstance(manifest, dict) or "files" not in manifest:
-        return None
-    run = manifest.get("run")
-    if isinstance(run, dict) and isinstance(run.get("flow"), str):
-        return run["flow"]
-    if isinstance(manifest.get("benchmark"), str):
-        return manifest["benchmark"]
-    if {"name", "version", "seed"} <= manifest.keys() and isinstance(manifest["files"], list):
-        return "mvp"
-    return None
+def is_export_manifest(manifest: Any) -> bool:
+    """Whether a parsed ``manifest.json`` is one a perceptforge export wrote (every family's lists its files)."""
+    return isinstance(manifest, dict) and isinstance(manifest.get("files"), dict | list)
 
 
 def check_export_out(out: Path, run_dir: Path, kind: str) -> None:
@@ -267,13 +256,13 @@ def check_export_out(out: Path, run_dir: Path, kind: str) -> None:
         return
     if (out / "run.json").exists():
         raise InputError(str(out), "--out holds a run (run.json): give a new or empty folder for the export")
-    previous = previous_export(out)
-    if previous is None:
+    is_export, previous = previous_export(out)
+    if not is_export:
         raise InputError(
             str(out),
             "--out is not empty and holds no export (manifest.json): give a new or empty folder; nothing was written",
         )
-    if previous != kind:
+    if previous is not None and previous != kind:  # an export made before the marker: its family is not known
         raise InputError(
             str(out),
             f"--out holds a {previous} export, and this is a {kind} run: give another folder; nothing was written",
@@ -285,17 +274,20 @@ def check_export_out(out: Path, run_dir: Path, kind: str) -> None:
 EXPORT_MARKER = ".perceptforge-export"
 
 
-def previous_export(out: Path) -> str | None:
-    """The family whose export ``out`` holds (its manifest's, else the marker's), or None."""
+def previous_export(out: Path) -> tuple[bool, str | None]:
+    """(whether ``out`` holds an export: a manifest an export wrote, or the marker of one killed before it; the
+    family that made it, from the marker, or None when no marker says)."""
     manifest, marker = out / "manifest.json", out / EXPORT_MARKER
+    kind = None
     try:
-        if manifest.is_file():
-            return export_kind(json.loads(manifest.read_text(encoding="utf-8")))
         if marker.is_file():
-            return marker.read_text(encoding="utf-8").strip() or None
+            kind = marker.read_text(encoding="utf-8").strip() or None
+        is_export = kind is not None or (
+            manifest.is_file() and is_export_manifest(json.loads(manifest.read_text(encoding="utf-8")))
+        )
     except (ValueError, UnicodeDecodeError):
-        return None
-    return None
+        return False, None
+    return is_export, kind
 
 
 def begin_export(out: Path, kind: str) -> None:

@@ -99,16 +99,17 @@ def test_export_out_may_be_new_empty_or_a_previous_export_of_the_same_kind(tmp_p
     (tmp_path / "empty").mkdir()
     check_export_out(tmp_path / "empty", run, "mvp")
     mvp = tmp_path / "mvp-split"
-    mvp.mkdir()
+    begin_export(mvp, "mvp")
     (mvp / "manifest.json").write_text(json.dumps({"name": "x", "version": "1", "seed": 0, "files": []}))
     (mvp / "val.jsonl").write_text("")
     check_export_out(mvp, run, "mvp")
-    blink = tmp_path / "blink-split"
-    blink.mkdir()
-    (blink / "manifest.json").write_text(json.dumps({"benchmark": "blink", "run": {"flow": "blink"}, "files": {}}))
-    check_export_out(blink, run, "blink")
-    with pytest.raises(InputError, match="holds a blink export, and this is a mvp run"):
-        check_export_out(blink, run, "mvp")
+    with pytest.raises(InputError, match="holds a mvp export, and this is a blink run"):
+        check_export_out(mvp, run, "blink")
+    # an export made before the marker: its manifest says it is one, of a family it does not name
+    older = tmp_path / "older"
+    older.mkdir()
+    (older / "manifest.json").write_text(json.dumps({"benchmark": "blink", "files": {}}))
+    check_export_out(older, run, "blink")
     # an export killed before its manifest: its marker says whose it is, so the same command may finish it
     killed = tmp_path / "killed"
     begin_export(killed, "codis")

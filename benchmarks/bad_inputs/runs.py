@@ -564,6 +564,7 @@ def export_over_other_kind(tmp, env):
     split.mkdir()
     blink = {"benchmark": "blink", "run": {"flow": "blink"}, "files": {"val_answers.json": "0" * 64}}
     (split / "manifest.json").write_text(json.dumps(blink))
+    (split / ".perceptforge-export").write_text("blink\n")  # what `perceptforge export` writes first
     proc = cli(env, "export", str(small_run(tmp, env)), "--out", str(split))
     if json.loads((split / "manifest.json").read_text()) != blink:
         return "data lost", "the BLINK export's manifest was replaced"
