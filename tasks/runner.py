@@ -75,6 +75,13 @@ GRACE_S = 10.0
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+def stop_requested() -> bool:
+    """Whether this process's run was asked to stop. A function, so that a chunk task shipped to a Dask worker by
+    value names it (by reference) rather than carrying ``STOP``, whose lock does not pickle; on a worker it is
+    that process's own flag."""
+    return STOP.is_set()
+
+
 @contextlib.contextmanager
 def stops_on_signals(grace_s: float | None = None) -> Iterator[None]:
     """SIGTERM and SIGINT stop the run: ``STOP`` is set and ``Interrupted`` raised in the main thread (the flow
@@ -266,7 +273,7 @@ def run_chunk(
     fn = resolve(stage_fn)
     results: list[Any] = []
     for value in values:
-        if STOP.is_set():  # the run was interrupted: no new unit (those done are on disk; resume reads them back)
+        if stop_requested():  # the run was interrupted: no new unit (those done are on disk; resume reads them back)
             raise RunStopped("the run was interrupted before this chunk's remaining units")
         if not batched:
             results.append(_call(fn, value, run_path, inputs))

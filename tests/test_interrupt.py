@@ -9,7 +9,6 @@ import subprocess
 import time
 
 import pytest
-
 from helpers import perceptforge_cmd
 
 ARGS = ["run", "blink", "--limit", "4", "--seed", "0"]
