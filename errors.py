@@ -44,3 +44,24 @@ def describe_validation_error(exc: ValidationError) -> list[str]:
             msg = "unknown key"
         lines.append(f"{loc}: {msg}")
     return lines
+
+
+class Interrupted(PerceptforgeError):
+    """The run was asked to stop (SIGTERM, SIGINT): what was in progress finished or was left for the resume, every
+    file written is whole (temporary file, then rename), and the same command resumes. The exit status is the
+    shell's for the signal (128 + its number)."""
+
+    def __init__(self, signum: int, name: str, at_once: bool = False):
+        self.signum, self.name, self.at_once = signum, name, at_once
+        how = "at once, a unit mid-way left for the resume" if at_once else "after the units in progress"
+        super().__init__(
+            f"interrupted by {name}: the run stopped {how}; every file written is whole — run the same command "
+            "again to resume"
+        )
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.signum, self.name, self.at_once))

@@ -16,7 +16,7 @@ commands start without it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from perceptforge.deadline import bound_connections
 from perceptforge.errors import PerceptforgeError
 
 T = TypeVar("T")
@@ -65,11 +66,36 @@ def _detail(body: Any) -> str:
     return str(body)[:500]
 
 
+DEFAULT_TIMEOUT_S = 300.0  # a push's one import request of thousands of tasks, or a large project's export
+
+
+def label_studio_timeout(environ: Mapping[str, str] | None = None) -> float:
+    """Seconds a Label Studio request may take, whole: PERCEPTFORGE_LABEL_STUDIO_TIMEOUT, else 300; a value that
+    is not a positive number is one line naming the variable."""
+    import math
+    import os
+
+    text = (os.environ if environ is None else environ).get("PERCEPTFORGE_LABEL_STUDIO_TIMEOUT", "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 < value <= 86400):  # nan compares false
+        raise PerceptforgeError(
+            f"PERCEPTFORGE_LABEL_STUDIO_TIMEOUT: must be seconds, more than 0 and at most 86400, got {text!r}"
+        )
+    return value
+
+
 @dataclass
 class LabelStudio:
     url: str
     token: str = field(repr=False)
-    timeout_s: float = 60.0
+    # every request's whole answer, not each read (``perceptforge.deadline``): a server that accepts and never
+    # answers, or trickles, is one line within it; PERCEPTFORGE_LABEL_STUDIO_TIMEOUT sets it
+    timeout_s: float = field(default_factory=lambda: label_studio_timeout())
     httpx_client: httpx.Client | None = field(default=None, repr=False)  # tests put a transport in between
     _sdk: Any = field(default=None, repr=False)
     # The servers on which annotators label independently, one each, reached with the owner's token
@@ -86,7 +112,8 @@ class LabelStudio:
                     base_url=self.url.rstrip("/"),
                     api_key=self.token,
                     timeout=self.timeout_s,
-                    httpx_client=self.httpx_client or httpx.Client(timeout=self.timeout_s),
+                    httpx_client=self.httpx_client
+                    or bound_connections(httpx.Client(timeout=self.timeout_s), self.timeout_s),
                 ),
             )
         return self._sdk
@@ -97,6 +124,12 @@ class LabelStudio:
 
         try:
             return fn()
+        except httpx.TimeoutException:
+            raise ServerGone(
+                f"Label Studio at {self.url} did not answer while {doing} within {self.timeout_s:g} s (no whole "
+                "answer); is the URL the server's, and is it overloaded? "
+                "(PERCEPTFORGE_LABEL_STUDIO_TIMEOUT sets the wait)"
+            ) from None
         except httpx.TransportError as exc:
             raise ServerGone(
                 f"Label Studio at {self.url} did not answer while {doing}: {type(exc).__name__}; is it running? "

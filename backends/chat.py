@@ -16,7 +16,6 @@ import base64
 import json
 import os
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from perceptforge.deadline import bound_connections
 from perceptforge.errors import PerceptforgeError
 from perceptforge.fileio import atomic_write_text, sha256_bytes
 
@@ -199,76 +199,12 @@ class ChatClient:
         return EndpointUnavailable(f"{self.base_url}: gave up after {said}: {type(exc).__name__}: {exc}")
 
 
-class _DeadlineStream:
-    """A connection whose every read and write ends by one deadline: ``total_s`` from when it was opened, then
-    from each request written after an answer was read (a kept-alive connection serves one request at a time)."""
-
-    def __init__(self, inner: Any, total_s: float, timed_out: type[Exception]):
-        self._inner, self._total, self._timed_out = inner, total_s, timed_out
-        self._deadline = time.monotonic() + total_s
-        self._answered = False
-
-    def _left(self, timeout: float | None) -> float:
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise self._timed_out(f"no whole answer within {self._total:g} s")
-        return left if timeout is None else min(timeout, left)
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        self._answered = True
-        return self._inner.read(max_bytes, self._left(timeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        if self._answered:
-            self._deadline, self._answered = time.monotonic() + self._total, False
-        self._inner.write(buffer, self._left(timeout))
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def start_tls(self, *args: Any, **kwargs: Any) -> _DeadlineStream:
-        tls = _DeadlineStream(self._inner.start_tls(*args, **kwargs), self._total, self._timed_out)
-        tls._deadline = self._deadline
-        return tls
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
-class _DeadlineBackend:
-    """httpcore's network backend, its connections bounded by :class:`_DeadlineStream`; ``timed_out`` is the
-    ReadTimeout of the httpcore package the pool is from, which httpx turns into its own timeout (and the
-    ``openai`` client into a retried APITimeoutError)."""
-
-    def __init__(self, inner: Any, total_s: float, timed_out: type[Exception]):
-        self._inner, self._total, self._timed_out = inner, total_s, timed_out
-
-    def connect_tcp(self, *args: Any, **kwargs: Any) -> _DeadlineStream:
-        return _DeadlineStream(self._inner.connect_tcp(*args, **kwargs), self._total, self._timed_out)
-
-    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> _DeadlineStream:
-        return _DeadlineStream(self._inner.connect_unix_socket(*args, **kwargs), self._total, self._timed_out)
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
-
-
 def deadline_http_client(total_s: float) -> Any:
-    """The ``openai`` client's HTTP client (its defaults) with every try ended ``total_s`` after it began. httpx
-    has per-read timeouts only, so the deadline is kept by the connections httpcore opens; proxies from the
-    environment get it too. The pool's own package is asked for its timeout: httpx may be built on a fork of
-    httpcore (``httpcore2``), whose exceptions are the ones it maps."""
-    import importlib
-
+    """The ``openai`` client's HTTP client (its defaults) with every try ended ``total_s`` after it began
+    (``perceptforge.deadline``: httpx has per-read timeouts only); proxies from the environment get it too."""
     from openai import DefaultHttpxClient
 
-    client = DefaultHttpxClient()
-    for transport in [client._transport, *client._mounts.values()]:
-        pool = getattr(transport, "_pool", None)
-        if pool is not None and not isinstance(pool._network_backend, _DeadlineBackend):
-            core = importlib.import_module(type(pool).__module__.split(".")[0])
-            pool._network_backend = _DeadlineBackend(pool._network_backend, total_s, core.ReadTimeout)
-    return client
+    return bound_connections(DefaultHttpxClient(), total_s)
 
 
 # What the openai client retries by status (with connection errors and timeouts): request timeout, lock

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from perceptforge.errors import PerceptforgeError, shown
+from perceptforge.errors import Interrupted, PerceptforgeError, shown
 
 console = Console()
 err_console = Console(stderr=True)
@@ -22,6 +22,9 @@ class App(typer.Typer):
     def __call__(self, *args, **kwargs):
         try:
             return super().__call__(*args, **kwargs)
+        except Interrupted as exc:  # SIGTERM / SIGINT: its line, and the shell's status for the signal
+            err_console.print(f"[bold red]error:[/] {escape(shown(exc))}", highlight=False, soft_wrap=True)
+            sys.exit(exc.exit_status)
         except PerceptforgeError as exc:
             err_console.print(f"[bold red]error:[/] {escape(shown(exc))}", highlight=False, soft_wrap=True)
             sys.exit(2)

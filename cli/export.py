@@ -45,14 +45,17 @@ def export(
     """Export a run as its family writes it: an MVP run as a split stratified by category (JSONL + images, Parquet,
     VLMEvalKit TSV, manifest, data card); a BLINK-style run in BLINK's official layout; a CODIS or MME-RealWorld run
     as the release's JSON with its kept items' original images. The audit then runs on what was written."""
+    from perceptforge.flows.common import begin_export, check_export_out
     from perceptforge.flows.family import EXPORT_OPTIONS, ExportOptions, check_export_options
     from perceptforge.flows.registry import family_of_run
 
     fam = family_of_run(run_dir)
+    check_export_out(out, run_dir, fam.name)
     check_export_options(fam, given_on_the_command_line(ctx, EXPORT_OPTIONS), f"export {run_dir}")
     options = ExportOptions(
         tuple(f.strip() for f in formats.split(",") if f.strip()), only_verified, seed, val_fraction, license
     )
+    begin_export(out, fam.name)
     exported = fam.export(run_dir, out, options)
     console.print(exported.message, soft_wrap=True)
     for warning in exported.warnings:

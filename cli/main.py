@@ -43,11 +43,12 @@ def run_and_print(fam: Family, request: RunRequest) -> dict:
     configure_prefect()
     from rich.table import Table
 
-    from perceptforge.flows.run import run_family
+    from perceptforge.flows.run import run_family, stops_on_signals
 
     # No spinner here: the stage runner draws a progress bar per stage.
     console.print(f"[bold]{fam.name} flow[/] on {request.source} → {request.out}", soft_wrap=True)
-    summary = run_family(fam, request)
+    with stops_on_signals():  # SIGTERM, Ctrl-C: the run stops in one line, resumable
+        summary = run_family(fam, request)
     title, columns, rows = fam.table(summary)
     table = Table(title=title)
     for k, column in enumerate(columns):

@@ -14,6 +14,10 @@ from perceptforge.errors import shown
 from perceptforge.fileio import refuse_overwrite
 from perceptforge.scorer import benchmarks
 
+# Each request in flight is a thread holding its images as base64: a mistyped count (100000) would start that
+# many threads and exhaust memory before the first answer; servers take far fewer at once anyway.
+MAX_CONCURRENCY = 256
+
 
 def predict(
     benchmark: str = typer.Argument(..., help=benchmarks.choices()),
@@ -31,7 +35,13 @@ def predict(
         help="predictions JSONL (appended as answers arrive; existing ids are skipped); failed requests are listed "
         "with their reasons in OUT.failed.jsonl and asked again by the next run",
     ),
-    concurrency: int = typer.Option(4, "--concurrency", min=1, help="requests in flight"),
+    concurrency: int = typer.Option(
+        4,
+        "--concurrency",
+        min=1,
+        max=MAX_CONCURRENCY,
+        help=f"requests in flight (1 to {MAX_CONCURRENCY}; each holds a thread and its images in memory)",
+    ),
     timeout_s: float = typer.Option(
         60.0,
         "--timeout",

@@ -57,19 +57,49 @@ class Variant:
 
 
 def parse_variants(spec: str | None) -> list[Variant]:
-    """``None`` → the templates' own style; ``"5,10,15:red,grey"`` → every radius × colour (BLINK §4.3)."""
+    """``None`` → the templates' own style; ``"5,10,15:red,grey"`` → every radius × colour (BLINK §4.3). A part
+    left out (``":grey"``, ``"5"``) takes its default (10 px, red); a part given that names nothing (``","``), a
+    radius that is not a positive number of pixels up to ``MAX_RADIUS``, or one named twice is one line: each
+    would otherwise give the default silently, a mark no one can see or place, or two variants writing one file."""
     if not spec:
         return [Variant("default")]
     radii_text, _, colours_text = spec.partition(":")
-    try:
-        radii = [float(r) for r in radii_text.split(",") if r.strip()] or [10.0]
-    except ValueError:
-        raise InputError("--prompt-variants", f"radii must be numbers, got {radii_text!r}") from None
-    colours = [c.strip() for c in colours_text.split(",") if c.strip()] or ["red"]
+    radii = [parse_radius(r) for r in listed(radii_text, "radii")] or [10.0]
+    colours = listed(colours_text, "colours") or ["red"]
     unknown = [c for c in colours if c not in COLOURS]
     if unknown:
         raise InputError("--prompt-variants", f"unknown colour(s) {unknown}; choose from {', '.join(COLOURS)}")
-    return [Variant(f"r{r:g}-{c}", r, COLOURS[c]) for r in radii for c in colours]
+    variants = [Variant(f"r{r:g}-{c}", r, COLOURS[c]) for r in radii for c in colours]
+    names = [v.name for v in variants]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError(
+            "--prompt-variants", f"{spec!r} names the variant(s) {twice} twice: list each radius and colour once"
+        )
+    return variants
+
+
+MAX_RADIUS = 200.0  # px at 1024 px height; BLINK's ablation uses 5 to 15, and a larger circle hides the photo
+
+
+def listed(text: str, what: str) -> list[str]:
+    """The comma-separated values of one part of ``--prompt-variants``; a part given that names none is an error."""
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    if text.strip() and not values:
+        raise InputError("--prompt-variants", f"the {what} part {text!r} names no value: e.g. 5,10,15:red,grey")
+    return values
+
+
+def parse_radius(text: str) -> float:
+    try:
+        radius = float(text)
+    except ValueError:
+        raise InputError("--prompt-variants", f"radii must be numbers, got {text!r}") from None
+    if not 0 < radius <= MAX_RADIUS:  # also refuses nan and inf, which compare false
+        raise InputError(
+            "--prompt-variants", f"a radius must be more than 0 and at most {MAX_RADIUS:g} px, got {text!r}"
+        )
+    return radius
 
 
 def has(entry: SourceEntry, need: str) -> bool:

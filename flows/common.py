@@ -17,7 +17,7 @@ import yaml
 from perceptforge.configs.profile import Profile, load_profile
 from perceptforge.data.schema import EditKind, Rendering
 from perceptforge.errors import InputError, PerceptforgeError
-from perceptforge.fileio import atomic_write_text, write_json
+from perceptforge.fileio import atomic_write_text, sha256_file, write_json
 from perceptforge.logic import renderings
 from perceptforge.logic.templates import Template, templates
 from perceptforge.prompts.library import load_prompt
@@ -233,4 +233,123 @@ def record_run_settings(run: RunDir, prof: Profile, used: dict[str, Template]) -
             tid: {"version": t.version, "prompts": [load_prompt(p).ref() for p in t.prompt_ids()]}
             for tid, t in used.items()
         },
+    )
+
+
+def is_export_manifest(manifest: Any) -> bool:
+    """Whether a parsed ``manifest.json`` is one a perceptforge export wrote (every family's lists its files)."""
+    return isinstance(manifest, dict) and isinstance(manifest.get("files"), dict | list)
+
+
+def check_export_out(out: Path, run_dir: Path, kind: str) -> None:
+    """``export --out`` treated as ``run --out`` is: one line, before anything is written, when the folder is a file,
+    is the run directory or inside it, or holds anything but a previous export of the same kind (its
+    ``manifest.json`` says so). An export writes fixed names (``val.jsonl``, ``README.md``, ``images/``…), so any
+    other folder could have a user's file of that name overwritten; and an export into the run directory or the
+    source folder would mix the split into what the next run reads. Nothing is removed here."""
+    if out.exists() and not out.is_dir():
+        raise InputError(str(out), "--out is a file, not a folder: give a new or empty folder for the export")
+    target, run = out.resolve(), run_dir.resolve()
+    if target == run or target.is_relative_to(run):
+        raise InputError(str(out), f"--out is inside the run directory {run_dir}: give a folder outside it")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if (out / "run.json").exists():
+        raise InputError(str(out), "--out holds a run (run.json): give a new or empty folder for the export")
+    is_export, previous = previous_export(out)
+    if not is_export:
+        raise InputError(
+            str(out),
+            "--out is not empty and holds no export (manifest.json): give a new or empty folder; nothing was written",
+        )
+    if previous is not None and previous != kind:  # an export made before the marker: its family is not known
+        raise InputError(
+            str(out),
+            f"--out holds a {previous} export, and this is a {kind} run: give another folder; nothing was written",
+        )
+
+
+# Written first by every `perceptforge export` (its family's name): an export killed before its manifest.json was
+# written is still known as one, so the same command may finish it, where a user's own folder is refused.
+EXPORT_MARKER = ".perceptforge-export"
+
+
+def previous_export(out: Path) -> tuple[bool, str | None]:
+    """(whether ``out`` holds an export: a manifest an export wrote, or the marker of one killed before it; the
+    family that made it, from the marker, or None when no marker says)."""
+    manifest, marker = out / "manifest.json", out / EXPORT_MARKER
+    kind = None
+    try:
+        if marker.is_file():
+            kind = marker.read_text(encoding="utf-8").strip() or None
+        is_export = kind is not None or (
+            manifest.is_file() and is_export_manifest(json.loads(manifest.read_text(encoding="utf-8")))
+        )
+    except (ValueError, UnicodeDecodeError):
+        return False, None
+    return is_export, kind
+
+
+def begin_export(out: Path, kind: str) -> None:
+    """The folder, made, and its marker (after ``check_export_out``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / EXPORT_MARKER, kind + "\n")
+
+
+def recorded_sources(run_dir: Path) -> dict[str, str]:
+    """source id → the SHA-256 of the source file's bytes as the run's ingest read them (``sources.jsonl``: every
+    family's ingest records it); empty for a run that has not finished its ingest."""
+    path = run_dir / "sources.jsonl"
+    if not path.is_file():
+        return {}
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:  # a record the run did not write whole: nothing to compare with
+            continue
+        sid, digest = rec.get("id", rec.get("source_id")), rec.get("sha256")
+        if isinstance(digest, str) and sid is not None:
+            out[str(sid)] = digest
+    return out
+
+
+def changed_sources(run_dir: Path, source_dir: Path, entries: list[SourceEntry]) -> list[tuple[str, str, str | None]]:
+    """The sources a resume would read with other bytes than the run already built from: (file name, the SHA-256
+    recorded, the file's now or None when it is gone), in id order. The run's identity holds the annotation file's
+    bytes and each image's name and size only (hashing every photo would not tell a resume from a new run
+    faster); a photo edited in place (same size) must not leave its old items beside the new ones."""
+    recorded = recorded_sources(run_dir)
+    changed = []
+    for entry in sorted(entries, key=lambda e: e.source_id):
+        before = recorded.get(entry.source_id)
+        if before is None:
+            continue
+        path = source_dir / entry.file_name
+        try:
+            now: str | None = sha256_file(path) if path.is_file() else None
+        except OSError:
+            now = None
+        if now != before:
+            changed.append((entry.file_name, before, now))
+    return changed
+
+
+def refuse_changed_sources(run_dir: Path, source_dir: Path, entries: list[SourceEntry]) -> None:
+    """One line naming the first source that changed since the run read it (and how many others), before
+    anything runs; ``--fresh`` starts the run over instead."""
+    changed = changed_sources(run_dir, source_dir, entries)
+    if not changed:
+        return
+    name, before, now = changed[0]
+    what = (
+        f"is gone (the run read it, sha256 {before[:12]}…)"
+        if now is None
+        else (f"changed since the run in {run_dir} read it (sha256 {before[:12]}… → {now[:12]}…)")
+    )
+    others = f", as did {len(changed) - 1} other source(s)" if len(changed) > 1 else ""
+    raise InputError(
+        str(source_dir / name),
+        f"{what}{others}: the run's items were built from the old bytes; restore the file, or give --fresh to "
+        "start the run over",
     )

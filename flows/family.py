@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from perceptforge.configs.profile import Profile
 from perceptforge.errors import InputError, PerceptforgeError
-from perceptforge.flows.common import prepare_run, profile_and_seed, profile_digest, sources_digest
+from perceptforge.flows.common import (
+    prepare_run,
+    profile_and_seed,
+    profile_digest,
+    refuse_changed_sources,
+    sources_digest,
+)
 from perceptforge.store.sources import SourceEntry, read_source_dir
 
 if TYPE_CHECKING:
@@ -238,8 +244,11 @@ class Family(ABC):
         return True
 
     def check_run(self, plan: RunPlan) -> None:
-        """The run directory can hold this run (another run there, without --fresh, is one line)."""
+        """The run directory can hold this run (another run there, without --fresh, is one line), and a resume
+        reads the sources it already built from with the same bytes (a changed one, without --fresh, is one line)."""
         prepare_run(plan.inputs.out, plan.identity, plan.fresh, check_only=True, own=self.run_folders)
+        if not plan.fresh:
+            refuse_changed_sources(plan.inputs.out, plan.inputs.source_dir, plan.inputs.entries)
 
     def largest_image(self, plan: RunPlan) -> int:
         """The largest source's pixels: the memory budget's measure for the number of workers."""

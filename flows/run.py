@@ -21,12 +21,12 @@ from prefect.context import FlowRunContext, TaskRunContext
 
 from perceptforge.backends import hub, loaded
 from perceptforge.backends.devices import resolve_device
-from perceptforge.errors import PerceptforgeError
+from perceptforge.errors import InputError, PerceptforgeError
 from perceptforge.flows.common import prepare_run, record_profile, task_runner
 from perceptforge.flows.family import Family, RunPlan, RunRequest, StagesResult
 from perceptforge.flows.registry import family as family_named
-from perceptforge.tasks.engine import engine_of, visible_gpus
-from perceptforge.tasks.runner import StageRunner, out_of_room_stops
+from perceptforge.tasks.engine import check_scheduler, engine_of, visible_gpus
+from perceptforge.tasks.runner import STOP, StageRunner, out_of_room_stops, signals_taken, stops_on_signals
 
 
 class _PrintedByTheCli(logging.Filter):
@@ -35,18 +35,42 @@ class _PrintedByTheCli(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, PerceptforgeError)
+        # an interrupted run: the chunks it stopped and the flow fail, and the CLI's line says why and what next
+        return not isinstance(exc, PerceptforgeError) and not (STOP.is_set() and record.levelno >= logging.ERROR)
 
 
 def runner_for(fam: Family, plan: RunPlan, request: RunRequest) -> Any:
     """The profile's task runner (``--runner`` / ``--dask-address`` override it): its kind, its workers (threads:
     enough for the endpoints in flight; cut to the memory budget for the largest source) and Dask address."""
     prof = plan.inputs.profile
-    kind = request.runner or prof.runner.kind
+    kind = runner_kind(request.runner, request.dask_address, prof.runner.kind)
     workers = prof.thread_workers() if kind == "threads" else prof.runner.max_workers
     workers = prof.workers_within_memory(workers, fam.largest_image(plan))
     gpus = visible_gpus(resolve_device(prof.device)) if kind == "dask" else 0
-    return task_runner(kind, workers, request.dask_address or prof.runner.dask_address, gpus)
+    address = request.dask_address or prof.runner.dask_address
+    if kind == "dask" and address:
+        check_scheduler(address)
+    return task_runner(kind, workers, address, gpus)
+
+
+def runner_kind(runner: str | None, dask_address: str | None, profile_kind: str) -> str:
+    """The runner a run uses: ``--runner``, else the Dask runner when ``--dask-address`` names a scheduler (the
+    address means nothing to threads, and a run that silently ignored it was a run on one machine the user
+    thought was spread over a cluster), else the profile's. ``--runner`` other than dask with an address is one
+    line: the two options contradict each other."""
+    if runner is not None and runner not in ("threads", "dask"):
+        raise InputError("--runner", f"unknown runner {runner!r}: threads or dask")
+    if dask_address is not None:
+        if not dask_address.strip():
+            raise InputError("--dask-address", "is empty: give a scheduler's address, e.g. tcp://10.0.0.5:8786")
+        if runner not in (None, "dask"):
+            raise InputError(
+                "--dask-address",
+                f"names a Dask scheduler, but --runner {runner} was given: drop --runner (the address implies "
+                "--runner dask) or drop --dask-address",
+            )
+        return "dask"
+    return runner or profile_kind
 
 
 @contextlib.contextmanager
@@ -77,6 +101,7 @@ def run_family(fam: Family, request: RunRequest) -> dict:
         logging.getLogger(name).addFilter(_PrintedByTheCli())
     runner = runner_for(fam, plan, request)
     construct_flow = construct.with_options(name=fam.name, task_runner=runner)
+    STOP.clear()  # an earlier run in this process that was interrupted
     with one_prefect_api(runner):
         return construct_flow(family=fam.name, **asdict(request))
 
@@ -148,6 +173,25 @@ def construct(
 ) -> dict:
     """Build a family's items from ``source`` into the run directory ``out`` (``run_family`` names this flow
     after the family and gives it the profile's task runner)."""
+    # Prefect's flow engine puts its own SIGTERM handler in place for the flow (it would let the running chunks
+    # build every unit they hold, then kill the process without a word): the command line's is put back over it.
+    with stops_on_signals() if signals_taken() else contextlib.nullcontext():
+        return _construct(family, source, out, profile, seed, limit, select, fresh, runner, dask_address, options)
+
+
+def _construct(
+    family: str,
+    source: str,
+    out: str,
+    profile: str,
+    seed: int | None,
+    limit: int | None,
+    select: list[str] | None,
+    fresh: bool,
+    runner: str | None,
+    dask_address: str | None,
+    options: dict[str, str] | None,
+) -> dict:
     logs_to_prefect()
     fam = family_named(family)
     request = RunRequest(source, out, profile, seed, limit, select, fresh, runner, dask_address, options or {})

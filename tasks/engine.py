@@ -180,3 +180,36 @@ def local_cluster(n_workers: int, gpus: int = 0, asynchronous: bool = False) -> 
         workers[f"worker-{i}"] = {"cls": Nanny, "options": options}
     scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": None}}
     return SpecCluster(workers=workers, scheduler=scheduler, asynchronous=asynchronous, name="perceptforge")
+
+
+def scheduler_host_port(address: str) -> tuple[str, int] | None:
+    """The host and port a TCP Dask address names (``tcp://10.0.0.5:8786``, ``10.0.0.5:8786``, ``tls://…``); None
+    for a transport this cannot dial by itself (``inproc://``, ``ucx://``). A malformed one is one line."""
+    scheme, sep, rest = address.strip().partition("://")
+    if not sep:
+        scheme, rest = "tcp", address.strip()
+    if scheme not in ("tcp", "tls"):
+        return None
+    host, _, port = rest.rstrip("/").rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InputError("--dask-address", f"{address!r} is not a scheduler address: e.g. tcp://10.0.0.5:8786")
+    return host, int(port)
+
+
+def check_scheduler(address: str, timeout_s: float = 10.0) -> None:
+    """A scheduler answers at ``address`` (a TCP connection is taken), before the flow starts: the Dask client
+    would otherwise try for its own timeout and end in a traceback of dozens of lines."""
+    import socket
+
+    target = scheduler_host_port(address)
+    if target is None:
+        return
+    try:
+        with socket.create_connection(target, timeout=timeout_s):
+            pass
+    except OSError as exc:
+        why = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__)
+        raise InputError(
+            "--dask-address", f"no Dask scheduler answers at {address} ({why} within {timeout_s:g} s): is it running?"
+        ) from None

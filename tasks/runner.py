@@ -23,6 +23,9 @@ import logging
 import math
 import os
 import pickle
+import signal
+import sys
+import threading
 import time
 import traceback
 from collections import Counter
@@ -53,13 +56,90 @@ from rich.text import Text
 from perceptforge.backends import loaded
 from perceptforge.backends.chat import EndpointUnavailable
 from perceptforge.backends.loaded import ModelSpec
-from perceptforge.errors import PerceptforgeError
+from perceptforge.errors import Interrupted, PerceptforgeError
 from perceptforge.store.rundir import RunDir
 from perceptforge.tasks.engine import CPU_STAGE, Engine, Resources
 
 log = logging.getLogger("perceptforge")
 # Out of space, or the folder turned read-only: every later write fails too, so the run stops at once.
 _STOPS_THE_RUN = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
+
+
+# Set when the run is asked to stop (SIGTERM, SIGINT; ``stops_on_signals``): chunks running in this process start
+# no further unit, so the run ends after the units in progress. Dask workers are other processes: the flow's
+# client is closed instead.
+STOP = threading.Event()
+# How long a stop may take (the units in progress finishing, Prefect's teardown) before the process ends at once:
+# a unit stuck in a long model call must not keep a user's Ctrl-C waiting. Every file is whole either way.
+GRACE_S = 10.0
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def stop_requested() -> bool:
+    """Whether this process's run was asked to stop. A function, so that a chunk task shipped to a Dask worker by
+    value names it (by reference) rather than carrying ``STOP``, whose lock does not pickle; on a worker it is
+    that process's own flag."""
+    return STOP.is_set()
+
+
+@contextlib.contextmanager
+def stops_on_signals(grace_s: float | None = None) -> Iterator[None]:
+    """SIGTERM and SIGINT stop the run: ``STOP`` is set and ``Interrupted`` raised in the main thread (the flow
+    fails with it, and the CLI prints its one line); if the process has not ended ``grace_s`` later, or a second
+    signal comes, it ends at once (the Prefect server it started stopped first). Installed by the CLI around the
+    run and again inside the flow, over Prefect's own SIGTERM handler (which would kill the process without a
+    word once the running chunks finished every unit they hold). Nothing outside the main thread can take
+    signals, so there it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    wait = GRACE_S if grace_s is None else grace_s
+
+    def handler(signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if STOP.is_set():
+            end_at_once(Interrupted(signum, name, at_once=True))
+        STOP.set()
+        timer = threading.Timer(wait, end_at_once, (Interrupted(signum, name, at_once=True),))
+        timer.daemon = True
+        timer.start()
+        WATCHDOGS.append(timer)
+        raise Interrupted(signum, name)
+
+    previous = {s: signal.getsignal(s) for s in _STOP_SIGNALS}
+    for s in _STOP_SIGNALS:
+        signal.signal(s, handler)
+    _TAKEN.append(True)
+    try:
+        yield
+    finally:
+        _TAKEN.pop()
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+_TAKEN: list[bool] = []  # one entry per stops_on_signals in force
+WATCHDOGS: list[threading.Timer] = []  # the timers a stop started (a test in one process cancels them)
+
+
+def signals_taken() -> bool:
+    """Whether the command line took SIGTERM and SIGINT for this run (``stops_on_signals``); a deployment's run
+    leaves them to Prefect, whose runner cancels a flow run by SIGTERM."""
+    return bool(_TAKEN)
+
+
+def end_at_once(why: Interrupted) -> None:
+    """The process ends now, with ``why``'s line and exit status: the Prefect servers it started are stopped first
+    (an orphaned one would hold the run's output pipe for minutes); files are whole, being written by rename."""
+    with contextlib.suppress(Exception):
+        from prefect.server.api.server import SubprocessASGIServer
+
+        for server in list(SubprocessASGIServer._instances.values()):
+            server.stop()
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"error: {why}\n")
+        sys.stderr.flush()
+    os._exit(why.exit_status)
 
 
 class RunStopped(PerceptforgeError):
@@ -193,6 +273,8 @@ def run_chunk(
     fn = resolve(stage_fn)
     results: list[Any] = []
     for value in values:
+        if stop_requested():  # the run was interrupted: no new unit (those done are on disk; resume reads them back)
+            raise RunStopped("the run was interrupted before this chunk's remaining units")
         if not batched:
             results.append(_call(fn, value, run_path, inputs))
             continue
@@ -329,6 +411,8 @@ class StageRunner:
                     results = future.result()
                 except TransientUnits as exc:  # retries spent: each unit's own outcome
                     results = exc.results
+                except Interrupted:  # SIGTERM / SIGINT while waiting: the CLI's one line, not a failed task's
+                    raise
                 except Exception as exc:
                     raise RunStopped(
                         f"stage {stage}: a task failed outside its units ({type(exc).__name__}: {exc}); nothing was "

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-ROOT_MODULES = {"errors", "fileio", "settings"}
+ROOT_MODULES = {"errors", "fileio", "settings", "deadline"}
 
 
 def import_rules() -> dict[str, set[str]]:

@@ -281,3 +281,31 @@ def judge_trickle(tmp, env):
 @case("predict: a reply with content null for one request of three")
 def predict_content_null(tmp, env):
     return one_failed(tmp, env, completion(None), "--retries", "0")
+
+
+# --- issue 43: loops a user sizes, requests that are never answered ------------------------------------------------
+@case("predict --concurrency 100000")
+def huge_concurrency(tmp, env):
+    proc = predict_cli(env, tiny_release(tmp, 1), "http://127.0.0.1:9/v1", tmp / "pred.jsonl", "--concurrency",
+                       "100000", timeout=120)  # fmt: skip
+    outcome, detail = verdict(proc, "Invalid value for '--concurrency'")
+    if outcome == "clear error" and "256" not in proc.stderr:
+        return "silently wrong", "the refusal does not name the limit"
+    return outcome, detail
+
+
+@case("predict --concurrency 0")
+def zero_concurrency(tmp, env):
+    proc = predict_cli(env, tiny_release(tmp, 1), "http://127.0.0.1:9/v1", tmp / "pred.jsonl", "--concurrency", "0")
+    return verdict(proc, "Invalid value for '--concurrency'")
+
+
+@case("Label Studio URL that takes the connection and never answers (PERCEPTFORGE_LABEL_STUDIO_TIMEOUT=3)")
+def silent_label_studio(tmp, env):
+    run = small_run(tmp, env)
+    env = {**env, "LABEL_STUDIO_API_KEY": "t0ken", "PERCEPTFORGE_LABEL_STUDIO_TIMEOUT": "3"}
+    with serving(lambda body: None) as (url, _):
+        args = ["annotate", "push", str(run), "--url", url, "--document-root", str(run.parent)]
+        proc = cli(env, *args, timeout=60)
+    outcome, line = verdict(proc, "did not answer while")
+    return ("security" if "t0ken" in proc.stdout + proc.stderr else outcome), line

@@ -4,6 +4,7 @@ answers outside the options, outputs naming inputs, values that must not reach t
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -188,3 +189,26 @@ def blind_refused(tmp, env):
     split = split_of(tmp, env).parent
     with serving(lambda body: refused(401, "invalid api key")) as (url, _):
         return verdict(blind_audit(env, split, url, "locked"), "HTTP 401")
+
+
+# --- issue 43: a scorer plug-in that fails to import --------------------------------------------------------------
+def broken_scorer_env(tmp: Path, env: dict) -> dict:
+    """``env`` with an installed-looking package whose ``perceptforge.benchmarks`` entry point raises on import."""
+    site = tmp / "site"
+    info = site / "broken_scorer-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-scorer\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[perceptforge.benchmarks]\nbroken = broken_scorer\n")
+    (site / "broken_scorer.py").write_text("raise ImportError('needs torchmetrics, not installed')\n")
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))}
+
+
+@case("score with a scorer plug-in that fails to import; the built-in scorers still work")
+def broken_scorer_plugin(tmp, env):
+    env = broken_scorer_env(tmp, env)
+    data, preds = mvp_files(tmp)
+    other = cli(env, "score", "mvp-bench", "--data", str(data), "--predictions", str(preds))
+    if other.returncode or "Traceback" in other.stderr:
+        return ("traceback" if "Traceback" in other.stderr else "silently wrong"), "mvp-bench did not score"
+    proc = cli(env, "score", "broken", "--data", str(data), "--predictions", str(preds))
+    return verdict(proc, "perceptforge.benchmarks entry point broken = broken_scorer: cannot be imported: ImportError")

@@ -490,3 +490,107 @@ def copies_of_one_photo(tmp, env):
     if len(accounted) != 10:
         return "data lost", f"{len(per_source)} copies have items, {len(quarantined)} are quarantined, of 10"
     return "handled", f"{counted} items, all on disk, from {len(per_source)} copies; {len(quarantined)} quarantined"
+
+
+# --- issue 43: runner options, BLINK's prompt variants, export --out --------------------------------------------------
+@case("--dask-address with --runner threads")
+def dask_address_with_threads(tmp, env):
+    args = ["--out", str(tmp / "run"), "--runner", "threads", "--dask-address", "tcp://127.0.0.1:9", "--limit", "1"]
+    proc = cli(env, "run", "mvp", "--source", str(SAMPLE), *args, timeout=300)
+    if (tmp / "run" / "items").exists():
+        return "silently wrong", "the run started on threads"
+    return verdict(proc, "--dask-address: names a Dask scheduler, but --runner threads was given")
+
+
+@case("--dask-address alone, naming no scheduler (it implies --runner dask)")
+def dask_address_alone(tmp, env):
+    args = ["--out", str(tmp / "run"), "--dask-address", "tcp://127.0.0.1:9", "--categories", "I1", "--limit", "1"]
+    proc = cli(env, "run", "mvp", "--source", str(SAMPLE), *args, timeout=300)
+    if (tmp / "run" / "items").exists():
+        return "silently wrong", "the run went on without the scheduler (on threads)"
+    return verdict(proc, "--dask-address: no Dask scheduler answers at tcp://127.0.0.1:9")
+
+
+@case("run blink --prompt-variants ','")
+def blink_variants_comma(tmp, env):
+    args = ["--out", str(tmp / "run"), "--prompt-variants", ",", "--tasks", "counting", "--limit", "1"]
+    proc = cli(env, "run", "blink", "--source", str(SAMPLE), *args, timeout=300)
+    if (tmp / "run").exists():
+        return "silently wrong", "the run started (with the default radius)"
+    return verdict(proc, "--prompt-variants: the radii part ',' names no value")
+
+
+def user_folder(tmp: Path) -> tuple[Path, bytes]:
+    """A folder of the user's holding their own ``val.jsonl`` (a name an export writes)."""
+    folder, mine = tmp / "mine", b'{"my": "own data"}\n'
+    folder.mkdir()
+    (folder / "val.jsonl").write_bytes(mine)
+    return folder, mine
+
+
+@case("export --out into a folder holding the user's val.jsonl")
+def export_over_user_files(tmp, env):
+    run = small_run(tmp, env)
+    folder, mine = user_folder(tmp)
+    proc = cli(env, "export", str(run), "--out", str(folder))
+    if (folder / "val.jsonl").read_bytes() != mine or (folder / "manifest.json").exists():
+        return "data lost", "the user's val.jsonl was written over"
+    return verdict(proc, "--out is not empty and holds no export (manifest.json)")
+
+
+@case("export --out equal to the run directory")
+def export_into_run(tmp, env):
+    run = tmp / "run"
+    shutil.copytree(small_run(tmp, env), run)
+    proc = cli(env, "export", str(run), "--out", str(run))
+    if (run / "val.jsonl").exists() or (run / "manifest.json").exists():
+        return "data lost", "the split was written into the run directory"
+    return verdict(proc, "--out is inside the run directory")
+
+
+@case("export --out equal to the source folder")
+def export_into_source(tmp, env):
+    src = source_copy(tmp)
+    before = sorted(p.name for p in src.iterdir())
+    proc = cli(env, "export", str(small_run(tmp, env)), "--out", str(src))
+    if sorted(p.name for p in src.iterdir()) != before:
+        return "data lost", "the split was written into the source folder"
+    return verdict(proc, "--out is not empty and holds no export")
+
+
+@case("export --out holding an export of another family")
+def export_over_other_kind(tmp, env):
+    split = tmp / "split"
+    split.mkdir()
+    blink = {"benchmark": "blink", "run": {"flow": "blink"}, "files": {"val_answers.json": "0" * 64}}
+    (split / "manifest.json").write_text(json.dumps(blink))
+    (split / ".perceptforge-export").write_text("blink\n")  # what `perceptforge export` writes first
+    proc = cli(env, "export", str(small_run(tmp, env)), "--out", str(split))
+    if json.loads((split / "manifest.json").read_text()) != blink:
+        return "data lost", "the BLINK export's manifest was replaced"
+    return verdict(proc, "--out holds a blink export, and this is a mvp run")
+
+
+@case("a source photo changed (same size) between a killed run and its resume")
+def source_changed_before_resume(tmp, env):
+    src = source_copy(tmp)
+    run = tmp / "run"
+    args = ["run", "mvp", "--source", str(src), "--out", str(run), "--categories", "I1", "--limit", "1"]
+    first = cli(env, *args)
+    if first.returncode:
+        return ("traceback" if "Traceback" in first.stderr else "silently wrong"), last_line(first)
+    photo = src / "images" / "astronaut.jpg"
+    data = bytearray(photo.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one byte of the picture: the same size, so the run's identity is the same
+    photo.write_bytes(bytes(data))
+    items = sorted(p.name for p in (run / "items").glob("*.json"))
+    proc = cli(env, *args)
+    if sorted(p.name for p in (run / "items").glob("*.json")) != items:
+        return "silently wrong", "the resume went on over the changed photo"
+    outcome, line = verdict(proc, "astronaut.jpg: changed since the run in")
+    if outcome != "clear error":
+        return outcome, line
+    fresh = cli(env, *args, "--fresh")  # the explicit way to start over
+    if fresh.returncode:
+        return ("traceback" if "Traceback" in fresh.stderr else "silently wrong"), f"--fresh: {last_line(fresh)}"
+    return outcome, line
