@@ -12,8 +12,10 @@ import csv
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from perceptforge.errors import InputError
 from perceptforge.fileio import iter_jsonl, pairs_object
@@ -223,6 +225,90 @@ class _PairTally:
         }
 
 
+@dataclass
+class _Tallies:
+    """What scoring the rows gathers: the per-item log, missing keys, Yes/No pairs, options per kind, and per
+    (kind, category) the right and total counts (one count per question)."""
+
+    scored: ItemLog
+    missing: list[str] = field(default_factory=list)
+    pairs: _PairTally = field(default_factory=lambda: _PairTally())
+    n_options: dict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
+    counts: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+
+    def add(self, key: str, group: str, output: str | None, value: str | None, method: str, correct: bool) -> None:
+        self.scored.add(key, group, output, value, method if output is not None else "missing", correct)
+        if output is None:
+            self.missing.append(key)
+
+
+def _held_outputs(batch: list[dict], preds: PredictionSet, track_known: bool) -> dict[str, str | None]:
+    """The batch's predictions by key, one look-up; with ``track_known``, an id the data holds twice is refused."""
+    keys = [key for r in batch for key in (r.get("keys") or _row_keys(r))]
+    if not track_known:
+        return {key: pred.output for key, pred in preds.by_key.get_many(keys).items()}
+    held, again = preds.by_key.look_up(keys)
+    for key in again:
+        place = next((r["where"] for r in reversed(batch) if "where" in r and key in _row_keys(r)), None)
+        raise InputError(
+            _where(place) if place else key, f"id {key.rpartition('#')[0] or key} again: each item is scored once"
+        )
+    return held
+
+
+def _score_yes_no_pair(r: dict, group: str, held: dict, t: _Tallies) -> list[bool]:
+    flags = {}
+    for image, answer in r["answers"].items():
+        key = f"{r['id']}#{image}"
+        output = held.get(key)
+        ex = read_answer(r["kind"], output)
+        flags[image] = correct = ex.value == answer
+        t.add(key, group, output, ex.value, ex.method, correct)
+    t.pairs.add(r["level"], flags.get("natural", False), flags.get("manipulated", False))
+    return list(flags.values())
+
+
+def _score_context_pair(r: dict, group: str, held: dict, t: _Tallies) -> list[bool]:
+    verdicts = []
+    for c, own in r["answers"].items():
+        key = f"{r['id']}#{c}"
+        output = held.get(key)
+        judged, method = judge_by_rule(output, own, r["answers"]["2" if c == "1" else "1"])
+        t.scored.add(key, group, output, output if judged is not None else None, method, bool(judged))
+        if output is None:
+            t.missing.append(key)
+        verdicts.append(bool(judged))
+    return verdicts
+
+
+def _score_choice(r: dict, group: str, held: dict, t: _Tallies, judge: Any) -> list[bool]:
+    options, output = r["options"], held.get(r["id"])
+    ex = read_answer(r["kind"], output, options)
+    if judge is not None and ex.value is None:
+        listed = "\n".join(f"{LETTERS[k]}. {o}" for k, o in enumerate(options))
+        ex = judge_unparsed(ex, judge, r["question"] + "\n" + listed, LETTERS[: len(options)], output)
+    correct = ex.value == r["answer"]
+    t.add(r["id"], group, output, ex.value, ex.method, correct)
+    t.n_options[r["kind"]][len(options)] += 1
+    return [correct]
+
+
+def _score_batch(batch: list[dict], preds: PredictionSet, track_known: bool, judge: Any, t: _Tallies) -> None:
+    held = _held_outputs(batch, preds, track_known)
+    for r in batch:
+        kind, category = r["kind"], r["category"]
+        group = f"{category}/{kind}"
+        if kind == "yes_no_pair":
+            verdicts = _score_yes_no_pair(r, group, held, t)
+        elif kind == "context_pair":
+            verdicts = _score_context_pair(r, group, held, t)
+        else:
+            verdicts = _score_choice(r, group, held, t, judge)
+        count = t.counts.setdefault((kind, category), [0, 0])
+        count[0] += sum(verdicts)
+        count[1] += len(verdicts)
+
+
 def score_rows(
     rows: Iterable[dict],
     preds: PredictionSet,
@@ -234,70 +320,11 @@ def score_rows(
     """Score flat question records (``iter_data``'s) against predictions keyed as ``_keys`` keys them, a batch
     at a time (one look-up of the predictions per batch). ``track_known`` records the data's keys in the
     prediction store, so that the caller can ask it for the predictions the data lacks."""
-    scored, missing, pairs = ItemLog(keep_items), [], _PairTally()
-    n_options: dict[str, Counter[int]] = defaultdict(Counter)  # kind → options an item offers → items
+    t = _Tallies(ItemLog(keep_items))
     batch: list[dict] = []
 
-    # per (kind, category): right, total — one count per item; by kind and by category at the end
-    counts: dict[tuple[str, str], list[int]] = {}
-
     def run(batch: list[dict]) -> None:
-        keys = [key for r in batch for key in (r.get("keys") or _row_keys(r))]
-        if track_known:
-            held, again = preds.by_key.look_up(keys)
-            for key in again:
-                place = next((r["where"] for r in reversed(batch) if "where" in r and key in _row_keys(r)), None)
-                raise InputError(
-                    _where(place) if place else key,
-                    f"id {key.rpartition('#')[0] or key} again: each item is scored once",
-                )
-        else:
-            held = {key: pred.output for key, pred in preds.by_key.get_many(keys).items()}
-        for r in batch:
-            kind, category = r["kind"], r["category"]
-            group = f"{category}/{kind}"
-            right = total = 0
-            if kind == "yes_no_pair":
-                flags = {}
-                for image, answer in r["answers"].items():
-                    key = f"{r['id']}#{image}"
-                    output = held.get(key)
-                    ex = read_answer(kind, output)
-                    flags[image] = correct = ex.value == answer
-                    scored.add(key, group, output, ex.value, ex.method if output is not None else "missing", correct)
-                    if output is None:
-                        missing.append(key)
-                    right, total = right + correct, total + 1
-                pairs.add(r["level"], flags.get("natural", False), flags.get("manipulated", False))
-            elif kind == "context_pair":
-                for c, own in r["answers"].items():
-                    key = f"{r['id']}#{c}"
-                    other = r["answers"]["2" if c == "1" else "1"]
-                    output = held.get(key)
-                    judged, method = judge_by_rule(output, own, other)
-                    correct = bool(judged)
-                    scored.add(key, group, output, output if judged is not None else None, method, correct)
-                    if output is None:
-                        missing.append(key)
-                    right, total = right + correct, total + 1
-            else:
-                options = r["options"]
-                output = held.get(r["id"])
-                ex = read_answer(kind, output, options)
-                if judge is not None and ex.value is None:
-                    listed = "\n".join(f"{LETTERS[k]}. {o}" for k, o in enumerate(options))
-                    ex = judge_unparsed(ex, judge, r["question"] + "\n" + listed, LETTERS[: len(options)], output)
-                correct = ex.value == r["answer"]
-                scored.add(r["id"], group, output, ex.value, ex.method if output is not None else "missing", correct)
-                if output is None:
-                    missing.append(r["id"])
-                right, total = right + correct, total + 1
-                n_options[kind][len(options)] += 1
-            count = counts.get((kind, category))
-            if count is None:
-                count = counts[(kind, category)] = [0, 0]
-            count[0] += right
-            count[1] += total
+        _score_batch(batch, preds, track_known, judge, t)
 
     for row in rows:
         batch.append(row)
@@ -308,7 +335,7 @@ def score_rows(
 
     by_kind: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     by_category: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for (kind, category), (right, total) in counts.items():
+    for (kind, category), (right, total) in t.counts.items():
         for tally in (by_kind[kind], by_category[category]):
             tally[0] += right
             tally[1] += total
@@ -318,18 +345,18 @@ def score_rows(
 
     kinds, categories = pct(by_kind), pct(by_category)
     # the headline numbers as the exported lmms-eval task computes them (verdicts.accuracy: one code for both)
-    overall, overall_micro = accuracy((category, r, t) for (_, category), (r, t) in counts.items())
+    overall, overall_micro = accuracy((category, r, n) for (_, category), (r, n) in t.counts.items())
     metrics = {
         "kinds": kinds,
         "categories": categories,
         "overall": overall,
         "overall_micro": overall_micro,
-        "yes_no": pairs.metrics(),
-        "unparsed": scored.unparsed,
+        "yes_no": t.pairs.metrics(),
+        "unparsed": t.scored.unparsed,
     }
     # random choice per kind: 1/2 for each image of a Yes/No pair (1/4 for the pair), and for the MCQ kinds
     # the mean over their items of 1/options (items of one kind may offer different numbers of options)
-    random_kind = {k: _mean_chance(n_options[k]) if k in n_options else 50.0 for k in kinds}
+    random_kind = {k: _mean_chance(t.n_options[k]) if k in t.n_options else 50.0 for k in kinds}
     metrics["random_choice"] = random_kind
     pair_rows = []
     if metrics["yes_no"]:
@@ -350,7 +377,7 @@ def score_rows(
         ),
     ]
     return ScoreResult(
-        "perceptforge", protocol, metrics, tables, scored, preds.warnings, missing, preds.unknown, categories
+        "perceptforge", protocol, metrics, tables, t.scored, preds.warnings, t.missing, preds.unknown, categories
     )
 
 
