@@ -24,10 +24,18 @@ def _check_size(width: float, height: float) -> None:
         raise ValueError(f"image size must be positive, got {width}x{height}")
 
 
+def numbers_only(values: Sequence[object]) -> None:
+    """A box read from a file holds numbers: ``true`` or ``"12"`` would pass ``float()`` and mean nothing."""
+    for v in values:
+        if isinstance(v, (bool, str, bytes)) or v is None:
+            raise ValueError(f"a box holds numbers, not {type(v).__name__} {v!r}: {list(values)}")
+
+
 def check_xyxy(box: Sequence[float]) -> XYXY:
     """Return ``box`` as a float tuple, or raise ``ValueError`` saying what is wrong with it."""
     if len(box) != 4:
         raise ValueError(f"a box has 4 numbers (x0, y0, x1, y1), got {len(box)}: {list(box)}")
+    numbers_only(box)
     x0, y0, x1, y1 = (float(v) for v in box)
     if any(v != v for v in (x0, y0, x1, y1)):
         raise ValueError(f"box has NaN: {list(box)}")
@@ -48,6 +56,7 @@ def xyxy_to_xywh(box: Sequence[float]) -> XYXY:
 def xywh_to_xyxy(box: Sequence[float]) -> XYXY:
     if len(box) != 4:
         raise ValueError(f"an xywh box has 4 numbers, got {len(box)}: {list(box)}")
+    numbers_only(box)
     x, y, w, h = (float(v) for v in box)
     return check_xyxy((x, y, x + w, y + h))
 

@@ -117,3 +117,30 @@ def test_text_fields_given_as_lists_or_mappings_are_refused(sample_dir, tmp_path
     (tmp_path / "annotations.json").write_text(json.dumps(doc))
     with pytest.raises(InputError, match=rf"{field}: must be text, got {type(value).__name__} "):
         read_source_dir(tmp_path)
+
+
+def one_photo(folder, annotations: list[dict], image_id=1) -> None:
+    Image.new("RGB", (40, 30)).save(folder / "a.png")
+    doc = {
+        "images": [{"id": image_id, "file_name": "a.png", "width": 40, "height": 30, "caption": "c", "subject": "man"}],
+        "annotations": annotations,
+    }
+    (folder / "annotations.json").write_text(json.dumps(doc))
+
+
+def test_an_annotation_for_no_image_is_one_line_naming_it(tmp_path):
+    box = {"image_id": 1, "bbox": [1, 1, 10, 10], "role": "subject", "label": "man"}
+    one_photo(tmp_path, [box, {**box, "id": 7, "image_id": 2, "role": "object"}])
+    with pytest.raises(InputError, match=r"annotations\[1\]: image_id 2 names no image in 'images'$"):
+        read_source_dir(tmp_path)
+    one_photo(tmp_path, [{**box, "image_id": "1"}])  # "1" is not the image's 1: its box would be lost
+    with pytest.raises(InputError, match=r"annotations\[0\]: image_id '1' names no image"):
+        read_source_dir(tmp_path)
+
+
+@pytest.mark.parametrize("bbox", [[1, 1, True, 10], [1, "2", 10, 10], [1, 1, 10, None], [float("nan"), 1, 5, 5]])
+def test_a_box_of_booleans_text_or_nan_is_refused_naming_the_annotation(tmp_path, bbox):
+    one_photo(tmp_path, [{"id": 3, "image_id": 1, "bbox": bbox, "role": "subject", "label": "man"}])
+    (entry,) = read_source_dir(tmp_path)
+    with pytest.raises(InputError, match=r"annotation 3: bad bbox"):
+        grounding_from_entry(entry)
