@@ -200,6 +200,17 @@ def read_tasks(folders: Sequence[str | Path] = (), *, builders: Mapping[str, Cal
         if base in found.broken:
             del found.templates[tid]
             found.broken[tid] = InputError(str(raws[tid][0]), f"include: task {base!r} is broken (its line says why)")
+    named: dict[str, str] = {}
+    for tid in [t for t in raws if t in found.templates]:  # in the order read: a built-in task keeps its name
+        # two task ids under one BLINK task name would be scored and exported as one task
+        name = found.templates[tid].task
+        if name in named:
+            del found.templates[tid]
+            found.broken[tid] = InputError(
+                str(raws[tid][0]), f"task: {name!r} is already the task name of {raws[named[name]][0]}; give it its own"
+            )
+        else:
+            named[name] = tid
     return found
 
 

@@ -16,7 +16,7 @@ from PIL import Image
 
 from perceptforge.errors import InputError
 from perceptforge.logic.perception_build import builders
-from perceptforge.logic.perception_templates import load_perception_templates
+from perceptforge.logic.perception_templates import load_perception_templates, read_tasks
 
 PIECE_FIT = """\
 # A Jigsaw-built task under a name of its own, from a folder outside the package.
@@ -285,3 +285,13 @@ def test_builders_are_gathered_once_per_process(monkeypatch):
         assert scans == ["perceptforge.blink_builders"]
     finally:
         perception_build.builders.cache_clear()
+
+
+def test_two_tasks_under_one_task_name_are_refused_in_one_line(tmp_path):
+    folder = tmp_path / "tasks"
+    twin = write_task(folder, "jigsaw_twin", "id: jigsaw_twin\nversion: 1\ninclude: jigsaw\n")
+    found = read_tasks([folder], builders=builders())
+    assert "jigsaw" in found.templates and "jigsaw_twin" not in found.templates
+    line = str(found.broken["jigsaw_twin"])
+    assert line.startswith(f"{twin}: task: 'Jigsaw' is already the task name of ") and "\n" not in line
+    assert line.endswith("blink_templates/jigsaw.yaml; give it its own")
