@@ -12,6 +12,7 @@ Prompts are found under roots laid out the same way: the bundled ``prompts/`` fo
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import string
@@ -109,7 +110,25 @@ def available() -> dict[str, dict[int, Traversable]]:
                         f"{entry}: prompt {prompt_id} v{version} is already defined in {known[version]}"
                     )
                 known[version] = entry
+    bundled = _bundled()
+    for prompt_id, versions in bundled.items():
+        newest = max(found[prompt_id])
+        if newest > max(versions):
+            _tell_once(
+                f"{found[prompt_id][newest]}: prompt {prompt_id} v{newest} outranks the bundled v{max(versions)}: "
+                "it is used wherever no version is pinned (each item's lineage names the version it used)"
+            )
     return found
+
+
+_told: set[str] = set()
+
+
+def _tell_once(line: str) -> None:
+    """A prompt folder that replaces a bundled prompt changes every run's wording: said once per process."""
+    if line not in _told:
+        _told.add(line)
+        logging.getLogger("perceptforge").warning(line)
 
 
 def load_prompt(prompt_id: str, version: int | None = None) -> Prompt:

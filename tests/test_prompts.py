@@ -153,3 +153,17 @@ def test_extra_prompt_roots_are_seen_when_added_and_may_not_redefine_a_prompt(tm
     monkeypatch.setenv(library.ENV, str(tmp_path / "nowhere"))
     with pytest.raises(PerceptforgeError, match="nowhere: prompt folder not found"):
         load_prompt("predict/mcq")
+
+
+def test_a_prompt_folder_that_outranks_a_bundled_prompt_is_said_once(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(library, "_registered", [])
+    monkeypatch.setattr(library, "_told", set())
+    ours = tmp_path / "ours"
+    (ours / "predict").mkdir(parents=True)
+    (ours / "predict" / "mcq.v9.txt").write_text("Pick one.\n")
+    monkeypatch.setenv(library.ENV, str(ours))
+    with caplog.at_level("WARNING", logger="perceptforge"):
+        assert load_prompt("predict/mcq").version == 9
+        load_prompt("predict/mcq")
+    said = [r.getMessage() for r in caplog.records if "outranks the bundled" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith(f"{ours / 'predict' / 'mcq.v9.txt'}: prompt predict/mcq v9 outranks")
