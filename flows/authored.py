@@ -26,7 +26,7 @@ def category_of(content: Any) -> str:
     )
 
 
-class AuthoredFamily(Family):
+class AuthoredFamily(Family[None]):
     """A family whose items people write from model drafts and cross-check (CODIS §3.3, MME-RealWorld §3.2)."""
 
     kind: ClassVar[AuthoredKind]
@@ -34,12 +34,12 @@ class AuthoredFamily(Family):
     # the release's own format holds every item that passed review, and nothing else: only the data card's licence
     export_options = frozenset({"license"})
 
-    def plan(self, request: RunRequest) -> RunPlan:
+    def plan(self, request: RunRequest) -> RunPlan[None]:
         """Everything the run is decided by, checked before any stage; each problem is one line."""
         inputs = plan_inputs(request, self)
         return RunPlan(self.name, inputs, inputs.identity(self.name, [self.name]), request.fresh)
 
-    def stages(self, plan: RunPlan, run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
+    def stages(self, plan: RunPlan[None], run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
         """ingest (original bytes) → draft (the profile's writer)."""
         from perceptforge.tasks import authoring, ingest  # with the run, not the CLI: --help stays quick
 

@@ -269,7 +269,7 @@ def blink_stages(plan: BlinkPlan, runner: StageRunner, runtime: Runtime) -> Stag
     return StagesResult(counts, per_task, figures)
 
 
-class BlinkShapedFamily(Family):
+class BlinkShapedFamily(Family[BlinkPlan]):
     """A family whose items are BLINK-shaped (``PerceptionItem`` records in ``items/``): BLINK's report, export
     (its layout, ``tasks.json``, items.jsonl with decisions), Label Studio verification, audit and scorer serve
     them as they are. A subclass sets ``name`` and ``title`` and implements ``plan`` and ``stages``."""
@@ -329,7 +329,7 @@ class BlinkFamily(BlinkShapedFamily):
         "e.g. 5,10,15:red,grey"
     }
 
-    def plan(self, request: RunRequest) -> RunPlan:
+    def plan(self, request: RunRequest) -> RunPlan[BlinkPlan]:
         blink = plan_blink(request, self)
         return RunPlan(self.name, blink.inputs, blink.identity, request.fresh, blink)
 
@@ -342,7 +342,7 @@ class BlinkFamily(BlinkShapedFamily):
         Similarity units take it along (without that photo, its own units would pair it with fewer views)."""
         return needs.accompanies(entry, kept)
 
-    def stages(self, plan: RunPlan, run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
+    def stages(self, plan: RunPlan[BlinkPlan], run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
         return blink_stages(plan.details, runner, runtime)
 
     def table(self, summary: dict) -> tuple[str, list[str], list[list[str]]]:
@@ -355,7 +355,7 @@ class BlinkFamily(BlinkShapedFamily):
     def notes(self, summary: dict) -> list[str]:
         return [f"[dim]skipped {t}: {why}[/]" for t, why in summary["skipped_tasks"].items()]
 
-    def source_check(self, plan: RunPlan) -> SourceCheck:
+    def source_check(self, plan: RunPlan[BlinkPlan]) -> SourceCheck:
         """Per task, why each source cannot serve it with this profile's models."""
         blink: BlinkPlan = plan.details
         models = frozenset(profile_models(blink.profile, blink.profile.runtime()))

@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from perceptforge.configs.profile import Profile
 from perceptforge.errors import InputError, PerceptforgeError
@@ -39,6 +39,10 @@ if TYPE_CHECKING:
     from perceptforge.backends.registry import Runtime
     from perceptforge.store.rundir import RunDir
     from perceptforge.tasks.runner import StageRunner
+
+
+# what a family's plan decides besides the common inputs (MvpDetails, BlinkPlan, None)
+D = TypeVar("D")
 
 
 @dataclass(frozen=True)
@@ -86,14 +90,15 @@ class Inputs:
 
 
 @dataclass(frozen=True)
-class RunPlan:
-    """A family's checked plan: the common inputs, the run's identity, and what the family itself decided."""
+class RunPlan(Generic[D]):
+    """A family's checked plan: the common inputs, the run's identity, and what the family itself decided
+    (``details``, typed per family: ``Family[MvpDetails]`` plans ``RunPlan[MvpDetails]``)."""
 
     family: str
     inputs: Inputs
     identity: dict[str, Any]
     fresh: bool = False
-    details: Any = None
+    details: D = None  # type: ignore[assignment]  # a family that decides nothing of its own plans RunPlan[None]
 
 
 @dataclass
@@ -199,7 +204,7 @@ class IncompleteFamily(InputError):
         return (InputError, (self.where, self.what))
 
 
-class Family(ABC):
+class Family(ABC, Generic[D]):
     """One benchmark family. Subclasses set the class attributes and implement ``plan``, ``stages`` and
     ``write_report``; the rest has defaults a family overrides when it has the thing (an export, a Label Studio
     path). ``flows/registry.py`` checks the attributes (``check_family``) when it registers the family."""
@@ -231,7 +236,7 @@ class Family(ABC):
         return super().__new__(cls)
 
     @abstractmethod
-    def plan(self, request: RunRequest) -> RunPlan:
+    def plan(self, request: RunRequest) -> RunPlan[D]:
         """Read and check everything the run is decided by, writing nothing."""
 
     def counts_toward_limit(self, entry: SourceEntry) -> bool:
@@ -243,19 +248,19 @@ class Family(ABC):
         """Whether an image that does not count toward ``--limit`` is kept with the images that do (``kept``)."""
         return True
 
-    def check_run(self, plan: RunPlan) -> None:
+    def check_run(self, plan: RunPlan[D]) -> None:
         """The run directory can hold this run (another run there, without --fresh, is one line), and a resume
         reads the sources it already built from with the same bytes (a changed one, without --fresh, is one line)."""
         prepare_run(plan.inputs.out, plan.identity, plan.fresh, check_only=True, own=self.run_folders)
         if not plan.fresh:
             refuse_changed_sources(plan.inputs.out, plan.inputs.source_dir, plan.inputs.entries)
 
-    def largest_image(self, plan: RunPlan) -> int:
+    def largest_image(self, plan: RunPlan[D]) -> int:
         """The largest source's pixels: the memory budget's measure for the number of workers."""
         return max((e.width * e.height for e in plan.inputs.entries), default=0)
 
     @abstractmethod
-    def stages(self, plan: RunPlan, run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
+    def stages(self, plan: RunPlan[D], run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
         """Build the run's items on the shared stage runner."""
 
     @abstractmethod
@@ -280,7 +285,7 @@ class Family(ABC):
     def export(self, run_dir: Path, out: Path, options: ExportOptions) -> Exported:
         raise PerceptforgeError(f"{run_dir}: a {self.title} run has no export")
 
-    def source_check(self, plan: RunPlan) -> SourceCheck:
+    def source_check(self, plan: RunPlan[D]) -> SourceCheck:
         """``perceptforge sources check``: for each category or task, why each source cannot serve it, from the
         source folder and the profile alone: the checks the run's plan makes."""
         raise PerceptforgeError(

@@ -94,7 +94,7 @@ class MvpDetails:
     used: dict[str, Template]
 
 
-class MvpFamily(Family):
+class MvpFamily(Family[MvpDetails]):
     name = "mvp"
     title = "MVP-Bench"
     summary = "Build MVP-Bench-style items (MVP-Bench §4.1) from SOURCE into the run directory OUT."
@@ -104,7 +104,7 @@ class MvpFamily(Family):
     next_step = "`perceptforge annotate push {out}`: two annotators verify every item"
     export_options = frozenset({"formats", "only_verified", "seed", "val_fraction", "license"})
 
-    def plan(self, request: RunRequest) -> RunPlan:
+    def plan(self, request: RunRequest) -> RunPlan[MvpDetails]:
         """Everything a run is decided by, read and checked before any stage: the profile, the templates, the
         source directory and its annotation file, and the run directory's identity. Each problem is one line
         (an InputError naming the file or option); nothing is written."""
@@ -118,7 +118,7 @@ class MvpFamily(Family):
         (so every donor comes along: ``Family.comes_along``'s default)."""
         return bool(entry.subject)
 
-    def stages(self, plan: RunPlan, run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
+    def stages(self, plan: RunPlan[MvpDetails], run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
         # the stages (Prefect tasks) load with the run, not with the CLI: `perceptforge --help` stays quick
         from perceptforge.tasks import edit, gates, ground, idea, ingest, items, mask, questions
 
@@ -194,7 +194,7 @@ class MvpFamily(Family):
             f"[dim]skipped {len(us)} unit(s), {why}: {', '.join(us)}[/]" for why, us in units.items()
         ]
 
-    def source_check(self, plan: RunPlan) -> SourceCheck:
+    def source_check(self, plan: RunPlan[MvpDetails]) -> SourceCheck:
         """Per category, why each source cannot serve it on this profile, from the annotation file (the grounding a
         run starts from when the profile's grounder is the file; a VLM grounder may find more) and, for a value that
         names a region (hair), from the photo itself, as the mask stage would refuse it."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -102,8 +101,24 @@ def run_family(fam: Family, request: RunRequest) -> dict:
     runner = runner_for(fam, plan, request)
     construct_flow = construct.with_options(name=fam.name, task_runner=runner)
     STOP.clear()  # an earlier run in this process that was interrupted
-    with one_prefect_api(runner):
-        return construct_flow(family=fam.name, **asdict(request))
+    _PLANNED[fam.name] = (request, plan)  # the flow runs in this process: it takes this plan, not a second one
+    try:
+        with one_prefect_api(runner):
+            return construct_flow(family=fam.name, request=request)
+    finally:
+        _PLANNED.pop(fam.name, None)
+
+
+# family → (the request, its plan) that run_family made and its flow, in this process, is about to run
+_PLANNED: dict[str, tuple[RunRequest, RunPlan]] = {}
+
+
+def planned(fam: Family, request: RunRequest) -> RunPlan:
+    """The plan ``run_family`` made for this request, or (a flow started some other way) a new one."""
+    handed = _PLANNED.get(fam.name)
+    if handed is not None and handed[0] == request:
+        return handed[1]
+    return fam.plan(request)
 
 
 def runner_in_use() -> dict[str, Any]:
@@ -158,44 +173,19 @@ def logs_to_prefect() -> None:
 
 
 @flow(name="construct")
-def construct(
-    family: str,
-    source: str,
-    out: str,
-    profile: str = "local",
-    seed: int | None = None,
-    limit: int | None = None,
-    select: list[str] | None = None,
-    fresh: bool = False,
-    runner: str | None = None,
-    dask_address: str | None = None,
-    options: dict[str, str] | None = None,
-) -> dict:
-    """Build a family's items from ``source`` into the run directory ``out`` (``run_family`` names this flow
-    after the family and gives it the profile's task runner)."""
+def construct(family: str, request: RunRequest) -> dict:
+    """Build a family's items as ``request`` asks (``run_family`` names this flow after the family and gives it
+    the profile's task runner)."""
     # Prefect's flow engine puts its own SIGTERM handler in place for the flow (it would let the running chunks
     # build every unit they hold, then kill the process without a word): the command line's is put back over it.
     with stops_on_signals() if signals_taken() else contextlib.nullcontext():
-        return _construct(family, source, out, profile, seed, limit, select, fresh, runner, dask_address, options)
+        return _construct(family, request)
 
 
-def _construct(
-    family: str,
-    source: str,
-    out: str,
-    profile: str,
-    seed: int | None,
-    limit: int | None,
-    select: list[str] | None,
-    fresh: bool,
-    runner: str | None,
-    dask_address: str | None,
-    options: dict[str, str] | None,
-) -> dict:
+def _construct(family: str, request: RunRequest) -> dict:
     logs_to_prefect()
     fam = family_named(family)
-    request = RunRequest(source, out, profile, seed, limit, select, fresh, runner, dask_address, options or {})
-    plan = fam.plan(request)
+    plan = planned(fam, request)
     with out_of_room_stops(plan.inputs.out, "before its first stage"):
         run = prepare_run(plan.inputs.out, plan.identity, plan.fresh, own=fam.run_folders)
         record_profile(run, plan.inputs.profile)  # push, pull and export read the run's own settings
@@ -225,20 +215,10 @@ def _construct(
 
 
 @flow(name="perceptforge-run")
-def deployed_run(
-    family: str,
-    source: str,
-    out: str,
-    profile: str = "local",
-    seed: int | None = None,
-    limit: int | None = None,
-    select: list[str] | None = None,
-    fresh: bool = False,
-    options: dict[str, str] | None = None,
-) -> dict:
-    """A deployment's run: the same path as `perceptforge run <family>` (plan first, the profile's runner),
-    the family's flow as a subflow."""
-    request = RunRequest(source, out, profile, seed, limit, select, fresh, options=options or {})
+def deployed_run(family: str, request: RunRequest) -> dict:
+    """A deployment's run: the same request as `perceptforge run <family>` takes, whole (prefect.yaml gives its
+    fields under ``request``), and the same path (plan first, the profile's runner, the family's flow as a
+    subflow)."""
     return run_family(family_named(family), request)
 
 

@@ -3,6 +3,8 @@ from pathlib import Path
 import yaml
 from prefect.flows import load_flow_from_entrypoint
 
+from perceptforge.flows.family import RunRequest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -14,4 +16,6 @@ def test_every_entrypoint_in_prefect_yaml_loads():
         flow = load_flow_from_entrypoint(str(REPO / path) + ":" + name)
         assert flow.name, dep["name"]
         assert set(dep.get("parameters", {})) <= set(flow.parameters.properties), dep["name"]
+        if "request" in dep.get("parameters", {}):  # the command line's options, whole, and nothing else
+            RunRequest(**dep["parameters"]["request"])
         assert dep["work_pool"]["name"]

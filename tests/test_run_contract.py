@@ -103,12 +103,12 @@ def test_every_family_runs_the_same_way(name, tmp_path, sample_dir, shared_api_e
 
 
 def test_a_deployment_takes_the_same_path_and_honours_the_profile(prefect_api, tmp_path, sample_dir):
+    from perceptforge.flows.family import RunRequest
     from perceptforge.flows.run import deployed_run
 
     source = relabelled(sample_dir, tmp_path / "src")
-    summary = deployed_run(
-        family="codis", source=str(source), out=str(tmp_path / "run"), profile=str(profile(tmp_path)), limit=2
-    )
+    request = RunRequest(source=str(source), out=str(tmp_path / "run"), profile=str(profile(tmp_path)), limit=2)
+    summary = deployed_run(family="codis", request=request)
     assert summary["flow"] == "codis" and summary["counts"]["drafts"] >= 1
     assert summary["runner"] == {
         "kind": "ThreadPoolTaskRunner",
@@ -143,3 +143,40 @@ def test_the_command_line_loads_no_engine_to_list_the_families():
     code = "import sys, perceptforge.cli.main; print(sorted({'prefect', 'torch'} & set(sys.modules)))"
     proc = subprocess.run([perceptforge_cmd()[0], "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+def run_files(run: Path) -> dict[str, bytes]:
+    """What a run decides: its identity, settings, every record and image (not its timings or report)."""
+    kept = ("run.json", "profile.yaml", "sources.jsonl")
+    folders = ("groundings", "ideas", "candidates", "masks", "edits", "gates", "items", "images")
+    return {
+        p.relative_to(run).as_posix(): p.read_bytes()
+        for p in sorted(run.rglob("*"))
+        if p.is_file() and (p.name in kept or p.relative_to(run).parts[0] in folders)
+    }
+
+
+def test_a_deployment_and_the_command_line_build_byte_identical_runs(prefect_api, sample_dir, tmp_path, cli_env):
+    """One request, the same fields with the same meaning: `perceptforge run` and the deployment's flow."""
+    from perceptforge.flows.family import RunRequest
+    from perceptforge.flows.run import deployed_run
+
+    by_cli, by_deployment = tmp_path / "cli", tmp_path / "deployment"
+    args = ["--source", str(sample_dir), "--limit", "1", "--categories", "S2", "--seed", "3"]
+    done = cli(cli_env, "run", "mvp", *args, "--out", str(by_cli))
+    assert done.returncode == 0, done.stderr[-3000:]
+    request = RunRequest(source=str(sample_dir), out=str(by_deployment), limit=1, select=["S2"], seed=3)
+    deployed_run(family="mvp", request=request)
+    built = run_files(by_cli)
+    assert any(k.startswith("items/") for k in built) and built == run_files(by_deployment)
+
+
+def test_a_run_is_planned_once(prefect_api, sample_dir, tmp_path, monkeypatch):
+    from perceptforge.flows.mvp import MvpFamily
+    from perceptforge.flows.run import run
+
+    plans = []
+    plan = MvpFamily.plan
+    monkeypatch.setattr(MvpFamily, "plan", lambda self, request: plans.append(request) or plan(self, request))
+    run("mvp", sample_dir, tmp_path / "run", limit=1, categories=["S2"], seed=3)
+    assert len(plans) == 1  # the flow takes the plan run_family made, not a second one
