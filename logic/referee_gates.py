@@ -116,6 +116,16 @@ def not_hair(image: np.ndarray, oval: np.ndarray, eyebrows: Sequence[np.ndarray]
     return out
 
 
+def hair_without_face(hair: np.ndarray, never_hair: np.ndarray) -> np.ndarray:
+    """(H, W) bool: ``hair`` less what is never hair (``not_hair``), but a patch that hair closes in on every side
+    stays: a fringe's shadowed strands share the skin's colour, and cutting them out left unrecoloured holes in
+    the middle of dyed hair; skin on a temple or a forehead meets the rest of the face, so it is not enclosed."""
+    from scipy.ndimage import binary_fill_holes
+
+    kept = hair & ~never_hair
+    return kept | (binary_fill_holes(kept) & hair)
+
+
 def _share(part: np.ndarray, of: np.ndarray) -> float:
     return round(float((part & of).sum() / of.sum()), 6) if of.any() else 0.0
 

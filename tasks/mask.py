@@ -20,6 +20,7 @@ from perceptforge.data.schema import BackendRef, Candidate, Grounding, IngestedS
 from perceptforge.logic.edit_region import edit_mask, protected_regions, region_mask, standing_objects
 from perceptforge.logic.gates import mask_measurements, mask_verdict
 from perceptforge.logic.ids import unit_rng
+from perceptforge.logic.referee_gates import hair_without_face
 from perceptforge.logic.templates import Template
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir, safe_name
@@ -89,7 +90,7 @@ def region_refusal(
     try:
         mask = region_mask(template, grounding, image, region)
         if region == "hair" and gates.referees:  # as make_mask: the face's skin and eyebrows are never hair
-            mask = mask & ~face_not_hair(image, grounding)
+            mask = hair_without_face(mask, face_not_hair(image, grounding))
         gate_mask(template, mask, grounding, old_value, gates, {}, image)
     except ValueError as exc:
         return str(exc)
@@ -131,7 +132,7 @@ def make_mask(
                 template, grounding, image, candidate.idea.old, segmenter, rng, rendering.region if rendering else None
             )
         if mask is not None and rendering is not None and rendering.region == "hair" and gates.referees:
-            mask = mask & ~face_not_hair(image, grounding)
+            mask = hair_without_face(mask, face_not_hair(image, grounding))
         try:
             measured = (
                 gate_mask(template, mask, grounding, candidate.idea.old, gates, objects, image)

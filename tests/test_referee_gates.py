@@ -345,3 +345,17 @@ def test_a_referee_gates_failure_is_quarantined_with_the_pair_outlined(prefect_a
         assert f"src='{record['outlined']}'" in (out / "report.html").read_text()
     gate = json.loads((out / "gates" / "1-S2.json").read_text())
     assert gate["passed"] and "referee_face" not in gate["measurements"]  # a photo filter is not refereed
+
+
+def test_a_fringe_patch_of_the_skins_colour_inside_the_hair_stays_hair():
+    from perceptforge.logic.referee_gates import hair_without_face
+
+    hair = np.zeros((20, 20), bool)
+    hair[2:10, 4:16] = True  # a head of hair above a forehead
+    never = np.zeros_like(hair)
+    never[5:7, 8:10] = True  # shadowed fringe strands the colour of the skin, hair all round them
+    never[9:14, 6:14] = True  # the forehead below the hairline, meeting the rest of the face
+    out = hair_without_face(hair, never)
+    assert out[5:7, 8:10].all()  # closed in by hair: kept, so it is recoloured with the rest
+    assert not out[9, 6:14].any()  # the hair's lower edge on the forehead: taken out
+    assert out.sum() == hair.sum() - 8
