@@ -91,14 +91,6 @@ def read_source_dir(source_dir: str | Path, annotation_file: str = "annotations.
         if not isinstance(ann, dict) or "image_id" not in ann or "bbox" not in ann:
             raise InputError(f"{path}: annotations[{k}]", "needs 'image_id' and 'bbox'")
         by_image.setdefault(ann["image_id"], []).append(ann)
-    image_ids = {
-        img.get("id") for img in doc["images"] if isinstance(img, dict) and isinstance(img.get("id"), (str, int))
-    }
-    for image_id, anns in by_image.items():
-        if image_id not in image_ids:  # 1 and "1" are two ids here, as in the look-up below
-            # an annotation for no image would be dropped without a word: the box a user drew, lost
-            k = doc["annotations"].index(anns[0])
-            raise InputError(f"{path}: annotations[{k}]", f"image_id {image_id!r} names no image in 'images'")
     entries = []
     seen: dict[str, int] = {}
     names: dict[str, tuple[int, object]] = {}
@@ -163,6 +155,15 @@ def read_source_dir(source_dir: str | Path, annotation_file: str = "annotations.
                 reflectance=reflectance_of(img, width, height, where),
             )
         )
+    # after the images' own checks: a duplicate or missing image id is the error to show first
+    image_ids = {
+        img.get("id") for img in doc["images"] if isinstance(img, dict) and isinstance(img.get("id"), (str, int))
+    }
+    for image_id, anns in by_image.items() if entries else ():  # no images at all: the caller's one line says so
+        if image_id not in image_ids:  # 1 and "1" are two ids here, as in the look-up below
+            # an annotation for no image would be dropped without a word: the box a user drew, lost
+            k = doc["annotations"].index(anns[0])
+            raise InputError(f"{path}: annotations[{k}]", f"image_id {image_id!r} names no image in 'images'")
     return entries
 
 

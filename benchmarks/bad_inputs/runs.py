@@ -43,6 +43,11 @@ ANNOTATION_CASES = [
     ("NUL in a label", lambda d: d["annotations"][2].update(label="hel\x00met"), "U+0000"),
     ("a bidirectional override in a caption", lambda d: d["images"][0].update(caption="A woman \u202e.gnp"), "U+202E"),
     ("attributes given as a list", lambda d: d["images"][0].update(attributes=["a", "b"]), "must be a mapping"),
+    (
+        "an annotation for an image the file does not list",
+        lambda d: d["annotations"].append({**d["annotations"][0], "id": 999, "image_id": "no-such-photo"}),
+        "names no image",
+    ),
 ]
 
 
