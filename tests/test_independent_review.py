@@ -138,7 +138,7 @@ def test_cli_add_annotator_then_serve_starts_the_annotators_own_server(label_stu
     assert "label-studio init" in added.stdout  # said while it waits, not only on a terminal
     assert record["password"] not in added.stdout + added.stderr and record["main_url"] == main_url
     own = record["url"]
-    assert f"{own} once `perceptforge annotate serve` is restarted" in added.stdout
+    assert f"{own} once a running `perceptforge annotate serve` has started their server" in added.stdout
 
     serve = subprocess.Popen(
         [*perceptforge_cmd(), "annotate", "serve", "--port", str(port), *venv, "--document-root", str(tmp_path)],
