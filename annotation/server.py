@@ -211,14 +211,19 @@ def start(venv: Path, data_dir: Path, document_root: Path, port: int | None = No
         )
     server = Server(f"http://127.0.0.1:{port}", process, log)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise PerceptforgeError(f"Label Studio exited with code {process.returncode} while starting; see {log}")
-        try:
-            if httpx.get(f"{server.url}/health", timeout=2).status_code == 200:
-                return server
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
+    try:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise PerceptforgeError(f"Label Studio exited with code {process.returncode} while starting; see {log}")
+            try:
+                if httpx.get(f"{server.url}/health", timeout=2).status_code == 200:
+                    return server
+            except httpx.TransportError:
+                pass
+            time.sleep(0.5)
+    except BaseException:
+        # a SIGTERM (SystemExit) or Ctrl-C while it starts: the caller never gets it to stop, so it stops here
+        server.stop()
+        raise
     server.stop()
     raise PerceptforgeError(f"Label Studio did not become healthy on {server.url} within {timeout_s:.0f} s; see {log}")
