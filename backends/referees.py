@@ -12,30 +12,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from perceptforge.errors import PerceptforgeError
+from perceptforge.backends.selfie import bundled, load_tflite
 from perceptforge.logic import face_mesh as fm
 
 DETECTOR_SIZE, MESH_SIZE = 128, 192
 
 
-def bundled(name: str) -> Path:
-    return Path(str(resources.files("perceptforge.data").joinpath("models", name)))
-
-
 def _interpreter(path: Path) -> Any:
-    if not path.is_file():
-        raise PerceptforgeError(f"{path}: the referee model is not there")
-    from ai_edge_litert.interpreter import Interpreter
-
-    net = Interpreter(model_path=str(path), num_threads=1)  # one thread: the same pixels on any machine
-    net.allocate_tensors()
-    return net
+    return load_tflite(path, "referee")
 
 
 def _run(net: Any, tensor: np.ndarray) -> list[np.ndarray]:

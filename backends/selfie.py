@@ -71,8 +71,26 @@ def native_stderr_without(noise: Callable[[str], bool]) -> Iterator[None]:
                 os.write(2, kept.encode("utf-8"))
 
 
+def bundled(name: str) -> Path:
+    """A model file shipped in ``data/models/`` (the selfie segmenter, the face referee's two)."""
+    return Path(str(resources.files("perceptforge.data").joinpath("models", name)))
+
+
 def bundled_model() -> Path:
-    return Path(str(resources.files("perceptforge.data").joinpath("models", "selfie_segmentation.tflite")))
+    return bundled("selfie_segmentation.tflite")
+
+
+def load_tflite(path: Path, what: str) -> Any:
+    """A LiteRT interpreter for ``path``, tensors allocated: one thread (the same pixels on any machine), and the
+    delegate's INFO line, which no log level reaches, kept off the terminal."""
+    if not path.is_file():
+        raise PerceptforgeError(f"{path}: the {what} model is not there")
+    from ai_edge_litert.interpreter import Interpreter
+
+    with native_stderr_without(is_delegate_info):  # the delegate is made here, and logs its INFO line
+        interpreter = Interpreter(model_path=str(path), num_threads=1)
+        interpreter.allocate_tensors()
+    return interpreter
 
 
 class SelfieSettings(BackendSettings):
@@ -128,14 +146,7 @@ class SelfieSegmenter:
 
     def load(self) -> SelfieSegmenter:
         if self._interpreter is None:
-            if not self.model_path.is_file():
-                raise PerceptforgeError(f"{self.model_path}: the selfie segmentation model is not there")
-            from ai_edge_litert.interpreter import Interpreter
-
-            with native_stderr_without(is_delegate_info):  # the delegate is made here, and logs its INFO line
-                interpreter = Interpreter(model_path=str(self.model_path), num_threads=1)
-                interpreter.allocate_tensors()
-            self._interpreter = interpreter
+            self._interpreter = load_tflite(self.model_path, "selfie segmentation")
         return self
 
     def person(self, image: np.ndarray) -> np.ndarray:
