@@ -14,7 +14,7 @@ from prefect.cache_policies import NO_CACHE
 
 from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.configs.profile import Gates
-from perceptforge.data.schema import Candidate, EditRecord, GateRecord
+from perceptforge.data.schema import Candidate, EditRecord, GateRecord, Rendering
 from perceptforge.logic.gates import hamming, near_duplicates, pair_measurements, pair_verdict, phash
 from perceptforge.logic.referee_gates import (
     body_part_measurements,
@@ -132,17 +132,23 @@ def gate(unit: GateUnit, gates: Gates, clip: ModelSpec | Any, run_path: Path) ->
         return exc
 
 
-def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int | QualityGate:
-    edit, candidate, subject_box = GateUnit(*unit)  # a plain (edit, candidate) pair: no subject box
-    run = RunDir(run_path)
-    natural, manipulated = (load_rgb(run.sub(ref.path)) for ref in (edit.pair.natural, edit.pair.manipulated))
-    if natural.size != manipulated.size:
-        return QualityGate(f"sizes differ: natural {natural.size}, manipulated {manipulated.size}")
-    mask = run.load_mask(edit.pair.mask.path) if edit.pair.mask else None
+def pair_gates(
+    natural: Image.Image,
+    manipulated: Image.Image,
+    mask: np.ndarray | None,
+    candidate: Candidate,
+    rendered: Rendering | None,
+    gates: Gates,
+    clip: Any = None,
+    subject_box: tuple[float, float, float, float] | None = None,
+) -> tuple[dict[str, float], str | None, np.ndarray | None, bool]:
+    """Every gate on one pair, without the run's files: the measurements, the first failure's reason (None when
+    the pair passes), the pair with the failing region outlined where a referee failed it, and whether it was a
+    referee. The run's gate stage and the gate corpus (``benchmarks/``) judge pairs through this one function."""
     measured = pair_measurements(natural, manipulated, mask)
     if clip is not None:
         measured |= clip.measure(edited_region(manipulated, mask), candidate.idea.new, candidate.idea.old)
-    recoloured = edit.edit.rendered is not None and edit.edit.rendered.how == "colour"
+    recoloured = rendered is not None and rendered.how == "colour"
     reason = pair_verdict(
         measured,
         gates.min_inside_change,
@@ -154,18 +160,30 @@ def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int |
         np.asarray(natural),
         np.asarray(manipulated),
         candidate,
-        edit.edit.rendered.region if edit.edit.rendered is not None else None,
+        rendered.region if rendered is not None else None,
         gates,
         subject_box,
         mask,
     )
     measured |= refereed
-    reason = reason or referee_reason
+    return measured, reason or referee_reason, outlined, reason is None and referee_reason is not None
+
+
+def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int | QualityGate:
+    edit, candidate, subject_box = GateUnit(*unit)  # a plain (edit, candidate) pair: no subject box
+    run = RunDir(run_path)
+    natural, manipulated = (load_rgb(run.sub(ref.path)) for ref in (edit.pair.natural, edit.pair.manipulated))
+    if natural.size != manipulated.size:
+        return QualityGate(f"sizes differ: natural {natural.size}, manipulated {manipulated.size}")
+    mask = run.load_mask(edit.pair.mask.path) if edit.pair.mask else None
+    measured, reason, outlined, referee_failed = pair_gates(
+        natural, manipulated, mask, candidate, edit.edit.rendered, gates, clip, subject_box
+    )
     record = GateRecord(unit=edit.unit, measurements=measured, passed=reason is None, reason=reason or "")
     run.write_record(f"gates/{safe_name(edit.unit)}.json", record.model_dump(mode="json"))
     if reason:
         evidence = {}
-        if outlined is not None and reason == referee_reason:  # the pair, its failing region outlined
+        if outlined is not None and referee_failed:  # the pair, its failing region outlined
             evidence = {"natural": edit.pair.natural.path, "outlined": run.store_image(Image.fromarray(outlined)).path}
         return QualityGate(reason, measured, evidence)
     # Hash what the edit changed: whole-image hashes of small edits on one photo all look alike.
