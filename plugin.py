@@ -10,7 +10,8 @@ A family (entry-point group ``perceptforge.families``):
     its records ``PerceptionItem`` and ``Lineage``, written through ``RunDir``; ``unit_rng`` (a unit's own
     generator, so reruns are byte-identical), ``load_rgb``, ``load_prompt`` and ``register_prompt_root``.
 A BLINK-style builder (entry-point group ``perceptforge.blink_builders``): a function
-    ``(template: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built``,
+    ``(template: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle) -> Built``
+    (``ctx``: the unit's generator, which of the source's items this is, the profile's models),
     declared with ``@answers(...)``; ``NotApplicable`` when a source lacks what it needs; ``Mark``, ``marked``
     and ``LETTERS`` to draw visual prompts.
 A task or a category is a YAML file in a folder (entry-point groups ``perceptforge.blink_tasks``,
@@ -25,6 +26,7 @@ on the 2-core build machine) before a run needs it.
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Any
 
 HOMES = {
@@ -43,8 +45,8 @@ HOMES = {
     ),
     "perceptforge.logic.ids": ("unit_rng",),
     "perceptforge.logic.marks": ("Mark", "MarkStyle"),
-    "perceptforge.logic.perception_build": ("Built", "Draw", "NotApplicable", "SourceView", "answers", "marked"),
-    "perceptforge.logic.perception_templates": ("PerceptionTemplate",),
+    "perceptforge.logic.blink.build": ("BuildContext", "Built", "NotApplicable", "SourceView", "answers", "marked"),
+    "perceptforge.logic.blink.templates": ("PerceptionTemplate",),
     "perceptforge.prompts.library": ("load_prompt", "register_prompt_root"),
     "perceptforge.store.images": ("load_rgb",),
     "perceptforge.store.rundir": ("RunDir",),
@@ -53,9 +55,14 @@ HOMES = {
 }
 HOME = {name: module for module, names in HOMES.items() for name in names}
 __all__ = sorted(HOME)
+# names an extension may still import from before a rename: they keep working, with a warning saying the new one
+RENAMED = {"Draw": "BuildContext"}
 
 
 def __getattr__(name: str) -> Any:
+    if name in RENAMED:
+        warnings.warn(f"perceptforge.plugin.{name} is now {RENAMED[name]}", DeprecationWarning, stacklevel=2)
+        return __getattr__(RENAMED[name])
     if name not in HOME:
         raise AttributeError(f"perceptforge.plugin has no {name!r}; it offers {', '.join(__all__)}")
     value = getattr(importlib.import_module(HOME[name]), name)

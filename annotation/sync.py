@@ -11,7 +11,7 @@ export and the run's original items, so pulling twice writes the same bytes. Lay
     RUN_DIR/verification/items/<id>.json      kept items, verified; corrected ones as a new version
     RUN_DIR/verification/summary.json         counts per status and kind, agreement (also in summary.json)
 
-``push_groups``, ``decide_projects`` and ``write_verification`` serve BLINK-style runs too (perception_sync.py),
+``push_groups``, ``decide_projects`` and ``write_verification`` serve BLINK-style runs too (annotation/blink.py),
 whose groups are BLINK tasks instead of item kinds.
 
 Independent review: when the connection names annotators' own servers (``LabelStudio.independent``; `annotate

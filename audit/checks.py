@@ -34,7 +34,7 @@ def pct(part: float, whole: float) -> float | None:
 def answer_balance(items: list[AuditItem], t: dict) -> Check:
     """Answer letters of the MCQs against uniform over each item's own options (chi-square), the Yes share
     of the Yes/No questions, items per category and level."""
-    mcq = [i for i in items if i.kind == "mcq" and i.choices]
+    mcq = [i for i in items if i.answer_format == "mcq" and i.choices]
     observed = Counter(i.answer for i in mcq)
     expected: dict[str, float] = defaultdict(float)
     for i in mcq:
@@ -55,7 +55,7 @@ def answer_balance(items: list[AuditItem], t: dict) -> Check:
         figures["chi_square"] = {"statistic": round(stat, 3), "df": df, "p_value": round(p, 6)}
         if p < t["min_p_value"]:
             failures.append(f"answer letters are not uniform (chi-square p = {p:.2g} < {t['min_p_value']})")
-    yes_no = [i for i in items if i.kind == "yes_no"]
+    yes_no = [i for i in items if i.answer_format == "yes_no"]
     if yes_no:
         share = pct(sum(i.answer == "yes" for i in yes_no), len(yes_no))
         figures["yes_share"] = share
@@ -113,7 +113,7 @@ def heuristic_choice(item: AuditItem) -> str:
 def option_bias(items: list[AuditItem], t: dict) -> Check:
     """How often the longest option, and the option most like the question, is the answer; the text-only
     heuristic's accuracy against random per category."""
-    mcq = [i for i in items if i.kind == "mcq" and len(i.options) > 1]
+    mcq = [i for i in items if i.answer_format == "mcq" and len(i.options) > 1]
     if len(mcq) < t["min_items"]:
         return Check("option_bias", None, f"{len(mcq)} MCQs: fewer than {t['min_items']} to judge")
     longest = sum(LETTERS[max(range(len(i.options)), key=lambda k: len(i.options[k]))] == i.answer for i in mcq)

@@ -19,7 +19,7 @@ from perceptforge.scorer.predictions import iter_records
 class AuditItem:
     id: str
     category: str
-    kind: str  # mcq | yes_no | open
+    answer_format: str  # mcq | yes_no | open
     question: str
     answer: str  # a letter (mcq), yes / no, or the answer text (open)
     options: tuple[str, ...] = ()
@@ -51,18 +51,18 @@ def read_items(paths: list[Path], benchmark: str = "perceptforge") -> list[Audit
         if (path / "items").is_dir():
             for record in sorted((path / "items").glob("*.json")):
                 rec = json.loads(record.read_text())
-                items += perception(rec, path) if "task" in rec else ours(rec, path, "")
+                items += blink_record_items(rec, path) if "task" in rec else mvp_record_items(rec, path, "")
             continue
         splits = split_files(path) if path.is_dir() else [path]
         if not splits:
             raise InputError(str(path), "no val.jsonl / test.jsonl (an export) and no items/ (a run directory)")
         for split in splits:
             for _, rec in iter_records(split):
-                items += ours(rec, split.parent, rec.get("split") or split.stem)
+                items += mvp_record_items(rec, split.parent, rec.get("split") or split.stem)
     return items
 
 
-def ours(rec: dict, folder: Path, split: str) -> list[AuditItem]:
+def mvp_record_items(rec: dict, folder: Path, split: str) -> list[AuditItem]:
     """One of our items: a Yes/No pair is two questions (one per image) with opposite answers."""
     q, pair, cat = rec["question"], rec["pair"], rec["category"]
     natural, manipulated = (str(folder / pair[k]["path"]) for k in ("natural", "manipulated"))
@@ -75,7 +75,9 @@ def ours(rec: dict, folder: Path, split: str) -> list[AuditItem]:
     }
     if q["kind"] == "yes_no_pair":
         return [
-            AuditItem(f"{rec['id']}#{name}", kind="yes_no", answer=answer, pair=rec["id"], images=(image,), **base)
+            AuditItem(
+                f"{rec['id']}#{name}", answer_format="yes_no", answer=answer, pair=rec["id"], images=(image,), **base
+            )
             for name, image, answer in (
                 ("natural", natural, q["answer_natural"]),
                 ("manipulated", manipulated, q["answer_manipulated"]),
@@ -85,7 +87,7 @@ def ours(rec: dict, folder: Path, split: str) -> list[AuditItem]:
         return [
             AuditItem(
                 f"{rec['id']}#{c + 1}",
-                kind="open",
+                answer_format="open",
                 answer=q["answers"][c],
                 pair=rec["id"],
                 images=(manipulated,),
@@ -94,16 +96,20 @@ def ours(rec: dict, folder: Path, split: str) -> list[AuditItem]:
             for c in range(2)
         ]
     images = (natural, manipulated) if q["kind"] == "cross_mcq" else (manipulated,)
-    return [AuditItem(rec["id"], kind="mcq", answer=q["answer"], options=tuple(q["options"]), images=images, **base)]
+    return [
+        AuditItem(
+            rec["id"], answer_format="mcq", answer=q["answer"], options=tuple(q["options"]), images=images, **base
+        )
+    ]
 
 
-def perception(rec: dict, folder: Path) -> list[AuditItem]:
+def blink_record_items(rec: dict, folder: Path) -> list[AuditItem]:
     """One BLINK-style item of a run (``run blink``): an MCQ over its images, its task as the category."""
     return [
         AuditItem(
             rec["id"],
             category=rec["task"],
-            kind="mcq",
+            answer_format="mcq",
             question=rec["question"],
             answer=rec["answer"],
             options=tuple(rec["choices"]),
@@ -122,7 +128,7 @@ def blink_items(paths: list[Path]) -> list[AuditItem]:
         AuditItem(
             key,
             category=r["task"],
-            kind="mcq",
+            answer_format="mcq",
             question="",
             answer=r["answer"],
             options=tuple(r["choices"] or ()),
@@ -141,7 +147,7 @@ def mvp_bench_items(paths: list[Path]) -> list[AuditItem]:
                 AuditItem(
                     str(r["question_id"]),
                     category=r["type"],
-                    kind="yes_no",
+                    answer_format="yes_no",
                     question=question,
                     answer=r["answer"].lower(),
                     level=r.get("level", ""),
@@ -155,7 +161,7 @@ def mvp_bench_items(paths: list[Path]) -> list[AuditItem]:
                 AuditItem(
                     str(r["question_id"]),
                     category=r["type"],
-                    kind="mcq",
+                    answer_format="mcq",
                     question=r["question"].split("\n")[0],
                     answer=r["answer"],
                     options=opts,
@@ -172,7 +178,7 @@ def codis_items(paths: list[Path]) -> list[AuditItem]:
         AuditItem(
             f"{key}#{c + 1}",
             category=r["category"],
-            kind="open",
+            answer_format="open",
             question=r["question"],
             answer=r["answers"][c],
             pair=key,
@@ -189,7 +195,7 @@ def mme_realworld_items(paths: list[Path]) -> list[AuditItem]:
         AuditItem(
             str(r["Question_id"]),
             category=f"{r['Subtask']}/{r['Category']}",
-            kind="mcq",
+            answer_format="mcq",
             question=r["Text"],
             answer=r["Ground truth"],
             options=tuple(_CHOICE_PREFIX.sub("", c) for c in r["Answer choices"]),

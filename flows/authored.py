@@ -1,6 +1,6 @@
 """What the human-authored families (CODIS, MME-RealWorld) share: ingest originals, draft every item
-(version 0), then authoring and cross-checking in Label Studio (``annotation/authoring``) and the release's
-format (``outputs/authored_export``). What differs between them is their ``AuthoredKind``, declared by each
+(version 0), then authoring and cross-checking in Label Studio (``annotation/authored``) and the release's
+format (``outputs/authored_export``). What differs between them is their ``AuthoredBenchmark``, declared by each
 family's own module."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from perceptforge.backends.registry import Runtime
-from perceptforge.data.authored_kind import AuthoredKind
+from perceptforge.data.authored_benchmark import AuthoredBenchmark
 from perceptforge.flows.family import Exported, ExportOptions, Family, RunPlan, RunRequest, StagesResult, plan_inputs
 from perceptforge.store.rundir import RunDir
 
@@ -29,7 +29,7 @@ def category_of(content: Any) -> str:
 class AuthoredFamily(Family[None]):
     """A family whose items people write from model drafts and cross-check (CODIS §3.3, MME-RealWorld §3.2)."""
 
-    kind: ClassVar[AuthoredKind]
+    benchmark: ClassVar[AuthoredBenchmark]
     next_step = "`perceptforge annotate push {out}`: annotators write the items from these drafts"
     # the release's own format holds every item that passed review, and nothing else: only the data card's licence
     export_options = frozenset({"license"})
@@ -41,20 +41,20 @@ class AuthoredFamily(Family[None]):
 
     def stages(self, plan: RunPlan[None], run: RunDir, runner: StageRunner, runtime: Runtime) -> StagesResult:
         """ingest (original bytes) → draft (the profile's writer)."""
-        from perceptforge.tasks import authoring, ingest  # with the run, not the CLI: --help stays quick
+        from perceptforge.tasks import authored, ingest  # with the run, not the CLI: --help stays quick
 
         prof, settings = plan.inputs.profile, plan.inputs.profile.authoring
-        min_side = settings.min_short_side if self.kind.full_resolution else None
+        min_side = settings.min_short_side if self.benchmark.full_resolution else None
         sources = ingest.ingest_stage(
             runner,
             plan.inputs.entries,
             plan.inputs.source_dir,
-            authoring.ingest,
+            authored.ingest,
             min_short_side=min_side,
             max_pixels=prof.ingest.max_pixels,
         )
         writer = prof.spec("llm", runtime)
-        drafts = authoring.draft_stage(runner, self.kind, sources, writer, plan.inputs.seed, settings)
+        drafts = authored.draft_stage(runner, self.benchmark, sources, writer, plan.inputs.seed, settings)
         per_category = dict(sorted(Counter(category_of(d.content) for d in drafts).items()))
         figures = {
             "drafts_per_category": per_category,
@@ -84,7 +84,7 @@ class AuthoredFamily(Family[None]):
     def export(self, run_dir: Path, out: Path, options: ExportOptions) -> Exported:
         from perceptforge.outputs.authored_export import export_authored
 
-        manifest = export_authored(run_dir, out, self.kind, license=options.license)
+        manifest = export_authored(run_dir, out, self.benchmark, license=options.license)
         official = manifest["official"]
         message = (
             f"{manifest['items']} kept items in {self.name}'s official format → [bold]{out}[/] "
@@ -96,11 +96,11 @@ class AuthoredFamily(Family[None]):
         return Exported(message, [out / f for f in official], [], manifest)
 
     def push(self, run_dir: Path, ls: Any, document_root: Path, checks: Any = None) -> dict:
-        from perceptforge.annotation.authoring import push
+        from perceptforge.annotation.authored import push
 
-        return push(run_dir, ls, document_root, self.kind, checks)
+        return push(run_dir, ls, document_root, self.benchmark, checks)
 
     def pull(self, run_dir: Path, ls: Any, checks: Any = None) -> dict:
-        from perceptforge.annotation.authoring import pull
+        from perceptforge.annotation.authored import pull
 
-        return pull(run_dir, ls, self.kind, checks)
+        return pull(run_dir, ls, self.benchmark, checks)

@@ -30,16 +30,16 @@ from perceptforge.flows.family import (
     check_selection,
     plan_inputs,
 )
-from perceptforge.logic import perception_needs as needs
+from perceptforge.logic.blink import needs
+from perceptforge.logic.blink.build import builders, style_of
+from perceptforge.logic.blink.templates import PerceptionTemplate, TaskFiles, read_tasks
 from perceptforge.logic.marks import MarkStyle
-from perceptforge.logic.perception_build import builders, style_of
-from perceptforge.logic.perception_templates import PerceptionTemplate, TaskFiles, read_tasks
 from perceptforge.prompts.library import load_prompt
 from perceptforge.store.rundir import RunDir
 from perceptforge.store.sources import SourceEntry
 
 if TYPE_CHECKING:  # the stages load with the run, not with the CLI: `perceptforge --help` stays quick
-    from perceptforge.tasks.perception import PerceptionUnit
+    from perceptforge.tasks.blink import PerceptionUnit
     from perceptforge.tasks.runner import StageRunner
 
 log = logging.getLogger("perceptforge")
@@ -103,8 +103,8 @@ def parse_radius(text: str) -> float:
 
 
 def has(entry: SourceEntry, need: str) -> bool:
-    """Whether the source itself gives ``need`` (``logic/perception_needs``)."""
-    return needs.gives(entry, need)
+    """Whether the source itself gives ``need`` (``logic/blink/needs``)."""
+    return needs.source_gives(entry, need)
 
 
 def serves(
@@ -117,7 +117,7 @@ def serves(
 def companions(
     template: PerceptionTemplate, sid: str, sources: dict[str, tuple[SourceEntry, Any]], models: Collection[str] = ()
 ) -> list:
-    """The other sources a unit needs besides its own (``logic/perception_needs.companions``)."""
+    """The other sources a unit needs besides its own (``logic/blink/needs.companions``)."""
     ids = needs.companions(template.needs, sid, {k: entry for k, (entry, _) in sources.items()}, models)
     return [sources[k] for k in ids]
 
@@ -191,7 +191,7 @@ def plan_units(
 ) -> tuple[list[PerceptionUnit], dict[str, str]]:
     """Every (source × task × variant) unit a source can serve when the profile has ``models`` (their names), and
     each task no source serves, with why."""
-    from perceptforge.tasks.perception import PerceptionUnit
+    from perceptforge.tasks.blink import PerceptionUnit
 
     ids = sorted(sources)
     units: list[PerceptionUnit] = []
@@ -229,7 +229,7 @@ def plan_units(
 
 
 def profile_models(prof: Profile, runtime: Runtime) -> dict[str, Any]:
-    """The profile's models a task may use, by the names ``logic/perception_needs`` gives them; each worker loads
+    """The profile's models a task may use, by the names ``logic/blink/needs`` gives them; each worker loads
     those its units use, once (backends/loaded)."""
     # a perceptual embedding for Visual Similarity: the profile's embedder (DINOv2 …), else its CLIP gate model
     embedder = prof.spec("embedder", runtime) or prof.clip_gate_spec(runtime)
@@ -248,7 +248,7 @@ def profile_models(prof: Profile, runtime: Runtime) -> dict[str, Any]:
 def blink_stages(plan: BlinkPlan, runner: StageRunner, runtime: Runtime) -> StagesResult:
     """ingest → build; the summary's figures: items and random-choice accuracy per task, skipped tasks."""
     from perceptforge.tasks import ingest
-    from perceptforge.tasks.perception import build_stage
+    from perceptforge.tasks.blink import build_stage
 
     sources = ingest.ingest_stage(runner, plan.entries, plan.source_dir, max_pixels=plan.profile.ingest.max_pixels)
     models = profile_models(plan.profile, runtime)
@@ -300,12 +300,12 @@ class BlinkShapedFamily(Family[BlinkPlan]):
 
     def push(self, run_dir: Path, ls: Any, document_root: Path, checks: Any = None) -> dict:
         """One Label Studio project per task: two annotators accept, reject with a reason, or correct the answer."""
-        from perceptforge.annotation.perception_sync import push
+        from perceptforge.annotation.blink import push
 
         return push(run_dir, ls, document_root)
 
     def pull(self, run_dir: Path, ls: Any, checks: Any = None) -> dict:
-        from perceptforge.annotation.perception_sync import pull
+        from perceptforge.annotation.blink import pull
 
         return pull(run_dir, ls)
 

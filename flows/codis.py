@@ -3,11 +3,11 @@ Label Studio, then CODIS's ``data.json``. The stages are in ``flows/authored.py`
 
 from __future__ import annotations
 
-from perceptforge.data.authored_kind import AuthoredKind
+from perceptforge.data.authored_benchmark import AuthoredBenchmark
 from perceptforge.data.schema import CodisContent
 from perceptforge.flows.authored import AuthoredFamily
 
-CODIS = AuthoredKind(
+CODIS = AuthoredBenchmark(
     name="codis",
     title="CODIS",
     prefix="codis",
@@ -24,7 +24,7 @@ class CodisFamily(AuthoredFamily):
     summary = (
         "Draft CODIS items (CODIS §3.3) from SOURCE into OUT, for annotators to write and cross-check in Label Studio."
     )
-    kind = CODIS
+    benchmark = CODIS
     audit_benchmark = "codis"
     scorer_benchmark = "codis"
     # CODIS's blind checks: the release's predict prompt with no image and with no context

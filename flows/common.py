@@ -27,15 +27,15 @@ from perceptforge.store.sources import SourceEntry
 log = logging.getLogger("perceptforge")
 
 
-def task_runner(kind: str = "threads", max_workers: int = 2, dask_address: str | None = None, gpus: int = 0) -> Any:
+def task_runner(executor: str = "threads", max_workers: int = 2, dask_address: str | None = None, gpus: int = 0) -> Any:
     """Threads on one machine (the default: fastest for 2-core boxes), or Dask: a local cluster of ``max_workers``
     worker processes (on a GPU run one device each: ``tasks/engine.local_cluster``), or an existing one at
     ``dask_address`` (tcp://host:8786) whose workers see the run directory (README, Scale-out)."""
-    if kind == "threads":
+    if executor == "threads":
         from prefect.task_runners import ThreadPoolTaskRunner  # here: the CLI's --help stays quick
 
         return ThreadPoolTaskRunner(max_workers=max_workers)
-    if kind == "dask":
+    if executor == "dask":
         try:
             from prefect_dask import DaskTaskRunner
         except ImportError:
@@ -49,7 +49,7 @@ def task_runner(kind: str = "threads", max_workers: int = 2, dask_address: str |
             cluster_class=local_cluster,  # type: ignore[arg-type]
             cluster_kwargs={"n_workers": max_workers, "gpus": gpus},
         )
-    raise PerceptforgeError(f"unknown runner {kind!r}: threads or dask")
+    raise PerceptforgeError(f"unknown runner {executor!r}: threads or dask")
 
 
 def select_templates(categories: list[str] | None) -> tuple[dict[str, Template], dict[str, Template]]:
@@ -241,9 +241,9 @@ def is_export_manifest(manifest: Any) -> bool:
     return isinstance(manifest, dict) and isinstance(manifest.get("files"), dict | list)
 
 
-def check_export_out(out: Path, run_dir: Path, kind: str) -> None:
+def check_export_out(out: Path, run_dir: Path, family: str) -> None:
     """``export --out`` treated as ``run --out`` is: one line, before anything is written, when the folder is a file,
-    is the run directory or inside it, or holds anything but a previous export of the same kind (its
+    is the run directory or inside it, or holds anything but a previous export of the same family (its
     ``manifest.json`` says so). An export writes fixed names (``val.jsonl``, ``README.md``, ``images/``…), so any
     other folder could have a user's file of that name overwritten; and an export into the run directory or the
     source folder would mix the split into what the next run reads. Nothing is removed here."""
@@ -262,10 +262,10 @@ def check_export_out(out: Path, run_dir: Path, kind: str) -> None:
             str(out),
             "--out is not empty and holds no export (manifest.json): give a new or empty folder; nothing was written",
         )
-    if previous is not None and previous != kind:  # an export made before the marker: its family is not known
+    if previous is not None and previous != family:  # an export made before the marker: its family is not known
         raise InputError(
             str(out),
-            f"--out holds a {previous} export, and this is a {kind} run: give another folder; nothing was written",
+            f"--out holds a {previous} export, and this is a {family} run: give another folder; nothing was written",
         )
 
 
@@ -278,22 +278,22 @@ def previous_export(out: Path) -> tuple[bool, str | None]:
     """(whether ``out`` holds an export: a manifest an export wrote, or the marker of one killed before it; the
     family that made it, from the marker, or None when no marker says)."""
     manifest, marker = out / "manifest.json", out / EXPORT_MARKER
-    kind = None
+    family = None
     try:
         if marker.is_file():
-            kind = marker.read_text(encoding="utf-8").strip() or None
-        is_export = kind is not None or (
+            family = marker.read_text(encoding="utf-8").strip() or None
+        is_export = family is not None or (
             manifest.is_file() and is_export_manifest(json.loads(manifest.read_text(encoding="utf-8")))
         )
     except (ValueError, UnicodeDecodeError):
         return False, None
-    return is_export, kind
+    return is_export, family
 
 
-def begin_export(out: Path, kind: str) -> None:
+def begin_export(out: Path, family: str) -> None:
     """The folder, made, and its marker (after ``check_export_out``)."""
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / EXPORT_MARKER, kind + "\n")
+    atomic_write_text(out / EXPORT_MARKER, family + "\n")
 
 
 def recorded_sources(run_dir: Path) -> dict[str, str]:

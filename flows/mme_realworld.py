@@ -3,11 +3,11 @@ annotator authors and another reviews in Label Studio, then the release's JSON. 
 
 from __future__ import annotations
 
-from perceptforge.data.authored_kind import AuthoredKind
+from perceptforge.data.authored_benchmark import AuthoredBenchmark
 from perceptforge.data.schema import MMERealWorldContent
 from perceptforge.flows.authored import AuthoredFamily
 
-MME_REALWORLD = AuthoredKind(
+MME_REALWORLD = AuthoredBenchmark(
     name="mme-realworld",
     title="MME-RealWorld",
     prefix="mme_realworld",
@@ -25,7 +25,7 @@ class MmeRealWorldFamily(AuthoredFamily):
         "Draft MME-RealWorld items (§3.2) from full-resolution images in SOURCE into OUT, for annotators to write "
         "and review."
     )
-    kind = MME_REALWORLD
+    benchmark = MME_REALWORLD
     audit_benchmark = "mme-realworld"
     scorer_benchmark = "mme-realworld"
 

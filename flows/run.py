@@ -39,20 +39,20 @@ class _PrintedByTheCli(logging.Filter):
 
 
 def runner_for(fam: Family, plan: RunPlan, request: RunRequest) -> Any:
-    """The profile's task runner (``--runner`` / ``--dask-address`` override it): its kind, its workers (threads:
+    """The profile's task runner (``--runner`` / ``--dask-address`` override it): threads or Dask, its workers (threads:
     enough for the endpoints in flight; cut to the memory budget for the largest source) and Dask address."""
     prof = plan.inputs.profile
-    kind = runner_kind(request.runner, request.dask_address, prof.runner.kind)
-    workers = prof.thread_workers() if kind == "threads" else prof.runner.max_workers
+    executor = choose_executor(request.runner, request.dask_address, prof.runner.kind)
+    workers = prof.thread_workers() if executor == "threads" else prof.runner.max_workers
     workers = prof.workers_within_memory(workers, fam.largest_image(plan))
-    gpus = visible_gpus(resolve_device(prof.device)) if kind == "dask" else 0
+    gpus = visible_gpus(resolve_device(prof.device)) if executor == "dask" else 0
     address = request.dask_address or prof.runner.dask_address
-    if kind == "dask" and address:
+    if executor == "dask" and address:
         check_scheduler(address)
-    return task_runner(kind, workers, address, gpus)
+    return task_runner(executor, workers, address, gpus)
 
 
-def runner_kind(runner: str | None, dask_address: str | None, profile_kind: str) -> str:
+def choose_executor(runner: str | None, dask_address: str | None, profile_kind: str) -> str:
     """The runner a run uses: ``--runner``, else the Dask runner when ``--dask-address`` names a scheduler (the
     address means nothing to threads, and a run that silently ignored it was a run on one machine the user
     thought was spread over a cluster), else the profile's. ``--runner`` other than dask with an address is one

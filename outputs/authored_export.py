@@ -18,7 +18,7 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from perceptforge.data.authored_kind import AuthoredKind
+from perceptforge.data.authored_benchmark import AuthoredBenchmark
 from perceptforge.data.schema import AuthoredItem, CodisContent, MMERealWorldContent
 from perceptforge.errors import PerceptforgeError
 from perceptforge.fileio import atomic_write_text, dumps_canonical, sha256_file, write_json, write_jsonl
@@ -74,13 +74,13 @@ def copy_original(run: RunDir, item: AuthoredItem, out: Path, rel: str) -> None:
     shutil.copyfile(run.inside(item.image.path), target)
 
 
-def export_authored(run_dir: Path, out: Path, kind: AuthoredKind, license: str = "other") -> dict:
+def export_authored(run_dir: Path, out: Path, benchmark: AuthoredBenchmark, license: str = "other") -> dict:
     """Write the kept items of a CODIS or MME-RealWorld run to ``out``; returns the manifest."""
     run = RunDir(Path(run_dir).resolve())
     items = kept_items(run)
     out.mkdir(parents=True, exist_ok=True)
     files: list[str] = []
-    if kind.content is CodisContent:
+    if benchmark.content is CodisContent:
         records = []
         for item in items:
             image_id = f"{item.image.sha256[:10]}{Path(item.image.path).suffix}"
@@ -104,7 +104,7 @@ def export_authored(run_dir: Path, out: Path, kind: AuthoredKind, license: str =
     write_jsonl(out / "items.jsonl", [i.model_dump(mode="json") for i in items])
     files += ["items.jsonl", *sorted(p.relative_to(out).as_posix() for p in (out / "images").rglob("*") if p.is_file())]
     review = json.loads(run.sub("authoring", "summary.json").read_text())
-    atomic_write_text(out / "README.md", data_card(kind, items, review, license))
+    atomic_write_text(out / "README.md", data_card(benchmark, items, review, license))
     # the review figures in the shape `perceptforge audit` reads beside a split (its human-verification check)
     agreement = review["reviewer_agreement"]
     write_json(
@@ -113,7 +113,7 @@ def export_authored(run_dir: Path, out: Path, kind: AuthoredKind, license: str =
     )
     files += ["README.md", "verification.json"]
     manifest = {
-        "benchmark": kind.name,
+        "benchmark": benchmark.name,
         "items": len(items),
         "official": official,
         "run": json.loads(run.sub("run.json").read_text()),
@@ -128,8 +128,8 @@ def category(item: AuthoredItem) -> str:
     return c.category if isinstance(c, CodisContent) else f"{c.domain}/{c.subtask}"
 
 
-def data_card(kind: AuthoredKind, items: list[AuthoredItem], review: dict, license: str) -> str:
-    name, benchmark = kind.title, kind.name
+def data_card(authored: AuthoredBenchmark, items: list[AuthoredItem], review: dict, license: str) -> str:
+    name, benchmark = authored.title, authored.name
     per_category = Counter(category(i) for i in items)
     agreement = review.get("reviewer_agreement") or {}
     status = review.get("status", {})

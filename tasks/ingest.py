@@ -61,7 +61,7 @@ def ingest_stage(
 ) -> dict[str, tuple[SourceEntry, Any]]:
     """source id → (entry, ingested record); ``sources.jsonl`` lists every ingested source, sorted by id.
     ``task`` ingests one source under the named ``limits`` it takes (this module's ``ingest``: decoded, at most
-    ``max_pixels``; the authored flows' ``tasks/authoring.ingest``: original bytes, ``min_short_side``)."""
+    ``max_pixels``; the authored flows' ``tasks/authored.ingest``: original bytes, ``min_short_side``)."""
     units = [Unit(f"source-{e.source_id}", e.file_name, e) for e in entries]
     done = runner.map("ingest", task, units, source_dir=source_dir, **limits)
     write_jsonl(runner.run.sub("sources.jsonl"), [record.model_dump(mode="json") for _, record in done])

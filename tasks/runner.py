@@ -169,12 +169,12 @@ def out_of_room_stops(where: str | os.PathLike, when: str) -> Iterator[None]:
 class UnitFault(Exception):
     """A unit's exception that cannot cross a process boundary as itself: its type's name, message and traceback."""
 
-    def __init__(self, kind: str, message: str, detail: str = ""):
+    def __init__(self, error_type: str, message: str, detail: str = ""):
         super().__init__(message)
-        self.kind, self.detail = kind, detail
+        self.error_type, self.detail = error_type, detail
 
     def __reduce__(self) -> tuple:
-        return (UnitFault, (self.kind, str(self), self.detail))
+        return (UnitFault, (self.error_type, str(self), self.detail))
 
 
 class TransientUnits(PerceptforgeError):
@@ -336,12 +336,12 @@ class StageRunner:
         stop_if_out_of_room(exc, self.run.path, f"at stage {stage}")
         extra = {k: getattr(exc, k) for k in ("raw", "measurements", "traceback") if hasattr(exc, k)}
         extra |= getattr(exc, "evidence", {})  # run-relative paths of what shows the failure (a rejected mask)
-        kind = exc.kind if isinstance(exc, UnitFault) else type(exc).__name__
+        error_type = exc.error_type if isinstance(exc, UnitFault) else type(exc).__name__
         if isinstance(exc, UnitFault) and exc.detail:
             extra["traceback"] = exc.detail
-        self.run.quarantine(unit.name, stage, kind, str(exc), file=unit.file, **extra)
-        self.failures[f"{stage}: {kind}"] += 1
-        log.warning("%s: %s quarantined: %s: %s", stage, unit.name, kind, exc)
+        self.run.quarantine(unit.name, stage, error_type, str(exc), file=unit.file, **extra)
+        self.failures[f"{stage}: {error_type}"] += 1
+        log.warning("%s: %s quarantined: %s: %s", stage, unit.name, error_type, exc)
 
     def map(
         self,

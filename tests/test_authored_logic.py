@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from perceptforge.annotation.authoring import content_of, prefill, revision_notes
+from perceptforge.annotation.authored import content_of, prefill, revision_notes
 from perceptforge.annotation.labeling import config_text, controls, rectangle, rectangle_result, result_errors
 from perceptforge.data.schema import Box, CodisContent, MMERealWorldContent, Review
 from perceptforge.flows.mme_realworld import MME_REALWORLD

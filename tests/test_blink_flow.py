@@ -81,7 +81,7 @@ def test_items_are_true_of_their_construction(blink_run, sample_dir):
         i.question for i in items if i.task == "Counting" and i.sources == ["6"]
     )
     # Object Localization: the labelled box beats the distractor by the template's margin, labels outside both boxes
-    from perceptforge.logic.blink_tasks import localization_margin
+    from perceptforge.logic.blink.answers import localization_margin
 
     for item in (i for i in items if i.task == "Object_Localization"):
         boxes = [tuple(m.at) for m in item.marks]

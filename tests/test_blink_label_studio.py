@@ -8,8 +8,8 @@ import httpx
 import pytest
 from helpers import annotate, perceptforge_cmd, validate_config
 
+from perceptforge.annotation.blink import pull, push
 from perceptforge.annotation.labeling import choice, perception_config, text
-from perceptforge.annotation.perception_sync import pull, push
 from perceptforge.audit.run import audit
 from perceptforge.errors import PerceptforgeError
 from perceptforge.fileio import sha256_file

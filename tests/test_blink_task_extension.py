@@ -15,8 +15,8 @@ from helpers import dist_info, perceptforge_cmd
 from PIL import Image
 
 from perceptforge.errors import InputError
-from perceptforge.logic.perception_build import builders
-from perceptforge.logic.perception_templates import load_perception_templates, read_tasks
+from perceptforge.logic.blink.build import builders
+from perceptforge.logic.blink.templates import load_perception_templates, read_tasks
 
 PIECE_FIT = """\
 # A Jigsaw-built task under a name of its own, from a folder outside the package.
@@ -91,7 +91,7 @@ BRIGHTER_HALF = '''
 """A builder living outside perceptforge: which half of the photo is brighter."""
 import numpy as np
 
-from perceptforge.logic.perception_build import Built
+from perceptforge.logic.blink.build import Built
 
 
 def brighter_half(t, sources, draw, style):
@@ -269,22 +269,22 @@ def test_a_broken_task_file_stops_only_the_runs_that_ask_for_it(tmp_path, sample
 
 
 def test_builders_are_gathered_once_per_process(monkeypatch):
-    from perceptforge.logic import perception_build
+    from perceptforge.logic.blink import build as blink_build
 
     scans = []
-    monkeypatch.setattr(perception_build, "entry_points", lambda group: scans.append(group) or [])
-    perception_build.builders.cache_clear()
+    monkeypatch.setattr(blink_build, "entry_points", lambda group: scans.append(group) or [])
+    blink_build.builders.cache_clear()
     try:
-        template = load_perception_templates(builders=perception_build.builders())["jigsaw"]
+        template = load_perception_templates(builders=blink_build.builders())["jigsaw"]
         image = Image.new("RGB", (96, 96), (90, 120, 30))
-        source = perception_build.SourceView("s", image)
-        style = perception_build.style_of(template)
+        source = blink_build.SourceView("s", image)
+        style = blink_build.style_of(template)
         for k in range(3):
-            draw = perception_build.Draw(np.random.default_rng(k))
-            perception_build.build(template, [source], draw, style)
+            draw = blink_build.BuildContext(np.random.default_rng(k))
+            blink_build.build(template, [source], draw, style)
         assert scans == ["perceptforge.blink_builders"]
     finally:
-        perception_build.builders.cache_clear()
+        blink_build.builders.cache_clear()
 
 
 def test_two_tasks_under_one_task_name_are_refused_in_one_line(tmp_path):

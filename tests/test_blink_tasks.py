@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from perceptforge.logic.blink_tasks import (
+from perceptforge.logic.blink.answers import (
     correspondence,
     counting_options,
     depth_pair,
@@ -103,7 +103,7 @@ def test_depth_order_follows_the_disparity():
 
 
 def test_spatial_relations_are_stated_only_when_unambiguous():
-    from perceptforge.logic.blink_tasks import separated
+    from perceptforge.logic.blink.answers import separated
 
     assert separated((0, 0, 10, 10), (30, 0, 40, 10), 5) == "left of"
     assert separated((30, 0, 40, 10), (0, 0, 10, 10), 5) == "right of"
@@ -114,7 +114,7 @@ def test_spatial_relations_are_stated_only_when_unambiguous():
 
 
 def test_iq_puzzles_continue_their_sequence():
-    from perceptforge.logic.blink_tasks import IQ_MAX, draw_iq_puzzle, iq_puzzle, iq_puzzle_of, iq_rules
+    from perceptforge.logic.blink.answers import IQ_MAX, draw_iq_puzzle, iq_puzzle, iq_puzzle_of, iq_rules
 
     drawn = [iq_puzzle(np.random.default_rng(seed)) for seed in range(400)]
     # every rule, each half rising, falling or (in one half) constant, leaves three distractors that fit a panel
@@ -137,7 +137,7 @@ def test_each_shape_of_an_iq_panel_is_counted_once():
     """Shapes never touch, so an annotator (and a connected-component count) finds exactly the puzzle's numbers."""
     import cv2
 
-    from perceptforge.logic.blink_tasks import draw_panel, iq_puzzle
+    from perceptforge.logic.blink.answers import draw_panel, iq_puzzle
 
     for seed in range(60):
         puzzle = iq_puzzle(np.random.default_rng(seed))
@@ -155,7 +155,7 @@ def test_the_localization_margin_allows_for_a_labelled_box_that_is_a_little_off(
     """The rocket of issue 28: its labelled box stops 25 px short of its base, and a distractor reaching further
     down was nearly as good a box of the true rocket (IoU 0.50–0.53 both). The margin takes the worst truth within
     10 % of the labelled box's edges, so such a distractor scores low while a clearly wrong one does not."""
-    from perceptforge.logic.blink_tasks import localization_distractors, localization_margin
+    from perceptforge.logic.blink.answers import localization_distractors, localization_margin
 
     labelled = (305.0, 120.0, 345.0, 380.0)
     assert localization_margin(labelled, labelled) == 0.0  # the box itself: no margin at all
@@ -171,7 +171,7 @@ def test_the_localization_margin_allows_for_a_labelled_box_that_is_a_little_off(
 
 
 def view(sid, image=None, boxes=(), complete=(), yaw=None):
-    from perceptforge.logic.perception_build import SourceView
+    from perceptforge.logic.blink.build import SourceView
 
     return SourceView(
         sid, image or Image.new("RGB", (200, 160), (90, 90, 90)), tuple(boxes), yaw=yaw, complete_labels=complete
@@ -179,24 +179,24 @@ def view(sid, image=None, boxes=(), complete=(), yaw=None):
 
 
 def template(name):
-    from perceptforge.logic.perception_build import builders
-    from perceptforge.logic.perception_templates import load_perception_templates
+    from perceptforge.logic.blink.build import builders
+    from perceptforge.logic.blink.templates import load_perception_templates
 
     return load_perception_templates(builders=builders())[name]
 
 
 def build_with(name, sources, seed=0):
-    from perceptforge.logic.perception_build import Draw, build, style_of
+    from perceptforge.logic.blink.build import BuildContext, build, style_of
 
     t = template(name)
-    return build(t, sources, Draw(np.random.default_rng(seed)), style_of(t))
+    return build(t, sources, BuildContext(np.random.default_rng(seed)), style_of(t))
 
 
 def test_counting_counts_only_labels_declared_completely_boxed():
     """Issue 28's third wheel: two boxed wheels say nothing of a third nobody boxed. Only a label in
     ``complete_labels`` is counted, a label of several boxes before one of one, and one box drawn twice is
     refused."""
-    from perceptforge.logic.perception_build import NotApplicable
+    from perceptforge.logic.blink.build import NotApplicable
 
     wheels = [("wheel", (10.0, 10.0, 40.0, 40.0), True), ("wheel", (60.0, 10.0, 90.0, 40.0), True)]
     with pytest.raises(NotApplicable, match="complete_labels"):
@@ -211,8 +211,8 @@ def test_counting_counts_only_labels_declared_completely_boxed():
 
 
 def test_object_localization_needs_a_completely_boxed_unique_object_and_keeps_its_margin():
-    from perceptforge.logic.blink_tasks import localization_margin
-    from perceptforge.logic.perception_build import NotApplicable
+    from perceptforge.logic.blink.answers import localization_margin
+    from perceptforge.logic.blink.build import NotApplicable
 
     mug = [("mug", (60.0, 40.0, 130.0, 120.0), True)]
     with pytest.raises(NotApplicable, match="complete_labels"):
@@ -226,7 +226,7 @@ def test_object_localization_needs_a_completely_boxed_unique_object_and_keeps_it
 
 def test_multi_view_gives_each_pair_of_views_once_never_reversed():
     """Issue 28: 2 of 3 Multi-view items were one pair of views, once each way round."""
-    from perceptforge.logic.perception_build import NotApplicable
+    from perceptforge.logic.blink.build import NotApplicable
 
     views = {sid: view(sid, yaw=yaw) for sid, yaw in (("7", 0.0), ("8", -12.0), ("9", 12.0))}
     pairs = []
@@ -247,7 +247,7 @@ def test_multi_view_gives_each_pair_of_views_once_never_reversed():
 
 
 def test_visual_similarity_takes_its_distractor_from_the_same_scene():
-    from perceptforge.logic.perception_build import NotApplicable
+    from perceptforge.logic.blink.build import NotApplicable
 
     with pytest.raises(NotApplicable, match="no other photo of its scene"):
         build_with("visual_similarity", [view("a", image=photo(1))])

@@ -14,13 +14,13 @@ from perceptforge.errors import InputError, PerceptforgeError
 
 # --- --dask-address ----------------------------------------------------------------------------------------------
 def test_dask_address_implies_the_dask_runner():
-    from perceptforge.flows.run import runner_kind
+    from perceptforge.flows.run import choose_executor
 
-    assert runner_kind(None, "tcp://10.0.0.5:8786", "threads") == "dask"
-    assert runner_kind("dask", "tcp://10.0.0.5:8786", "threads") == "dask"
-    assert runner_kind(None, None, "threads") == "threads"
-    assert runner_kind(None, None, "dask") == "dask"
-    assert runner_kind("threads", None, "dask") == "threads"
+    assert choose_executor(None, "tcp://10.0.0.5:8786", "threads") == "dask"
+    assert choose_executor("dask", "tcp://10.0.0.5:8786", "threads") == "dask"
+    assert choose_executor(None, None, "threads") == "threads"
+    assert choose_executor(None, None, "dask") == "dask"
+    assert choose_executor("threads", None, "dask") == "threads"
 
 
 @pytest.mark.parametrize(
@@ -32,10 +32,10 @@ def test_dask_address_implies_the_dask_runner():
     ],
 )
 def test_contradicting_runner_options_are_one_line(runner, address, says):
-    from perceptforge.flows.run import runner_kind
+    from perceptforge.flows.run import choose_executor
 
     with pytest.raises(InputError) as err:
-        runner_kind(runner, address, "threads")
+        choose_executor(runner, address, "threads")
     assert str(err.value).startswith(says) and "\n" not in str(err.value)
 
 

@@ -80,8 +80,10 @@ def test_an_exception_that_does_not_pickle_keeps_its_name_message_and_traceback(
         raise Odd(1, 2)
     except Odd as exc:
         twin = portable(exc, fault=True)
-    assert isinstance(twin, UnitFault) and twin.kind == "Odd" and str(twin) == "1/2" and "raise Odd" in twin.detail
-    assert pickle.loads(pickle.dumps(twin)).kind == "Odd"
+    assert (
+        isinstance(twin, UnitFault) and twin.error_type == "Odd" and str(twin) == "1/2" and "raise Odd" in twin.detail
+    )
+    assert pickle.loads(pickle.dumps(twin)).error_type == "Odd"
 
 
 def unit_fn(value, run_path, boom=None):

@@ -6,7 +6,7 @@ from perceptforge.plugin import Built, answers
 
 
 @answers("the brighter half", opposite=["darker", "dimmer"])
-def brighter_half(t, sources, draw, style):
+def brighter_half(t, sources, ctx, style):
     grey = np.asarray(sources[0].image.convert("L"), np.float64)
     half = grey.shape[1] // 2
     left, right = grey[:, :half].mean(), grey[:, half:].mean()

@@ -48,7 +48,7 @@ from perceptforge.annotation.labelstudio import LabelStudio, ServerGone
 from perceptforge.annotation.sync import ensure_project, ensure_storage, project_title, push_lock, pushed_projects
 from perceptforge.annotation.task_data import local_files_url
 from perceptforge.configs.profile import Authoring, load_profile
-from perceptforge.data.authored_kind import AuthoredKind
+from perceptforge.data.authored_benchmark import AuthoredBenchmark
 from perceptforge.data.schema import (
     AuthoredItem,
     Box,
@@ -74,20 +74,20 @@ def authoring_settings(run: RunDir) -> Authoring:
     return load_profile(str(run.sub("profile.yaml"))).authoring
 
 
-def reviewers_needed(run: RunDir, kind: AuthoredKind) -> int:
-    return int(getattr(authoring_settings(run), kind.reviewers_setting))
+def reviewers_needed(run: RunDir, benchmark: AuthoredBenchmark) -> int:
+    return int(getattr(authoring_settings(run), benchmark.reviewers_setting))
 
 
-def kinds(kind: AuthoredKind) -> tuple[str, str]:
-    return f"{kind.prefix}_author", f"{kind.prefix}_review"
+def project_names(benchmark: AuthoredBenchmark) -> tuple[str, str]:
+    return f"{benchmark.prefix}_author", f"{benchmark.prefix}_review"
 
 
-def project_settings(run: RunDir, project: str, kind: AuthoredKind, reviews: int) -> dict:
+def project_settings(run: RunDir, project: str, benchmark: AuthoredBenchmark, reviews: int) -> dict:
     return {
         "title": project_title(run, project),
-        "description": f"perceptforge {kind.name} items ({project.rsplit('_', 1)[1]}) from {run.path.resolve()}",
+        "description": f"perceptforge {benchmark.name} items ({project.rsplit('_', 1)[1]}) from {run.path.resolve()}",
         "label_config": config_text(project),
-        "expert_instruction": load_prompt(f"annotation/{kind.prefix}_instructions").text,
+        "expert_instruction": load_prompt(f"annotation/{benchmark.prefix}_instructions").text,
         "show_instruction": True,
         "maximum_annotations": reviews if project.endswith("review") else 1,
         "overlap_cohort_percentage": 100,
@@ -171,11 +171,13 @@ def review_task(version: AuthoredItem, run: RunDir, root: Path) -> dict:
 _E_PREFIX = re.compile(r"^(\(E\)\s*)?(the image does not feature\s+)?(the\s+)?", re.IGNORECASE)
 
 
-def content_of(result: list[dict], kind: AuthoredKind, width: int, height: int) -> CodisContent | MMERealWorldContent:
+def content_of(
+    result: list[dict], benchmark: AuthoredBenchmark, width: int, height: int
+) -> CodisContent | MMERealWorldContent:
     """An author's annotation as content; ValueError (naming the field) when it is not a valid item."""
     a = answers(result)
     try:
-        if kind.content is CodisContent:
+        if benchmark.content is CodisContent:
             return CodisContent(**{k: a.get(k, "") for k in CodisContent.model_fields})
         box = rectangle(result, "target", width, height)
         return MMERealWorldContent(
@@ -246,10 +248,10 @@ def valid_annotations(task: dict, config: dict, names: dict[int, str], invalid: 
     return [(names.get(a["completed_by"], f"user {a['completed_by']}"), a) for a in ordered]
 
 
-def project_tasks(ls: LabelStudio, projects: dict, kind: AuthoredKind) -> dict[str, dict[str, dict]]:
-    """Each project's tasks by key (one export per project): project kind → key → task."""
+def project_tasks(ls: LabelStudio, projects: dict, benchmark: AuthoredBenchmark) -> dict[str, dict[str, dict]]:
+    """Each project's tasks by key (one export per project): project name → key → task."""
     found: dict[str, dict[str, dict]] = {}
-    for project in kinds(kind):
+    for project in project_names(benchmark):
         pid = projects.get(project, {}).get("id")
         found[project] = {t["data"]["key"]: t for t in ls.export(pid)} if pid else {}
     return found
@@ -260,39 +262,39 @@ def chains(
     ls: LabelStudio,
     projects: dict,
     tasks: dict[str, dict[str, dict]],
-    kind: AuthoredKind,
+    benchmark: AuthoredBenchmark,
     extra_checks: ExtraChecks | None = None,
 ) -> dict[str, Chain]:
     """Every item's chain of versions from the drafts and both projects' tasks (``project_tasks``)."""
-    author_kind, review_kind = kinds(kind)
-    settings, needed = authoring_settings(run), reviewers_needed(run, kind)
+    author_project, review_project = project_names(benchmark)
+    settings, needed = authoring_settings(run), reviewers_needed(run, benchmark)
     max_fraction = settings.max_target_fraction
     drafts = {
         d.id: d
         for d in (AuthoredItem.model_validate_json(p.read_text()) for p in sorted(run.sub("drafts").glob("*.json")))
     }
     names = ls.user_emails()
-    author_config, review_config = controls(config_text(author_kind)), controls(config_text(review_kind))
+    author_config, review_config = controls(config_text(author_project)), controls(config_text(review_project))
     found: dict[str, Chain] = {}
     for iid in sorted(drafts):
         chain = Chain([drafts[iid]])
         while True:
             current = chain.latest
-            task = tasks[author_kind].get(f"{iid}.v{current.version + 1}")
+            task = tasks[author_project].get(f"{iid}.v{current.version + 1}")
             if task is None:
                 break
             written = valid_annotations(task, author_config, names, chain.invalid)
             content = None
             for who, annotation in reversed(written):  # the latest valid item wins
                 try:
-                    content = content_of(annotation["result"], kind, current.image.width, current.image.height)
+                    content = content_of(annotation["result"], benchmark, current.image.width, current.image.height)
                     author = who
                     break
                 except ValueError as exc:
                     chain.invalid.append({"task": task["id"], "annotation": annotation["id"], "errors": [str(exc)]})
             if content is None:
                 break
-            pid = projects[author_kind]["id"]
+            pid = projects[author_project]["id"]
             version = current.model_copy(
                 update={
                     "version": current.version + 1,
@@ -310,7 +312,7 @@ def chains(
                 }
             )
             chain.versions.append(version)
-            review = tasks[review_kind].get(version.version_id)
+            review = tasks[review_project].get(version.version_id)
             given = valid_annotations(review, review_config, names, chain.invalid) if review else []
             reviews = [review_of(a["result"], who) for who, a in given if who != author][:needed]
             verdicts = ["pass" if r.passed else "fail" for r in reviews]
@@ -323,18 +325,18 @@ def chains(
             if status == "kept":
                 break
         found[iid] = chain
-    add_split_checks(found, settings, kind, extra_checks)
+    add_split_checks(found, settings, benchmark, extra_checks)
     return found
 
 
 def add_split_checks(
-    found: dict[str, Chain], settings: Authoring, kind: AuthoredKind, extra: ExtraChecks | None
+    found: dict[str, Chain], settings: Authoring, benchmark: AuthoredBenchmark, extra: ExtraChecks | None
 ) -> None:
     """Checks over the whole split (near-duplicate CODIS questions) and the model's (blind checks), added to
     each item's written versions."""
     written = [v for c in found.values() for v in c.versions if v.version > 0]
     per_version: dict[str, list[CheckResult]] = extra(written) if extra and written else {}
-    if kind.near_duplicates:
+    if benchmark.near_duplicates:
         threshold = settings.near_duplicate_similarity
         latest = {iid: c.latest for iid, c in found.items() if c.latest.version > 0}
         dupes = authored.near_duplicates({iid: v.content.question for iid, v in latest.items()}, threshold)
@@ -363,30 +365,34 @@ def _projects(run: RunDir) -> dict:
 
 
 def push(
-    run_dir: Path, ls: LabelStudio, document_root: Path, kind: AuthoredKind, extra_checks: ExtraChecks | None = None
+    run_dir: Path,
+    ls: LabelStudio,
+    document_root: Path,
+    benchmark: AuthoredBenchmark,
+    extra_checks: ExtraChecks | None = None,
 ) -> dict:
     """Create the run's two projects (once) and import every task that is due and not there yet: an author
     task per draft and per version a reviewer failed, a review task per written version."""
     with push_lock(run_dir, ls, document_root) as run:
-        return _push_locked(run, ls, document_root, kind, extra_checks)
+        return _push_locked(run, ls, document_root, benchmark, extra_checks)
 
 
 def _push_locked(
-    run: RunDir, ls: LabelStudio, document_root: Path, kind: AuthoredKind, extra_checks: ExtraChecks | None
+    run: RunDir, ls: LabelStudio, document_root: Path, benchmark: AuthoredBenchmark, extra_checks: ExtraChecks | None
 ) -> dict:
-    needed = reviewers_needed(run, kind)
+    needed = reviewers_needed(run, benchmark)
     known = _projects(run)
     state = run.sub("annotation", "projects.json")
-    author, review = kinds(kind)
+    author, review = project_names(benchmark)
     for project in (author, review):
-        known[project] = ensure_project(ls, project_settings(run, project, kind, needed), known.get(project, {}))
+        known[project] = ensure_project(ls, project_settings(run, project, benchmark, needed), known.get(project, {}))
         write_json(state, known)  # at once: a crash later cannot make a second project
         ensure_storage(ls, known[project]["id"], run.sub("images"))
     run.sub("display").mkdir(exist_ok=True)
     ensure_storage(ls, known[review]["id"], run.sub("display"))
     due: dict[str, list[dict]] = {author: [], review: []}
-    there = project_tasks(ls, known, kind)
-    for chain in chains(run, ls, known, there, kind, extra_checks).values():
+    there = project_tasks(ls, known, benchmark)
+    for chain in chains(run, ls, known, there, benchmark, extra_checks).values():
         latest = chain.latest
         if latest.status == "draft":
             due[author].append(author_task(latest, run, document_root, ""))
@@ -413,11 +419,11 @@ def _push_locked(
     return report
 
 
-def pull(run_dir: Path, ls: LabelStudio, kind: AuthoredKind, extra_checks: ExtraChecks | None = None) -> dict:
+def pull(run_dir: Path, ls: LabelStudio, benchmark: AuthoredBenchmark, extra_checks: ExtraChecks | None = None) -> dict:
     """Rebuild every item's versions and status from the server; write versions, items, decisions, summary."""
     run = RunDir(Path(run_dir).resolve())
     known = pushed_projects(run, ls)
-    found = chains(run, ls, known, project_tasks(ls, known, kind), kind, extra_checks)
+    found = chains(run, ls, known, project_tasks(ls, known, benchmark), benchmark, extra_checks)
     out = run.sub("authoring")
     run.replace_records(
         "authoring/versions",
@@ -457,10 +463,10 @@ def pull(run_dir: Path, ls: LabelStudio, kind: AuthoredKind, extra_checks: Extra
         )
     write_jsonl(out / "decisions.jsonl", records)
     summary = {
-        "benchmark": kind.name,
+        "benchmark": benchmark.name,
         "items": len(found),
         "status": dict(sorted(statuses.items())),
-        "reviews_needed": reviewers_needed(run, kind),
+        "reviews_needed": reviewers_needed(run, benchmark),
         "reviews": reviews,
         "review_pass_rate": round(100 * passes / reviews, 2) if reviews else None,
         "revisions": sum(r["revisions"] for r in records),

@@ -168,13 +168,13 @@ def check_needs(names: Iterable[str]) -> list[str]:
     return problems
 
 
-def of(names: Iterable[str]) -> list[Need]:
+def needs_named(names: Iterable[str]) -> list[Need]:
     """The template's needs, in the table's order."""
     wanted = set(names)
     return [n for n in TABLE if n.name in wanted]
 
 
-def gives(entry: Source, need: str) -> bool:
+def source_gives(entry: Source, need: str) -> bool:
     """Whether the source itself has what ``need`` asks (no model standing in)."""
     check = NEEDS[need].source
     return check is not None and check(entry)
@@ -183,7 +183,7 @@ def gives(entry: Source, need: str) -> bool:
 def unmet(names: Iterable[str], entry: Source, n_sources: int, models: Collection[str] = ()) -> str | None:
     """Why ``entry`` cannot serve a task needing ``names`` in a run of ``n_sources`` sources whose profile
     has ``models`` (names: ``embedder``, ``depth``, ``generator``, ``detector``); None: it can."""
-    needs = of(names)
+    needs = needs_named(names)
     for need in needs:
         has_model = need.model is not None and need.model in models
         served = (need.source is not None and need.source(entry)) or (
@@ -204,7 +204,7 @@ def companions(
     """The ids of the other sources a unit of source ``sid`` takes, in the order the builder sees them. For a
     need of kind ``other``, the next picture; every other picture when the profile has the need's model (an
     embedding ranks them)."""
-    kinds = [n for n in of(names) if n.companions]
+    kinds = [n for n in needs_named(names) if n.companions]
     if not kinds:
         return []
     need, entry, ids = kinds[0], entries[sid], sorted(entries)
@@ -212,7 +212,7 @@ def companions(
         sequence = entry.pose["sequence"] if entry.pose else None
         return [k for k in ids if k != sid and (entries[k].pose or {}).get("sequence") == sequence]
     if need.companions == "same":
-        return [k for k in ids if k != sid and gives(entries[k], need.name)]
+        return [k for k in ids if k != sid and source_gives(entries[k], need.name)]
     if need.companions == "scene":
         scene = scene_of(entry)
         return [k for k in ids if k != sid and scene is not None and scene_of(entries[k]) == scene]
@@ -229,10 +229,10 @@ def companions(
 
 def items_per_source(names: Iterable[str], wanted: int, entry: Source) -> int:
     """How many items the source gives: ``wanted``, never more than a need allows (one per judgement)."""
-    limits = [n.most_items(entry) for n in of(names) if n.most_items is not None]
+    limits = [n.most_items(entry) for n in needs_named(names) if n.most_items is not None]
     return min([wanted, *limits])
 
 
 def models_used(names: Iterable[str]) -> frozenset[str]:
     """The profile's models a task needing ``names`` is given (and which must load before its units run)."""
-    return frozenset(n.model for n in of(names) if n.model)
+    return frozenset(n.model for n in needs_named(names) if n.model)

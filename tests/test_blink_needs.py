@@ -4,7 +4,7 @@ models each task is given."""
 
 import pytest
 
-from perceptforge.logic import perception_needs as needs
+from perceptforge.logic.blink import needs
 from perceptforge.store.sources import SourceEntry
 
 BOX = {"bbox": [0, 0, 10, 10], "label": "cup"}
@@ -51,7 +51,7 @@ def entry(sid="a", **fields) -> SourceEntry:
 def test_each_source_need_gives_its_reason(need, lacking, giving, reason):
     assert needs.unmet(["image", need], entry(**lacking), 3) == reason
     assert needs.unmet(["image", need], entry(**giving), 3) is None
-    assert needs.gives(entry(**giving), need) and not needs.gives(entry(**lacking), need)
+    assert needs.source_gives(entry(**giving), need) and not needs.source_gives(entry(**lacking), need)
 
 
 def test_the_profile_s_models_stand_in_for_what_a_source_lacks():

@@ -1,11 +1,11 @@
 """One BLINK-style item from its template, its sources and the unit's generator: the images (visual prompts
 drawn in), the marks, the question's values, the choices and the answer. Builders are named by the
 template (``builder:``): the built-ins below (``BUILDERS``) and the functions the ``perceptforge.blink_builders``
-entry-point group names (``builders()``, gathered once per process), each ``(template, sources, draw, style) ->
+entry-point group names (``builders()``, gathered once per process), each ``(template, sources, ctx, style) ->
 Built``. A builder takes what its template's ``needs`` promise and raises ``NotApplicable`` (the source lacks
 something) or ``ValueError`` / ``MarkPlacementError`` (this draw cannot be made) otherwise. A builder whose answer
 has a direction declares it (``@answers("the point closer to the camera", opposite=["farther"])``), and a task
-whose question asks the opposite is refused when it loads (``logic/perception_templates.check_template``)."""
+whose question asks the opposite is refused when it loads (``logic/blink/templates.check_template``)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from PIL import Image
 
 from perceptforge.data.schema import LETTERS
 from perceptforge.errors import InputError
-from perceptforge.logic import blink_tasks as bt
+from perceptforge.logic.blink import answers as bt
+from perceptforge.logic.blink.templates import BUILDER_ENTRY_POINTS, Answer, PerceptionTemplate
 from perceptforge.logic.marks import Mark, MarkPlacementError, MarkStyle, draw_marks
-from perceptforge.logic.perception_templates import BUILDER_ENTRY_POINTS, Answer, PerceptionTemplate
 
 Box = tuple[float, float, float, float]
 Point = tuple[float, float]
@@ -48,12 +48,12 @@ class NotApplicable(ValueError):
 
 
 @dataclass(frozen=True)
-class Draw:
+class BuildContext:
     """What a builder draws with: the unit's generator (a task that uses nothing of its source's picture, the IQ
     Test, draws all of its puzzle from it), and the models the profile names."""
 
     rng: np.random.Generator
-    draw: int = 0  # which of the template's items_per_source this is (a source's k-th judgement)
+    index: int = 0  # which of the template's items_per_source this is (a source's k-th judgement)
     # a perceptual embedding (normalised vectors, one per image), when the profile names a CLIP model
     embed: Callable[[list[Image.Image]], list[list[float]]] | None = None
     embed_model: str = ""
@@ -139,8 +139,8 @@ def things(source: SourceView) -> list[tuple[str, Box]]:
 
 
 @answers("the image that fills the missing part", opposite=["does not fit", "doesn't fit"])
-def jigsaw(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
-    rng = draw.rng
+def jigsaw(t: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle) -> Built:
+    rng = ctx.rng
     item = bt.jigsaw(sources[0].image, rng)
     return Built([item.reference, *item.options], ["the second image", "the third image"], item.answer)
 
@@ -153,13 +153,13 @@ def complete_things(source: SourceView) -> list[tuple[str, Box]]:
 
 
 @answers("the box that localizes the object better", opposite=["less accurately", "worse"])
-def object_localization(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+def object_localization(t: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle) -> Built:
     """BLINK §3.2: the labelled box and a Gaussian-noised distractor, drawn as boxes A and B. The object must be
     the only one of its label (declared completely boxed), its box neither tiny nor the whole image; the
     distractor's IoU with the labelled box lies in ``iou_band`` and the labelled box beats it by ``min_margin``
     of IoU even against a truth whose edges are ``box_tolerance`` off (the labelled box may be a little wrong);
     a distractor whose labels cannot both sit outside both boxes is drawn again."""
-    rng = draw.rng
+    rng = ctx.rng
     src = sources[0]
     w, h = src.image.size
     boxed = complete_things(src)
@@ -196,16 +196,16 @@ def object_localization(t: PerceptionTemplate, sources: list[SourceView], draw: 
 
 
 @answers("how many objects of the label there are")
-def counting(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+def counting(t: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle) -> Built:
     """How many of one label: from the boxes of a label the source declares completely boxed
     (``complete_labels``: a label with an unboxed instance would give a wrong count), or, when the profile's
     grounder is an open-vocabulary detector, from its boxes for the labels a source names in ``count_labels``.
     With a detector, a declared count is checked against it too; two boxes of one label that are one box twice
     (IoU above ``max_duplicate_iou``) are refused."""
-    rng, src = draw.rng, sources[0]
+    rng, src = ctx.rng, sources[0]
     boxed = complete_things(src)
     counts = Counter(label for label, _ in boxed)
-    labels = sorted(set(counts) | (set(src.count_labels) if draw.detect is not None else set()))
+    labels = sorted(set(counts) | (set(src.count_labels) if ctx.detect is not None else set()))
     if not labels:
         raise NotApplicable("no label declared completely boxed (complete_labels) to count")
     # a label of several boxes first: "how many" with one of each is the least telling question (BLINK's counts vary)
@@ -219,8 +219,8 @@ def counting(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style
             if bt.iou(a, b) > twice:
                 raise ValueError(f"two boxes of {label!r} overlap by IoU {bt.iou(a, b):.2f}: one object boxed twice?")
     models = {}
-    if draw.detect is not None:
-        found = len(draw.detect(src.image, plural(label)))
+    if ctx.detect is not None:
+        found = len(ctx.detect(src.image, plural(label)))
         if label in counts and found != counts[label]:
             raise ValueError(
                 f"{counts[label]} {plural(label)} are boxed, the detector finds {found}: the count is in doubt"
@@ -228,14 +228,16 @@ def counting(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style
         if label not in counts:
             if found == 0:
                 raise ValueError(f"the detector found no {plural(label)}")
-            counts[label], models = found, {"counter": draw.detector_model}
+            counts[label], models = found, {"counter": ctx.detector_model}
     options, answer = bt.counting_options(counts[label], rng)
     return Built([src.image], [str(n) for n in options], answer, {"objects": plural(label)}, models=models)
 
 
 @answers("the point that shows the same scene point as REF", opposite=["does not correspond"])
-def visual_correspondence(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
-    rng = draw.rng
+def visual_correspondence(
+    t: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle
+) -> Built:
+    rng = ctx.rng
     item = bt.correspondence(sources[0].image, rng)
     first, ref = marked(sources[0].image, 0, [Mark("REF", item.reference_point)], style)
     second, points = marked(item.warped, 1, [Mark(LETTERS[k], p) for k, p in enumerate(item.options)], style)
@@ -245,8 +247,8 @@ def visual_correspondence(t: PerceptionTemplate, sources: list[SourceView], draw
 
 
 @answers("yes when the stated relation holds, else no")
-def spatial_relation(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
-    rng = draw.rng
+def spatial_relation(t: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle) -> Built:
+    rng = ctx.rng
     src = sources[0]
     # "the cup" names one object only when no other cup goes unboxed: labels declared completely boxed
     boxed = complete_things(src)
@@ -272,13 +274,13 @@ def spatial_relation(t: PerceptionTemplate, sources: list[SourceView], draw: Dra
 
 
 @answers("the view of the same picture as the reference", opposite=["different picture", "less similar", "dissimilar"])
-def visual_similarity(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+def visual_similarity(t: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle) -> Built:
     """A reference view (crop and colour shift) of the photo, a second view of the same photo (the same crop,
     another colour shift) and a view of another photo of its scene (the same crop; the other sources are its
     scene's: never an unrelated photo, which would make the item trivial), in a drawn order; the answer, "the
     same picture", is known by construction. With a perceptual embedding the item is also checked: the same
     photo's view must be nearer the reference by at least ``min_gap``, else the draw is refused."""
-    rng = draw.rng
+    rng = ctx.rng
     if len(sources) < 2:
         raise NotApplicable("no other photo of its scene")
     size = (384, round(384 * sources[0].image.height / sources[0].image.width))
@@ -293,12 +295,12 @@ def visual_similarity(t: PerceptionTemplate, sources: list[SourceView], draw: Dr
     answer = int(rng.integers(2))
     options = [same, other] if answer == 0 else [other, same]
     models = {}
-    if draw.embed is not None:
-        ref_v, same_v, other_v = np.asarray(draw.embed([reference, same, other]))
+    if ctx.embed is not None:
+        ref_v, same_v, other_v = np.asarray(ctx.embed([reference, same, other]))
         gap = float(same_v @ ref_v - other_v @ ref_v)
         if gap < float(t.params.get("min_gap", 0.05)):  # type: ignore[arg-type]
             raise ValueError(f"the same photo's view is nearer the reference than the other photo's by only {gap:.3f}")
-        models = {"similarity": draw.embed_model}
+        models = {"similarity": ctx.embed_model}
     return Built(
         [reference, *options],
         ["the second image", "the third image"],
@@ -309,17 +311,17 @@ def visual_similarity(t: PerceptionTemplate, sources: list[SourceView], draw: Dr
 
 
 @answers("the panel that continues the row")
-def iq_test(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
-    puzzle = bt.iq_puzzle(draw.rng)
+def iq_test(t: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle) -> Built:
+    puzzle = bt.iq_puzzle(ctx.rng)
     picture, boxes = bt.draw_iq_puzzle(puzzle)  # the letters are part of the puzzle's picture
     return Built([picture], [f"picture {LETTERS[k]}" for k in range(len(boxes))], puzzle.answer)
 
 
 @answers("the point closer to the camera", opposite=["farther", "further", "more distant", "deeper"])
-def relative_depth(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+def relative_depth(t: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle) -> Built:
     """Two points with a clear depth order: from the source's disparity map (a ratio), else from the profile's
     depth model (a share of its spread, as its output is known up to scale and shift)."""
-    rng = draw.rng
+    rng = ctx.rng
     src = sources[0]
     models = {}
     if src.disparity is not None:
@@ -334,11 +336,11 @@ def relative_depth(t: PerceptionTemplate, sources: list[SourceView], draw: Draw,
 
 
 @answers("which way the camera turned from the first image to the second")
-def multi_view(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+def multi_view(t: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle) -> Built:
     """Two views of one pose sequence at least ``min_yaw`` apart. Each pair of views is one item, never two: a
     view pairs only with views after it in id order (the pair reversed would be the same question with the
     answer flipped), and which of the two comes first is drawn."""
-    rng = draw.rng
+    rng = ctx.rng
     own = sources[0]
     least = float(t.params.get("min_yaw", 5.0))  # type: ignore[arg-type]
     others = [
@@ -362,31 +364,31 @@ def multi_view(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, sty
 
 
 @answers("the real photograph", opposite=["is generated", "was generated", "is fake", "is synthetic"])
-def forensic_detection(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+def forensic_detection(t: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle) -> Built:
     """The real photograph and three images the profile's text-to-image model drew from its caption, in a
     drawn order; the answer is where the photograph went."""
     from perceptforge.prompts.library import load_prompt
 
     src = sources[0]
-    if draw.generate is None:
+    if ctx.generate is None:
         raise NotApplicable("the profile names no text-to-image generator")
     if not src.caption:
         raise NotApplicable("no caption to draw from")
     prompt = load_prompt(str(t.params.get("generation_prompt", "blink/forensic_generation"))).render(
         caption=src.caption
     )
-    seeds = [int(s) for s in draw.rng.integers(0, 2**31 - 1, size=t.choices - 1)]
-    fakes = draw.generate(prompt, seeds, src.image.size)
-    answer = int(draw.rng.integers(t.choices))
+    seeds = [int(s) for s in ctx.rng.integers(0, 2**31 - 1, size=t.choices - 1)]
+    fakes = ctx.generate(prompt, seeds, src.image.size)
+    answer = int(ctx.rng.integers(t.choices))
     images = [*fakes[:answer], src.image, *fakes[answer:]]
     ordinals = ["the first image", "the second image", "the third image", "the fourth image", "the fifth image"]
-    return Built(images, ordinals[: t.choices], answer, models={"generator": draw.generator_model})
+    return Built(images, ordinals[: t.choices], answer, models={"generator": ctx.generator_model})
 
 
 @answers("the painting in the reference's style", opposite=["different style", "another style"])
-def art_style(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+def art_style(t: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle) -> Built:
     """A reference painting, one other painting of its style and one of another style, in a drawn order."""
-    rng, ref = draw.rng, sources[0]
+    rng, ref = ctx.rng, sources[0]
     same = [s for s in sources[1:] if s.style == ref.style]
     other = [s for s in sources[1:] if s.style is not None and s.style != ref.style]
     if not same or not other:
@@ -406,13 +408,13 @@ def _point_correspondence(
     ref_points: dict[str, Point],
     partners: list[tuple[SourceView, dict[str, Point]]],
     sources: list[SourceView],
-    draw: Draw,
+    ctx: BuildContext,
     style: MarkStyle,
     values: dict[str, str],
 ) -> Built:
     """REF on the first image at one named point; on the partner's image the point of that name and three other
     named points, circled A–D in a drawn order (BLINK's semantic and functional correspondence)."""
-    rng = draw.rng
+    rng = ctx.rng
     usable = [(src, pts) for src, pts in partners if set(pts) & set(ref_points) and len(pts) >= 4]
     if not usable:
         raise NotApplicable("no partner object with a shared point and at least four points")
@@ -436,44 +438,52 @@ def _point_correspondence(
 
 
 @answers("the point that corresponds to REF", opposite=["does not correspond"])
-def semantic_correspondence(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+def semantic_correspondence(
+    t: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle
+) -> Built:
     """SPair-71k style: an object's named keypoint, and another picture's object of the same label."""
-    rng = draw.rng
+    rng = ctx.rng
     own = sources[0].keypoints
     if not own:
         raise NotApplicable("no keypoints")
     label, ref_points = own[int(rng.integers(len(own)))]
     partners = [(s, pts) for s in sources[1:] for lab, pts in s.keypoints if lab == label]
-    return _point_correspondence(ref_points, partners, sources, draw, style, {})
+    return _point_correspondence(ref_points, partners, sources, ctx, style, {})
 
 
 @answers("the point that corresponds functionally to REF", opposite=["does not correspond"])
-def functional_correspondence(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
+def functional_correspondence(
+    t: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle
+) -> Built:
     """FunKPoint style: a part of an object used for an action, and the part of another object that does the
     same for that action."""
-    rng = draw.rng
+    rng = ctx.rng
     own = sources[0].functional
     if not own:
         raise NotApplicable("no functional keypoints")
     label, action, ref_points = own[int(rng.integers(len(own)))]
     partners = [(s, pts) for s in sources[1:] for lab, act, pts in s.functional if act == action and lab != label]
-    return _point_correspondence(ref_points, partners, sources, draw, style, {"action": action})
+    return _point_correspondence(ref_points, partners, sources, ctx, style, {"action": action})
 
 
 @answers("the point with the darker surface, or about the same", opposite=["lighter", "brighter", "whiter"])
-def relative_reflectance(t: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
-    """IIW style: the source's ``draw``-th pairwise judgement (in annotation order), its points circled A and B."""
+def relative_reflectance(
+    t: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle
+) -> Built:
+    """IIW style: the source's ``ctx.index``-th pairwise judgement (in annotation order), its points circled A and B."""
     src = sources[0]
-    if draw.draw >= len(src.reflectance):
-        raise NotApplicable(f"{len(src.reflectance)} reflectance judgements, this is draw {draw.draw + 1}")
-    a, b, darker = src.reflectance[draw.draw]
+    if ctx.index >= len(src.reflectance):
+        raise NotApplicable(
+            f"{len(src.reflectance)} reflectance judgements, this is item {ctx.index + 1} of the source"
+        )
+    a, b, darker = src.reflectance[ctx.index]
     image, marks = marked(src.image, 0, [Mark("A", a), Mark("B", b)], style)
     return Built(
         [image], ["A is darker", "B is darker", "About the same"], ("a", "b", "equal").index(darker), marks=marks
     )
 
 
-Builder = Callable[[PerceptionTemplate, list[SourceView], Draw, MarkStyle], Built]
+Builder = Callable[[PerceptionTemplate, list[SourceView], BuildContext, MarkStyle], Built]
 ENTRY_POINTS = BUILDER_ENTRY_POINTS
 
 BUILDERS: dict[str, Builder] = {
@@ -505,13 +515,13 @@ def builders() -> dict[str, Builder]:
             raise InputError(where, f"{ep.name!r} is a built-in builder; choose another name")
         target = ep.load()
         if not callable(target):
-            raise InputError(where, f"not a function (template, sources, draw, style) -> Built: {target!r}")
+            raise InputError(where, f"not a function (template, sources, ctx, style) -> Built: {target!r}")
         found[ep.name] = target
     return found
 
 
-def build(template: PerceptionTemplate, sources: list[SourceView], draw: Draw, style: MarkStyle) -> Built:
-    built = builders()[template.builder](template, sources, draw, style)
+def build(template: PerceptionTemplate, sources: list[SourceView], ctx: BuildContext, style: MarkStyle) -> Built:
+    built = builders()[template.builder](template, sources, ctx, style)
     if len(built.choices) != template.choices:
         raise ValueError(f"{template.id}: built {len(built.choices)} choices, the template says {template.choices}")
     built.sources = built.sources or [sources[0].id]

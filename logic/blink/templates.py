@@ -1,8 +1,8 @@
 """BLINK-style task templates: one YAML file per task, found by discovery.
 
-A template declares what its sources must give (``needs``, checked against ``logic/perception_needs``), which
+A template declares what its sources must give (``needs``, checked against ``logic/blink/needs``), which
 builder draws the answer and its distractors (``builder``: a name among the builders the caller passes, which
-``logic/perception_build.builders`` gathers), the question's prompt file, its number of choices and the style of
+``logic/blink/build.builders`` gathers), the question's prompt file, its number of choices and the style of
 its visual prompts. Its random-choice accuracy follows from its choices. ``include: <task id>`` takes every field
 of another task but its ``id`` and ``version`` (``marks`` and ``params`` merged key by key), so a variant writes
 only what it changes. Nothing else names a task: the flow reads what the template declares.
@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from perceptforge.errors import InputError, PerceptforgeError, describe_validation_error
 from perceptforge.fileio import read_yaml
-from perceptforge.logic.perception_needs import check_needs
+from perceptforge.logic.blink.needs import check_needs
 from perceptforge.prompts.library import load_prompt, register_prompt_root
 
 ENV = "PERCEPTFORGE_BLINK_TASKS"
@@ -63,7 +63,7 @@ class Answer:
 
 
 def answer_of(builder: Callable[..., Any]) -> Answer | None:
-    """What a builder declared its answer means (``logic/perception_build.answers``), if it did."""
+    """What a builder declared its answer means (``logic/blink/build.answers``), if it did."""
     declared = getattr(builder, "answer", None)
     return declared if isinstance(declared, Answer) else None
 
@@ -81,8 +81,8 @@ class PerceptionTemplate(BaseModel):
     id: str = Field(pattern=r"^[a-z_]+$")
     version: int = Field(ge=1)
     task: str = Field(pattern=r"^[A-Za-z_-]+$", description="BLINK's task name, as in its idx: val_<task>_<n>")
-    builder: str = Field(description="the builder's name: a built-in of logic/perception_build or an entry point")
-    needs: list[str] = Field(["image"], description="names from logic/perception_needs.TABLE")
+    builder: str = Field(description="the builder's name: a built-in of logic/blink/build or an entry point")
+    needs: list[str] = Field(["image"], description="names from logic/blink/needs.TABLE")
     prompt: str = Field(description="prompt file id of the question, e.g. 'blink/jigsaw'")
     choices: int = Field(ge=2, le=5)
     # derived from choices; a file that still writes it must agree (it could only ever be wrong)
@@ -165,7 +165,7 @@ def _merged(base: dict, own: dict) -> dict:
 
 def read_tasks(folders: Sequence[str | Path] = (), *, builders: Mapping[str, Callable[..., Any]]) -> TaskFiles:
     """Every task template from every task folder; a broken file is kept as its one line, not raised.
-    ``builders``: name → builder (``logic/perception_build.builders()``), which a template's ``builder`` must name
+    ``builders``: name → builder (``logic/blink/build.builders()``), which a template's ``builder`` must name
     and whose declared answer its question may not contradict."""
     found = TaskFiles()
     raws: dict[str, tuple[Path, dict]] = {}

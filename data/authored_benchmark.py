@@ -8,7 +8,7 @@ from perceptforge.data.schema import CodisContent, MMERealWorldContent
 
 
 @dataclass(frozen=True)
-class AuthoredKind:
+class AuthoredBenchmark:
     """What differs between the human-authored benchmarks, as data the shared stages, Label Studio projects
     and export read (no code compares a benchmark's name). The families (``flows/codis.py``,
     ``flows/mme_realworld.py``) declare one each."""

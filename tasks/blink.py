@@ -2,7 +2,7 @@
 the template's builder from the unit's own generator, its images stored content-addressed.
 
 A unit is records only; the profile's models reach the task as one named input (``profile_models``: name →
-model, by the names ``logic/perception_needs`` gives them), and each unit's builder gets those its task's needs
+model, by the names ``logic/blink/needs`` gives them), and each unit's builder gets those its task's needs
 use."""
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from prefect.cache_policies import NO_CACHE
 
 from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.data.schema import LETTERS, BackendRef, IngestedSource, Lineage, PerceptionItem
+from perceptforge.logic.blink.build import BuildContext, SourceView, build
+from perceptforge.logic.blink.needs import models_used
+from perceptforge.logic.blink.templates import PerceptionTemplate
 from perceptforge.logic.ids import unit_rng
 from perceptforge.logic.marks import MarkStyle
-from perceptforge.logic.perception_build import Draw, SourceView, build
-from perceptforge.logic.perception_needs import models_used
-from perceptforge.logic.perception_templates import PerceptionTemplate
 from perceptforge.prompts.library import load_prompt
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir
@@ -72,7 +72,9 @@ def item_id(unit: PerceptionUnit, seed: int) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def view(run: RunDir, source_dir: Path, entry: SourceEntry, ingested: IngestedSource, depth: Any = None) -> SourceView:
+def source_view(
+    run: RunDir, source_dir: Path, entry: SourceEntry, ingested: IngestedSource, depth: Any = None
+) -> SourceView:
     """What a builder sees: the stored image, the labelled boxes (``isthing: 0`` marks stuff such as hair or a
     backdrop: COCO panoptic's convention), and the disparity map when the source names one."""
     boxes = []
@@ -131,9 +133,9 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir, models: Mapping[str
     # made: photos of another folder give other puzzles, the same photo under another id the same item
     owner = unit.sources[0][0].source_id if uses_sources(t) else unit.sources[0][1].sha256
     rng = unit_rng(seed, f"{owner}-{t.id}{draw_key}:build")
-    draw = Draw(
+    ctx = BuildContext(
         rng,
-        draw=unit.draw,
+        index=unit.draw,
         embed=embedder.image_embeddings if embedder is not None else None,
         embed_model=getattr(embedder, "model_id", ""),
         detect=detector.detect if detector is not None else None,
@@ -142,7 +144,7 @@ def build_item(unit: PerceptionUnit, seed: int, run: RunDir, models: Mapping[str
         generator_model=getattr(generator, "model_id", ""),
     )
     depth = given.get("depth")
-    built = build(t, [view(run, unit.source_dir, e, i, depth) for e, i in unit.sources], draw, unit.style)
+    built = build(t, [source_view(run, unit.source_dir, e, i, depth) for e, i in unit.sources], ctx, unit.style)
     prompt = load_prompt(t.prompt)
     own_entry, own = unit.sources[0]
     return PerceptionItem(

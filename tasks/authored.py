@@ -12,7 +12,7 @@ from prefect.cache_policies import NO_CACHE
 from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.backends.protocols import QuestionWriter
 from perceptforge.configs.profile import Authoring
-from perceptforge.data.authored_kind import AuthoredKind
+from perceptforge.data.authored_benchmark import AuthoredBenchmark
 from perceptforge.data.schema import (
     AuthoredItem,
     AuthoredLineage,
@@ -74,7 +74,7 @@ def ingest(
 
 @dataclass(frozen=True)
 class DraftUnit:
-    kind: AuthoredKind
+    benchmark: AuthoredBenchmark
     entry: SourceEntry
     image: OriginalImage
     index: int  # the source's place in id order (CODIS categories go round in turn)
@@ -107,11 +107,11 @@ def make_draft(unit: DraftUnit, writer: QuestionWriter, seed: int, authoring: Au
     source has nothing the drafter can ask about (the unit is quarantined with that reason)."""
     entry, image = unit.entry, unit.image
     facts = facts_of(entry, authoring)
-    iid = authored.item_id(entry.source_id, image.sha256, unit.kind.name, seed)
+    iid = authored.item_id(entry.source_id, image.sha256, unit.benchmark.name, seed)
     rng = unit_rng(seed, f"{iid}:draft")
     content: CodisContent | MMERealWorldContent
     scaffold = False
-    if unit.kind.content is CodisContent:
+    if unit.benchmark.content is CodisContent:
         if entry.synthetic:  # CODIS asks about real scenes: a render has no time of day, owner or custom
             raise ValueError(f"{entry.file_name}: a rendered image, not a photograph")
         if "object" not in facts:
@@ -150,7 +150,7 @@ def make_draft(unit: DraftUnit, writer: QuestionWriter, seed: int, authoring: Au
         lineage=AuthoredLineage(
             source_id=entry.source_id,
             source_sha256=image.sha256,
-            benchmark=unit.kind.name,
+            benchmark=unit.benchmark.name,
             seed=seed,
             draft_backend=BackendRef(name=writer.name, model_id=getattr(writer, "model_id", "")),
             draft_prompts=[prompt.ref()],
@@ -168,14 +168,14 @@ def draft(
 
 def draft_stage(
     runner: StageRunner,
-    kind: AuthoredKind,
+    benchmark: AuthoredBenchmark,
     sources: dict[str, tuple[SourceEntry, OriginalImage]],
     writer: ModelSpec,
     seed: int,
     authoring: Authoring,
 ) -> list[AuthoredItem]:
     units = [
-        Unit(f"{sid}-{kind.name}", entry.file_name, DraftUnit(kind, entry, image, k))
+        Unit(f"{sid}-{benchmark.name}", entry.file_name, DraftUnit(benchmark, entry, image, k))
         for k, (sid, (entry, image)) in enumerate(sorted(sources.items()))
     ]
     return [
