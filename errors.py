@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import traceback
 import unicodedata
+from importlib.metadata import EntryPoint
+from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -65,3 +69,32 @@ class Interrupted(PerceptforgeError):
 
     def __reduce__(self) -> tuple:
         return (type(self), (self.signum, self.name, self.at_once))
+
+
+def entry_point_place(ep: EntryPoint, group: str) -> str:
+    """Where a plug-in comes from, as its refusal names it: the group, the entry point and its package."""
+    package = f" (package {ep.dist.name})" if ep.dist is not None else ""
+    return f"{group} entry point {ep.name} = {ep.value}{package}"
+
+
+def failed_at(exc: BaseException) -> str:
+    """The plug-in's own line that raised (not importlib's frames), for a load error's one line."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" ({exc.filename}:{exc.lineno})"
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith("<frozen") and "importlib" not in Path(f.filename).parts and f.filename != __file__
+    ]
+    return f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+
+
+def load_entry_point(ep: EntryPoint, group: str) -> Any:
+    """What a plug-in's entry point names. One that fails to load (its import raised, or the name is missing) is
+    one line naming the group, the entry point, its package and the plug-in's own line that raised."""
+    try:
+        return ep.load()
+    except Exception as exc:  # any fault of the plug-in's code while it loads
+        raise InputError(
+            entry_point_place(ep, group), f"cannot be loaded: {type(exc).__name__}: {exc}{failed_at(exc)}"
+        ) from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -60,6 +61,17 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO[Any]]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def exclusive(lock_path: str | os.PathLike) -> Iterator[None]:
+    """Holds the lock file ``lock_path`` (made, with its folder, if missing) for the ``with`` block: a second
+    process asking for it waits. The lock goes with the file's close, also when the process dies."""
+    path = Path(lock_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:

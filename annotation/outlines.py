@@ -21,7 +21,7 @@ from perceptforge.annotation.sync import ensure_project, ensure_storage
 from perceptforge.annotation.task_data import local_files_url
 from perceptforge.data.geometry import xywh_to_xyxy
 from perceptforge.errors import InputError, PerceptforgeError
-from perceptforge.fileio import atomic_write_text, read_json, write_json
+from perceptforge.fileio import atomic_write_text, exclusive, read_json, write_json
 from perceptforge.logic.outline import Point, with_holes
 from perceptforge.prompts.library import load_prompt
 from perceptforge.store.sources import outline_of, read_source_dir, resolve_inside
@@ -29,6 +29,9 @@ from perceptforge.store.sources import outline_of, read_source_dir, resolve_insi
 KIND = "outline"
 MODEL_VERSION = "annotation file"
 STATE = Path(".perceptforge", "outlines.json")  # the project's id per server, beside the annotation file
+# one push or pull of a folder at a time: two pushes would make two projects or import a task twice, two pulls (or
+# a pull and a person's edit through another pull) would each rewrite the annotation file from what they read
+LOCK = Path(".perceptforge", "outlines.lock")
 
 
 @dataclass(frozen=True)
@@ -56,15 +59,24 @@ def targets(source_dir: Path, annotation_file: str = "annotations.json") -> list
     ``id`` cannot be found again on pull and is refused, naming it."""
     found = []
     for entry in read_source_dir(source_dir, annotation_file):
+        seen: dict[str, int] = {}
         for k, region in enumerate(entry.regions):
             if not needs_outline(region):
                 continue
             where = f"{source_dir / annotation_file}: image {entry.source_id}, annotation {k} ({region.get('label')})"
             if region.get("id") is None:
                 raise InputError(where, "needs an 'id' so that its outline can be written back to it")
+            key = f"{entry.source_id}/{region['id']}"
+            if key in seen:
+                raise InputError(
+                    where,
+                    f"id {region['id']!r} is also the id of annotation {seen[key]} of this image: an outline is "
+                    "written back by its annotation's id, so each needs its own",
+                )
+            seen[key] = k
             found.append(
                 Target(
-                    key=f"{entry.source_id}/{region['id']}",
+                    key=key,
                     annotation_id=region["id"],
                     label=str(region.get("label") or ""),
                     role=str(region.get("role") or "object"),
@@ -177,6 +189,11 @@ def push(source_dir: Path, ls: LabelStudio, document_root: Path, annotation_file
     """The folder's outline project on ``ls`` (made once, found again by its record or title) with a task for
     every region it lacks (by key). Returns {project, imported, already_there, url}."""
     source_dir = Path(source_dir).resolve()
+    with exclusive(source_dir / LOCK):
+        return _push(source_dir, ls, document_root, annotation_file)
+
+
+def _push(source_dir: Path, ls: LabelStudio, document_root: Path, annotation_file: str) -> dict:
     found = targets(source_dir, annotation_file)
     try:
         local_files_url(source_dir, document_root)
@@ -210,6 +227,11 @@ def pull(source_dir: Path, ls: LabelStudio, annotation_file: str = "annotations.
     none drawn removes it). The annotation file is checked as a whole before it is replaced, in one rename.
     Returns {changed: [key …], removed: [key …], unchanged: n, waiting: n}."""
     source_dir = Path(source_dir).resolve()
+    with exclusive(source_dir / LOCK):
+        return _pull(source_dir, ls, annotation_file)
+
+
+def _pull(source_dir: Path, ls: LabelStudio, annotation_file: str) -> dict:
     state_path = source_dir / STATE
     if not state_path.exists():
         raise PerceptforgeError(

@@ -24,7 +24,6 @@ a reviewer's annotation there settles them. Agreement is always computed from th
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 from collections import Counter, defaultdict
@@ -39,7 +38,7 @@ from perceptforge.annotation.labeling import config_text, controls
 from perceptforge.annotation.labelstudio import LabelStudio, ServerGone
 from perceptforge.annotation.task_data import local_files_url, task_for
 from perceptforge.errors import PerceptforgeError
-from perceptforge.fileio import dumps_canonical, read_json, sha256_bytes, write_json, write_jsonl
+from perceptforge.fileio import dumps_canonical, exclusive, read_json, sha256_bytes, write_json, write_jsonl
 from perceptforge.logic.verified_sample import drawn_ids, estimate, read_sample
 from perceptforge.outputs.export import load_items
 from perceptforge.outputs.report import write_report
@@ -159,10 +158,7 @@ def push_lock(run_dir: Path, ls: LabelStudio, document_root: Path) -> Iterator[R
     except ValueError as exc:
         raise PerceptforgeError(str(exc)) from None
     server = hashlib.sha256(ls.url.rstrip("/").encode()).hexdigest()[:12]
-    lock_path = run.sub("annotation", f".push-{server}.lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when the process dies
+    with exclusive(run.sub("annotation", f".push-{server}.lock")):
         yield run
 
 

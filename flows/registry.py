@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import importlib
 import json
-import traceback
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
-from perceptforge.errors import InputError
+from perceptforge.errors import InputError, entry_point_place, failed_at
 from perceptforge.flows.family import Family, IncompleteFamily, check_family
 
 GROUP = "perceptforge.families"
@@ -44,27 +43,9 @@ class Registered:
     refused: list[Refusal] = field(default_factory=list)
 
 
-def entry_point_place(ep: EntryPoint) -> str:
-    """Where a plug-in comes from, as its refusal names it: the group, the entry point and its package."""
-    package = f" (package {ep.dist.name})" if ep.dist is not None else ""
-    return f"{GROUP} entry point {ep.name} = {ep.value}{package}"
-
-
-def failed_at(exc: BaseException) -> str:
-    """The plug-in's own line that raised (not importlib's frames), for a load error's one line."""
-    frames = [
-        f
-        for f in traceback.extract_tb(exc.__traceback__)
-        if not f.filename.startswith("<frozen") and "importlib" not in Path(f.filename).parts and f.filename != __file__
-    ]
-    if isinstance(exc, SyntaxError) and exc.filename:
-        return f" ({exc.filename}:{exc.lineno})"
-    return f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-
-
 def load_family(ep: EntryPoint) -> Family | Refusal:
     """The entry point's family, made and checked, or its refusal naming the entry point and what is wrong."""
-    place = entry_point_place(ep)
+    place = entry_point_place(ep, GROUP)
     try:
         target = ep.load()
         fam = target() if isinstance(target, type) and issubclass(target, Family) else target
@@ -104,12 +85,12 @@ def registered() -> Registered:
             continue
         if fam.name in out.families:
             taken = InputError(
-                entry_point_place(ep), f"refused: family name {fam.name!r} is taken by {holder[fam.name]}"
+                entry_point_place(ep, GROUP), f"refused: family name {fam.name!r} is taken by {holder[fam.name]}"
             )
             out.refused.append(Refusal(fam.name, taken))
             continue
         out.families[fam.name] = fam
-        holder[fam.name] = entry_point_place(ep)
+        holder[fam.name] = entry_point_place(ep, GROUP)
     return out
 
 

@@ -24,7 +24,7 @@ from perceptforge.errors import InputError, PerceptforgeError
 from perceptforge.flows.common import prepare_run, record_profile, task_runner
 from perceptforge.flows.family import Family, RunPlan, RunRequest, StagesResult
 from perceptforge.flows.registry import family as family_named
-from perceptforge.tasks.engine import check_scheduler, engine_of, visible_gpus
+from perceptforge.tasks.engine import ClusterLost, check_scheduler, engine_of, visible_gpus
 from perceptforge.tasks.runner import STOP, StageRunner, out_of_room_stops, signals_taken, stops_on_signals
 
 
@@ -206,7 +206,8 @@ def _construct(family: str, request: RunRequest) -> dict:
         result = fam.stages(plan, run, stage_runner, runtime)
         summary = summary_of(fam, plan, stage_runner, result)
     finally:  # the run's models leave every worker with the run (a long-lived cluster serves other runs)
-        engine.everywhere(loaded.finish, runtime.cache_dir)
+        with contextlib.suppress(ClusterLost):  # a lost cluster's workers went with it; the run's own error stands
+            engine.everywhere(loaded.finish, runtime.cache_dir)
     with out_of_room_stops(run.path, "after its last stage, writing the summary and report"):
         run.write_summary(summary)
         stage_runner.publish(fam.name, summary, result.per_category)

@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from perceptforge.data.schema import Category, EditKind
-from perceptforge.errors import InputError, describe_validation_error
+from perceptforge.errors import InputError, describe_validation_error, load_entry_point
 from perceptforge.fileio import read_yaml
 from perceptforge.logic.questions import high_options
 from perceptforge.prompts.library import load_prompt
@@ -151,7 +151,7 @@ def template_dirs() -> list[Path]:
     dirs = [Path(str(resources.files("perceptforge.flows").joinpath("templates")))]
     dirs += [Path(p) for p in os.environ.get("PERCEPTFORGE_TEMPLATES", "").split(os.pathsep) if p]
     for ep in entry_points(group="perceptforge.templates"):
-        target = ep.load()
+        target = load_entry_point(ep, "perceptforge.templates")
         dirs.append(Path(target if isinstance(target, (str, os.PathLike)) else Path(target.__file__).parent))
     return dirs
 

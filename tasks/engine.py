@@ -10,15 +10,19 @@ sees the run directory (workers on other machines need it on a shared file syste
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import secrets
-from collections.abc import Callable
+import socket
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from perceptforge.backends.loaded import process_id
-from perceptforge.errors import InputError
+from perceptforge.errors import InputError, PerceptforgeError
 
 # Dask worker resource a model-stage task holds on a GPU run; workers offer it (`dask worker --resources GPU=1`).
 GPU = "GPU"
@@ -46,6 +50,11 @@ CPU_STAGE = Resources()
 MODEL_STAGE = Resources(gpus=1)
 
 
+class ClusterLost(PerceptforgeError):
+    """The Dask cluster stopped serving the run (no worker left, or its scheduler gone): nothing is quarantined for
+    it, and the same command on a working cluster resumes."""
+
+
 class Engine:
     """The threads runner: every task runs in this process."""
 
@@ -68,19 +77,70 @@ class Engine:
     def check_resources(self, resources: Resources, device: str, stage: str) -> None:
         """Some worker offers what the stage's tasks need (threads: this process has it)."""
 
+    def result(self, future: Any, stage: str) -> Any:
+        """A submitted task's result: in this process a task ends or fails by itself, so it is waited for."""
+        return future.result()
+
+    def check_alive(self, where: str, tries: int = 3) -> None:
+        """Raises ``ClusterLost`` when what runs the tasks is gone (this process is not)."""
+
+    @contextlib.contextmanager
+    def watching(self, where: str) -> Iterator[None]:
+        """A stage's submissions and waits: a fault that comes from a lost cluster is said as that, in one line."""
+        try:
+            yield
+        except PerceptforgeError:
+            raise
+        except Exception:
+            self.check_alive(where)
+            raise
+
+
+class _LostConnection(logging.Filter):
+    """The Dask client logs every failed reconnect to a lost scheduler with its traceback; the run says it in one
+    line instead (``DaskEngine.check_alive``). Other records of these loggers pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, OSError | asyncio.CancelledError | TimeoutError)
+
+
+# the loggers of the Dask client's own connection handling, which log a lost scheduler's errors
+DASK_CONNECTION_LOGGERS = (
+    "distributed.client",
+    "distributed.core",
+    "distributed.comm",
+    "distributed.batched",
+    "asyncio",  # "Future exception was never retrieved" from the client's event loop
+)
+
 
 class DaskEngine(Engine):
     """A Dask cluster's worker processes (prefect-dask): each loads its models once (``backends/loaded``)."""
 
     name = "dask"
+    # A task waits for a worker as long as the scheduler has none, and the Dask client retries a lost scheduler
+    # for as long as it is told: the run would hang. How long each may last before the run stops in one line
+    # (a worker restarted within the grace picks the tasks up; the seconds are a restart's, not a task's).
+    poll_s = 2.0
+    scheduler_grace_s = 10.0
+    workers_grace_s = 30.0
 
     def __init__(self, client: Any):
         self.client = client
         super().__init__(sum(client.nthreads().values()))
+        for name in DASK_CONNECTION_LOGGERS:
+            logger = logging.getLogger(name)
+            if not any(isinstance(f, _LostConnection) for f in logger.filters):
+                logger.addFilter(_LostConnection())
 
     def everywhere(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
-        # the flow's own process too: it may have loaded a model to plan batch sizes
-        return {process_id(): fn(*args)} | {f"{worker}": value for worker, value in self.client.run(fn, *args).items()}
+        # a lost scheduler: the client would retry it for 30 s, then end in a traceback
+        with self.watching("between stages"):
+            self.check_alive("between stages", tries=1)
+            # the flow's own process too: it may have loaded a model to plan batch sizes
+            here = {process_id(): fn(*args)}
+            return here | {f"{worker}": value for worker, value in self.client.run(fn, *args).items()}
 
     def placed(self, resources: Resources, device: str) -> contextlib.AbstractContextManager:
         needed = resources.for_dask(device)
@@ -102,6 +162,57 @@ class DaskEngine(Engine):
                 "--runner dask",
                 f"stage {stage} needs {wanted} per task on this {device} run and no Dask worker offers it: start "
                 f"workers with `dask worker <scheduler> --resources {wanted}` (one per GPU, CUDA_VISIBLE_DEVICES set)",
+            )
+
+    def result(self, future: Any, stage: str) -> Any:
+        """The task's result, waited for in short steps; between them the cluster is looked at, and a scheduler
+        that stopped answering or a cluster without a worker past its grace stops the run (``ClusterLost``)."""
+        wrapped = future.wrapped_future
+        lost: dict[str, float] = {}
+        while not wrapped.done():
+            try:
+                wrapped.result(timeout=self.poll_s)
+            except Exception:  # not done within the step (a task's own failure is read below, by Prefect)
+                pass
+            if not wrapped.done():
+                self._watch(stage, lost)
+        return future.result()
+
+    def check_alive(self, where: str, tries: int = 3) -> None:
+        """A scheduler killed resets its connections a moment before it stops listening: one answer after a fault
+        does not prove it alive, so a fault's check asks ``tries`` times, half a second apart."""
+        address = self.client.scheduler.address
+        for attempt in range(tries):
+            if attempt:
+                time.sleep(0.5)
+            if answers(address):
+                continue
+            raise ClusterLost(
+                f"{where}: the Dask scheduler at {address} stopped answering; start a scheduler and its workers "
+                "and run the same command again to resume"
+            )
+
+    def _watch(self, stage: str, lost: dict[str, float]) -> None:
+        """Stops the run when the scheduler has not answered, or has had no worker, for longer than its grace;
+        ``lost``: since when each has been so."""
+        now, address = time.monotonic(), self.client.scheduler.address
+        if not answers(address):
+            since = lost.setdefault("scheduler", now)
+            if now - since >= self.scheduler_grace_s:
+                raise ClusterLost(
+                    f"stage {stage}: the Dask scheduler at {address} stopped answering ({self.scheduler_grace_s:g} s); "
+                    "start a scheduler and its workers and run the same command again to resume"
+                )
+            return
+        lost.pop("scheduler", None)
+        if self.client.scheduler_info(n_workers=-1).get("workers"):
+            lost.pop("workers", None)
+            return
+        since = lost.setdefault("workers", now)
+        if now - since >= self.workers_grace_s:
+            raise ClusterLost(
+                f"stage {stage}: no Dask worker left on {address} for {self.workers_grace_s:g} s; start workers "
+                f"(`dask worker {address}`) and run the same command again to resume"
             )
 
     def check_shared(self, run_path: Path) -> None:
@@ -197,11 +308,21 @@ def scheduler_host_port(address: str) -> tuple[str, int] | None:
     return host, int(port)
 
 
+def answers(address: str, timeout_s: float = 2.0) -> bool:
+    """Whether a TCP connection to the scheduler at ``address`` is taken within ``timeout_s``."""
+    target = scheduler_host_port(address)
+    if target is None:  # not a TCP address (inproc://): it lives in this process
+        return True
+    try:
+        with socket.create_connection(target, timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
 def check_scheduler(address: str, timeout_s: float = 10.0) -> None:
     """A scheduler answers at ``address`` (a TCP connection is taken), before the flow starts: the Dask client
     would otherwise try for its own timeout and end in a traceback of dozens of lines."""
-    import socket
-
     target = scheduler_host_port(address)
     if target is None:
         return

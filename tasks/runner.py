@@ -58,7 +58,7 @@ from perceptforge.backends.chat import EndpointUnavailable
 from perceptforge.backends.loaded import ModelSpec
 from perceptforge.errors import Interrupted, PerceptforgeError
 from perceptforge.store.rundir import RunDir
-from perceptforge.tasks.engine import CPU_STAGE, Engine, Resources
+from perceptforge.tasks.engine import CPU_STAGE, ClusterLost, Engine, Resources
 
 log = logging.getLogger("perceptforge")
 # Out of space, or the folder turned read-only: every later write fails too, so the run stops at once.
@@ -387,8 +387,6 @@ class StageRunner:
     ) -> list[tuple[Unit, Any]]:
         self.timings[stage] = -time.perf_counter()
         chunks = chunked(groups, size, weight=len)
-        if chunks:
-            self.engine.check_resources(resources, self.device, stage)
         chunk_task = run_chunk.with_options(
             name=stage,
             retries=getattr(task, "retries", 0) or 0,
@@ -396,24 +394,43 @@ class StageRunner:
             retry_condition_fn=transient,
         )
         stage_fn = reference(task)
+        with self.engine.watching(f"stage {stage}"):
+            if chunks:
+                self.engine.check_resources(resources, self.device, stage)
+            with self.engine.placed(resources, self.device):
+                submitted = self._submit(stage, chunk_task, stage_fn, chunks, batched, inputs)
+            done = self._wait(stage, submitted)
+            self._end(stage, models)
+        return done
+
+    def _submit(
+        self, stage: str, chunk_task: Any, stage_fn: Any, chunks: list, batched: bool, inputs: dict[str, Any]
+    ) -> list[tuple[list[Unit], Any]]:
+        """Each chunk's task, submitted: (its units, its future)."""
         submitted = []
-        with self.engine.placed(resources, self.device):
-            for whole in chunks:
-                for chunk, values, size in self._fit(whole, batched, stage_fn, inputs):
-                    self.largest_task_bytes[stage] = max(size, self.largest_task_bytes.get(stage, 0))
-                    future = chunk_task.submit(stage_fn, values, batched, self.run.path, inputs)
-                    submitted.append(([u for g in chunk for u in g], future))
+        for whole in chunks:
+            for chunk, values, size in self._fit(whole, batched, stage_fn, inputs):
+                self.largest_task_bytes[stage] = max(size, self.largest_task_bytes.get(stage, 0))
+                future = chunk_task.submit(stage_fn, values, batched, self.run.path, inputs)
+                submitted.append(([u for g in chunk for u in g], future))
         self.task_runs[stage] += len(submitted)
+        return submitted
+
+    def _wait(self, stage: str, submitted: list[tuple[list[Unit], Any]]) -> list[tuple[Unit, Any]]:
+        """Each task's units settled as their results come: done, or quarantined with their reason."""
         done: list[tuple[Unit, Any]] = []
         with _StageProgress(self.console, stage, sum(len(us) for us, _ in submitted)) as advance:
             for chunk_units, future in submitted:
                 try:
-                    results = future.result()
+                    results = self.engine.result(future, stage)
                 except TransientUnits as exc:  # retries spent: each unit's own outcome
                     results = exc.results
-                except Interrupted:  # SIGTERM / SIGINT while waiting: the CLI's one line, not a failed task's
+                except (Interrupted, ClusterLost):  # the CLI's one line, not a failed task's
                     raise
                 except Exception as exc:
+                    self.engine.check_alive(
+                        f"stage {stage}"
+                    )  # a task lost with its cluster: that, not the task, is said
                     raise RunStopped(
                         f"stage {stage}: a task failed outside its units ({type(exc).__name__}: {exc}); nothing was "
                         "quarantined for it — fix the cause and run the same command again to resume"
@@ -422,7 +439,6 @@ class StageRunner:
                     self._settle(stage, unit, result, done)
                 advance(len(chunk_units))
         self.units_run[stage] += sum(len(us) for us, _ in submitted)
-        self._end(stage, models)
         return done
 
     def _fit(

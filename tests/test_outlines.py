@@ -65,6 +65,42 @@ def test_the_regions_to_outline_are_the_subjects_and_hair(sample_dir, tmp_path):
         outlines.targets(folder)
 
 
+def test_two_regions_of_one_image_under_one_id_are_refused(sample_dir, tmp_path):
+    doc = json.loads((sample_dir / "annotations.json").read_text())
+    hair = next(a for a in doc["annotations"] if a["label"] == "hair" and a["image_id"] == 1)
+    hair["id"] = "1"  # the woman's id, as text: the same key on pull ("1/1"), so one outline would go to both
+    folder = tmp_path / "src"
+    shutil.copytree(sample_dir, folder)
+    (folder / "annotations.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=r"\(hair\): id '1' is also the id of annotation 0 of this image"):
+        outlines.targets(folder)
+
+
+def test_a_pull_waits_for_the_push_or_pull_of_the_same_folder(sample_dir, tmp_path):
+    import threading
+
+    from perceptforge.fileio import exclusive
+
+    folder = tmp_path / "src"
+    shutil.copytree(sample_dir, folder)
+    ended = threading.Event()
+    failures = []
+
+    def pull():
+        try:
+            outlines.pull(folder, None)  # no project yet: it refuses, once it holds the folder's lock
+        except Exception as exc:  # noqa: BLE001 -- the refusal is the outcome looked at
+            failures.append(exc)
+        ended.set()
+
+    with exclusive(folder / outlines.LOCK):  # another process's push or pull, mid-way
+        worker = threading.Thread(target=pull)
+        worker.start()
+        assert not ended.wait(1.0), "the pull ran while the folder's lock was held"
+    assert ended.wait(30) and "no outline project yet" in str(failures[0])
+    worker.join()
+
+
 def test_outlines_are_drawn_in_label_studio_and_written_back(label_studio, sample_dir, tmp_path, cli_env):
     folder = tmp_path / "photos"  # under the server's document root (the session's temporary folder)
     shutil.copytree(sample_dir, folder)

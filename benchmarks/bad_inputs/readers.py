@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from . import Outcome, case, cli, small_run, verdict
+from . import SAMPLE, Outcome, case, cli, small_run, verdict
 from .servers import completion, refused, serving
 
 MVP = {
@@ -212,3 +212,63 @@ def broken_scorer_plugin(tmp, env):
         return ("traceback" if "Traceback" in other.stderr else "silently wrong"), "mvp-bench did not score"
     proc = cli(env, "score", "broken", "--data", str(data), "--predictions", str(preds))
     return verdict(proc, "perceptforge.benchmarks entry point broken = broken_scorer: cannot be imported: ImportError")
+
+
+# --- issue 43: BLINK plug-ins that fail to load --------------------------------------------------------------------
+BROKEN_TASK = """\
+id: broken_half
+version: 1
+task: Broken_Half
+builder: broken_half
+needs: [image]
+prompt: blink_broken/broken_half
+choices: 2
+"""
+
+
+def broken_blink_env(tmp: Path, env: dict, builder_fails: bool) -> dict:
+    """``env`` with an installed-looking package: a task folder and its builder under the BLINK entry-point groups;
+    the builder's module raises on import (``builder_fails``), else the task folder's entry point names a module
+    that is not there."""
+    site = tmp / "site"
+    info = site / "broken_blink-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-blink\nVersion: 0.1\n")
+    tasks = "broken_blink.tasks" if builder_fails else "broken_blink.gone"
+    (info / "entry_points.txt").write_text(
+        f"[perceptforge.blink_builders]\nbroken_half = broken_blink.builder:half\n\n[perceptforge.blink_tasks]\nb = {tasks}\n"
+    )
+    package = site / "broken_blink"
+    (package / "tasks" / "prompts" / "blink_broken").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "builder.py").write_text("raise ImportError('needs scikit-learn, not installed')\n")
+    (package / "tasks" / "__init__.py").write_text("")
+    (package / "tasks" / "broken_half.yaml").write_text(BROKEN_TASK)
+    (package / "tasks" / "prompts" / "blink_broken" / "broken_half.v1.txt").write_text("Which half is brighter?\n")
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))}
+
+
+def blink_run(env: dict, out: Path, task: str) -> object:
+    return cli(env, "run", "blink", "--source", str(SAMPLE), "--out", str(out), "--tasks", task, "--limit", "1")
+
+
+def broken_blink_plugin(tmp: Path, env: dict, builder_fails: bool, must_say: str) -> Outcome:
+    env = broken_blink_env(tmp, env, builder_fails)
+    other = blink_run(env, tmp / "other", "iq_test")
+    if other.returncode or "Traceback" in other.stderr:
+        return ("traceback" if "Traceback" in other.stderr else "silently wrong"), "a built-in task did not run"
+    if must_say not in other.stderr:
+        return "silently wrong", "a run of another task did not warn about the plug-in"
+    return verdict(blink_run(env, tmp / "asked", "broken_half"), must_say)
+
+
+@case("run blink with a builder plug-in that fails to import; other tasks still run")
+def broken_blink_builder(tmp, env):
+    must = "perceptforge.blink_builders entry point broken_half = broken_blink.builder:half (package broken-blink)"
+    return broken_blink_plugin(tmp, env, True, f"{must}: cannot be loaded: ImportError")
+
+
+@case("run blink with a task-folder plug-in that fails to load; other tasks still run")
+def broken_blink_tasks(tmp, env):
+    must = "perceptforge.blink_tasks entry point b = broken_blink.gone (package broken-blink)"
+    return broken_blink_plugin(tmp, env, False, f"{must}: cannot be loaded: ModuleNotFoundError")

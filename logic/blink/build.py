@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import entry_points
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from PIL import Image
 
 from perceptforge.data.schema import LETTERS
-from perceptforge.errors import InputError
+from perceptforge.errors import InputError, load_entry_point
 from perceptforge.logic.blink import answers as bt
 from perceptforge.logic.blink.templates import BUILDER_ENTRY_POINTS, Answer, PerceptionTemplate
 from perceptforge.logic.marks import Mark, MarkPlacementError, MarkStyle, draw_marks
@@ -505,6 +505,16 @@ BUILDERS: dict[str, Builder] = {
 
 
 @cache
+class Unloadable:
+    """Stands in for a plug-in builder whose entry point failed to load: the error, kept for the tasks that use it."""
+
+    def __init__(self, error: InputError):
+        self.error = error
+
+    def __call__(self, *args: Any) -> Built:
+        raise self.error
+
+
 def builders() -> dict[str, Builder]:
     """Every builder by name: the built-ins, then the entry points (which may not take a built-in's name). Read
     once per process: scanning the entry points cost 6.7 ms, once per item when it was done for each."""
@@ -513,7 +523,11 @@ def builders() -> dict[str, Builder]:
         where = f"entry point {ENTRY_POINTS}:{ep.name} ({ep.value})"
         if ep.name in BUILDERS:
             raise InputError(where, f"{ep.name!r} is a built-in builder; choose another name")
-        target = ep.load()
+        try:
+            target = load_entry_point(ep, ENTRY_POINTS)
+        except InputError as exc:  # only the tasks that name it stop (``templates.check_template``)
+            found[ep.name] = Unloadable(exc)
+            continue
         if not callable(target):
             raise InputError(where, f"not a function (template, sources, ctx, style) -> Built: {target!r}")
         found[ep.name] = target

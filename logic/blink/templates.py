@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from perceptforge.errors import InputError, PerceptforgeError, describe_validation_error
+from perceptforge.errors import InputError, PerceptforgeError, describe_validation_error, load_entry_point
 from perceptforge.fileio import read_yaml
 from perceptforge.logic.blink.needs import check_needs
 from perceptforge.prompts.library import load_prompt, register_prompt_root
@@ -120,12 +120,19 @@ def bundled_folder() -> Path:
     return Path(str(resources.files("perceptforge.flows").joinpath("blink_templates")))
 
 
-def task_dirs(folders: Sequence[str | Path] = ()) -> list[Path]:
-    """Every task folder, in discovery order, each once."""
+def task_dirs(folders: Sequence[str | Path] = (), unloadable: list[InputError] | None = None) -> list[Path]:
+    """Every task folder, in discovery order, each once; an entry point that fails to load is left out, its one
+    line added to ``unloadable`` (raised when no list is given)."""
     dirs = [bundled_folder(), *map(Path, folders)]
     dirs += [Path(p) for p in os.environ.get(ENV, "").split(os.pathsep) if p]
     for ep in entry_points(group=ENTRY_POINTS):
-        target = ep.load()
+        try:
+            target = load_entry_point(ep, ENTRY_POINTS)
+        except InputError as exc:  # its tasks are unknown: a run that asks for one stops on it, others warn
+            if unloadable is None:
+                raise
+            unloadable.append(exc)
+            continue
         dirs.append(Path(target if isinstance(target, (str, os.PathLike)) else Path(target.__file__).parent))
     unique: dict[Path, Path] = {}
     for folder in dirs:
@@ -136,7 +143,8 @@ def task_dirs(folders: Sequence[str | Path] = ()) -> list[Path]:
 @dataclass
 class TaskFiles:
     """Every task found: the templates that load, each broken task's one line by its id, and the lines of the
-    files no task id can be taken from (not YAML, no id, an id already defined)."""
+    files no task id can be taken from (not YAML, no id, an id already defined; a task folder's entry point that
+    fails to load)."""
 
     templates: dict[str, PerceptionTemplate] = field(default_factory=dict)
     broken: dict[str, InputError] = field(default_factory=dict)
@@ -169,7 +177,7 @@ def read_tasks(folders: Sequence[str | Path] = (), *, builders: Mapping[str, Cal
     and whose declared answer its question may not contradict."""
     found = TaskFiles()
     raws: dict[str, tuple[Path, dict]] = {}
-    for folder in task_dirs(folders):
+    for folder in task_dirs(folders, found.unreadable):
         if not folder.is_dir():
             raise InputError(str(folder), "BLINK task folder not found")
         if (folder / "prompts").is_dir():
@@ -235,11 +243,14 @@ def check_template(path: Path, raw: dict, builders: Mapping[str, Callable[..., A
         template = PerceptionTemplate.model_validate(raw)
     except ValidationError as exc:
         raise InputError(str(path), "; ".join(describe_validation_error(exc))) from None
+    failed = getattr(builders.get(template.builder), "error", None)
+    if isinstance(failed, InputError):  # its plug-in failed to load (``build.Unloadable``)
+        raise InputError(str(path), f"builder {template.builder!r}: {failed}")
     if template.builder not in builders:
         raise InputError(
             str(path),
             f"builder: unknown builder {template.builder!r}; known: {', '.join(sorted(builders))} (a builder of "
-            f"your own: a function (template, sources, draw, style) -> Built under the {BUILDER_ENTRY_POINTS} "
+            f"your own: a function (template, sources, ctx, style) -> Built under the {BUILDER_ENTRY_POINTS} "
             "entry-point group)",
         )
     prompts = [template.prompt]
