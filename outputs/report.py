@@ -2,7 +2,9 @@
 edit rendered, gate measurements, every item's id, question and answer), the quarantined units with their
 reasons, measurements and rejected masks, the skipped categories with why, and bar charts of items per
 category and level and of failures per stage. Self-contained: the images it shows are the run's own files,
-linked by relative path; the charts are inline SVG drawn by matplotlib."""
+linked by relative path (each opens at full size); the charts are inline SVG drawn by matplotlib. The page is a
+Jinja2 template (``templates/report.html.j2``) with autoescaping, with a filter of the pairs by category and by
+verdict (kept, rejected, unverified, sampled…)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,10 @@ import io
 import json
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from markupsafe import Markup
 from PIL import Image
 
 from perceptforge.fileio import atomic_write_text
@@ -42,6 +45,8 @@ td{border-top:1px solid #eee;padding:4px 6px;vertical-align:top} .ok{color:#0a7d
 .measure{font-size:12px;color:#555;margin:6px 0} .q td{font-size:12px}
 .tag.kept{background:#d7f0dd} .tag.rejected,.tag.invalid_correction{background:#f6d5d5} .tag.conflict,.tag.disagreement{background:#fbe7c6}
 .tag.sampled{background:#dde6ff;border:1px solid #6b86d6}
+.filters{margin:0 0 14px;font-size:14px} .filters label{margin-right:12px} #f-count{color:#666}
+figcaption a{color:#557}
 """
 
 
@@ -208,6 +213,70 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def _template() -> Any:
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    env = Environment(
+        loader=PackageLoader("perceptforge.outputs", "templates"),
+        autoescape=select_autoescape(default=True),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    return env.get_template("report.html.j2")
+
+
+def question_row(item: dict, decision: dict, sampled: bool) -> dict:
+    """One item's line on its pair's card: its id (linked to its Label Studio task once pulled), kind, verdict
+    badges, question, options and answer."""
+    q = item["question"]
+    if q["kind"] == "yes_no_pair":
+        answer, options = f"natural: {q['answer_natural']} · manipulated: {q['answer_manipulated']}", []
+    else:  # a single-image question says which image it asks about, as the annotator sees it
+        answer = f"{q['answer']}" + (f" (on the {q['image']} image)" if q.get("image") else "")
+        options = [("ABCDE"[k], o) for k, o in enumerate(q["options"])]
+    badges = [str(decision["status"])] if decision.get("status") else []
+    if sampled:  # in the random sample whose verdicts estimate the whole split
+        badges.append("sampled")
+    return {
+        "id": Markup(item_id_html(item["id"], decision)),
+        "kind": f"{q['kind']} {q.get('level', '')}",
+        "badges": badges,
+        "question": q["question"],
+        "options": options,
+        "decision": Markup(decision_html(decision)),
+        "answer": answer,
+    }
+
+
+def pair_card(run: RunDir, unit_items: list[dict], verdicts: dict[str, dict], sampled: set[str]) -> dict:
+    """One pair's card: the natural image, its mask, the manipulated one (each linked at full size), what the
+    edit rendered, the gates' measurements and every item with its verdict."""
+    first = unit_items[0]
+    pair, idea = first["pair"], first["idea"]
+    figs = [("natural", pair["natural"]["path"])]
+    # a pair whose photo is missing from the run (a tampered or half-copied run) shows no overlay, not a traceback
+    if pair.get("mask") and run.inside(pair["natural"]["path"]).is_file():
+        background = first["edit"]["kind"] == "background_substitution"
+        figs.append(("mask", mask_overlay(run, pair["natural"]["path"], pair["mask"]["path"], background)))
+    figs.append(("manipulated", pair["manipulated"]["path"]))
+    rows = [question_row(i, verdicts.get(i["id"], {}), i["id"] in sampled) for i in unit_items]
+    cat, unit = first["category"], first["lineage"]["artifacts"]["candidate"].split("/")[-1][: -len(".json")]
+    statuses = {b for r in rows for b in r["badges"]}
+    return {
+        "unit": unit,
+        "category": f"{cat['low']} {cat['name']}",
+        "old": idea["old"],
+        "new": idea["new"],
+        "edit_kind": first["edit"]["kind"],
+        "rendered": Markup(rendered_text(first["edit"].get("rendered"))),
+        "high_level": idea.get("high_level_value", ""),
+        "gates": measurements_text(run.read_record(f"masks/{unit}.json"), run.read_record(f"gates/{unit}.json")),
+        "figures": [{"name": n, "src": image_src(run, p)} for n, p in figs],
+        "rows": rows,
+        "verdicts": sorted(statuses | ({"unverified"} if not statuses - {"sampled"} else set())),
+    }
+
+
 def write_report(run: RunDir) -> str:
     summary = json.loads(run.sub("summary.json").read_text()) if run.sub("summary.json").exists() else {}
     items = (
@@ -223,60 +292,25 @@ def write_report(run: RunDir) -> str:
     failures = Counter(q["stage"] for q in quarantined)
     verdicts = verification_by_item(run)
     sampled = drawn_ids(read_sample(run.path)) or set()
-    cards = []
-    for _unit, unit_items in sorted(by_unit.items()):
-        first = unit_items[0]
-        pair, idea = first["pair"], first["idea"]
-        figs = [("natural", pair["natural"]["path"])]
-        # a pair whose photo is missing from the run (a tampered or half-copied run) shows no overlay, not a traceback
-        if pair.get("mask") and run.inside(pair["natural"]["path"]).is_file():
-            background = first["edit"]["kind"] == "background_substitution"
-            figs.append(("mask", mask_overlay(run, pair["natural"]["path"], pair["mask"]["path"], background)))
-        figs.append(("manipulated", pair["manipulated"]["path"]))
-        rows = []
-        for item in unit_items:
-            q = item["question"]
-            if q["kind"] == "yes_no_pair":
-                answer = f"natural: {q['answer_natural']} · manipulated: {q['answer_manipulated']}"
-                opts = ""
-            else:  # a single-image question says which image it asks about, as the annotator sees it
-                answer = f"{q['answer']}" + (f" (on the {q['image']} image)" if q.get("image") else "")
-                opts = " · ".join(f"<b>{'ABCDE'[k]}</b> {html.escape(o)}" for k, o in enumerate(q["options"]))
-            decision = verdicts.get(item["id"], {})
-            status = html.escape(str(decision["status"]), quote=True) if decision.get("status") else None
-            badge = f"<span class='tag {status}'>{status}</span>" if status else ""
-            if item["id"] in sampled:  # in the random sample whose verdicts estimate the whole split
-                badge += "<span class='tag sampled'>sampled</span>"
-            rows.append(
-                f"<tr><td>{item_id_html(item['id'], decision)}"
-                f"<span class='tag'>{html.escape(q['kind'])} {html.escape(q.get('level', ''))}</span>"
-                f"{badge}{html.escape(q['question'])}<br>{opts}{decision_html(decision)}</td>"
-                f"<td class='ok'>{html.escape(answer)}</td></tr>"
-            )
-        cat, unit = first["category"], first["lineage"]["artifacts"]["candidate"].split("/")[-1][: -len(".json")]
-        gate = run.read_record(f"gates/{unit}.json")
-        mask_record = run.read_record(f"masks/{unit}.json")
-        figures = "".join(
-            f"<figure><img src='{image_src(run, p)}' loading='lazy'><figcaption>{n}</figcaption></figure>"
-            for n, p in figs
-        )
-        cards.append(
-            f"<div class='card'><div><span class='id'>{html.escape(unit)}</span>"
-            f"<span class='tag'>{cat['low']} {html.escape(cat['name'])}</span>"
-            f"{html.escape(idea['old'])} → <b>{html.escape(idea['new'])}</b> ({html.escape(first['edit']['kind'])})</div>"
-            f"<div class='measure'>rendered: {rendered_text(first['edit'].get('rendered'))} · high level: "
-            f"{html.escape(idea.get('high_level_value', ''))}<br>gates: {html.escape(measurements_text(mask_record, gate))}</div>"
-            f"<div class='imgs'>{figures}</div>"
-            f"<table>{''.join(rows)}</table></div>"
-        )
-    body = (
-        f"<h1>perceptforge run report</h1><div class='meta'>profile {html.escape(str(summary.get('profile')))} · seed {summary.get('seed')} · "
-        f"{counted(len(by_unit), 'pair')} · {counted(len(items), 'item')} · {sum(failures.values())} quarantined</div>"
-        f"<div class='charts'>{bar_chart('items per category and level', dict(sorted(per_cat_level.items())))}"
-        f"{bar_chart('failures per stage', dict(sorted(failures.items())), '#C44E52')}"
-        f"{verification_charts(summary.get('verification'))}</div>{''.join(cards)}"
-        f"{quarantine_table(run, quarantined)}{skipped_list(summary.get('skipped_categories', {}))}"
+    cards = [pair_card(run, unit_items, verdicts, sampled) for _, unit_items in sorted(by_unit.items())]
+    charts = (
+        bar_chart("items per category and level", dict(sorted(per_cat_level.items())))
+        + bar_chart("failures per stage", dict(sorted(failures.items())), "#C44E52")
+        + verification_charts(summary.get("verification"))
     )
-    page = f"<!doctype html><html><head><meta charset='utf-8'><title>perceptforge report</title><style>{CSS}</style></head><body>{body}</body></html>\n"
+    page = _template().render(
+        css=Markup(CSS),
+        profile=str(summary.get("profile")),
+        seed=summary.get("seed"),
+        pairs=counted(len(by_unit), "pair"),
+        items=counted(len(items), "item"),
+        quarantined=sum(failures.values()),
+        charts=Markup(charts),
+        categories=sorted({c["category"] for c in cards}),
+        verdicts=sorted({v for c in cards for v in c["verdicts"]}),
+        cards=cards,
+        quarantine=Markup(quarantine_table(run, quarantined)),
+        skipped=Markup(skipped_list(summary.get("skipped_categories", {}))),
+    )
     atomic_write_text(run.sub("report.html"), page)
     return str(run.sub("report.html"))

@@ -71,7 +71,7 @@ def test_mvp_flow_ingests_grounds_and_renders_only_what_the_local_backends_can(d
     assert {c for c, name in made_by if name == "annotations"} == {"B1", "S1"}
     assert {c for c, name in made_by if name == "selfie"} == {"I1", "S2"}
     report = (out / "report.html").read_text()
-    assert "<img src='images/" in report and "quarantined units" in report and item["id"] in report
+    assert '<img src="images/' in report and "quarantined units" in report and item["id"] in report
     assert "categories this profile cannot render" in report
     items = [json.loads(p.read_text()) for p in (out / "items").iterdir()]
     assert f"· 10 pairs · {len(items)} items ·" in report

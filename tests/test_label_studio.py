@@ -131,9 +131,9 @@ def test_push_annotate_pull(label_studio, prefect_api, sample_dir, tmp_path, cap
     report = (run / "report.html").read_text()
     assert (
         "human verification" in report
-        and report.count("class='tag kept'") == 2
-        and report.count("class='tag rejected'") == 1
-        and report.count("class='tag disagreement'") == 1
+        and report.count('class="tag kept"') == 2
+        and report.count('class="tag rejected"') == 1
+        and report.count('class="tag disagreement"') == 1
     )
     # what annotators did is on the report, under ids that open their Label Studio task
     assert "a tiny purple umbrella" in report and "The question is wrong or ambiguous" in report
