@@ -229,6 +229,11 @@ def test_labels_find_their_pairs_in_a_run_and_a_changed_pair_is_not_judged(tmp_p
     measure.main(["--run", str(run), "--labels", str(tmp_path / "labels.json"), "--json", str(out)])
     doc = json.loads(out.read_text())
     assert doc["pairs"] == 2 and doc["good"] == 1 and doc["not_judged"] == []
+    # a frozen copy holds the labelled pairs alone and is read as the run was: the same figures
+    assert measure.freeze(run, labels, tmp_path / "frozen") == 1
+    frozen = tmp_path / "frozen.json"
+    measure.main(["--run", str(tmp_path / "frozen"), "--labels", str(tmp_path / "labels.json"), "--json", str(frozen)])
+    assert json.loads(frozen.read_text()) == doc
 
 
 FIGURES = {

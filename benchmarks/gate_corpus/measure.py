@@ -389,6 +389,34 @@ def unlabelled(labels: dict, pairs: dict[str, RunPair]) -> list[CorpusPair]:
     return out
 
 
+def freeze(run_path: Path, labels: dict, out: Path) -> int:
+    """Copy the labelled pairs of the run at ``run_path`` (their edit, candidate and grounding records and their
+    images) into ``out``, a run directory holding those units alone, which ``--run`` reads as it reads a run: the
+    corpus then stays the pairs that were looked at while the stages that make pairs change. Returns how many
+    pairs were copied."""
+    import shutil
+
+    run, frozen = RunDir(run_path), RunDir(out)
+    units = [e["unit"] for e in labels["pairs"]]
+    copied = 0
+    for unit in units:
+        name = safe_name(unit)
+        if not run.sub("edits", f"{name}.json").is_file():
+            continue
+        edit = EditRecord.model_validate_json(run.sub("edits", f"{name}.json").read_text())
+        candidate = Candidate.model_validate_json(run.sub("candidates", f"{name}.json").read_text())
+        source = safe_name(candidate.lineage.source_id)
+        refs = [edit.pair.natural, edit.pair.manipulated, *([edit.pair.mask] if edit.pair.mask else [])]
+        for rel in [f"edits/{name}.json", f"candidates/{name}.json", f"groundings/{source}.json"] + [
+            r.path for r in refs
+        ]:
+            target = frozen.sub(rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(run.sub(rel), target)
+        copied += 1
+    return copied
+
+
 # --- looking at pairs -----------------------------------------------------------------------------------------
 
 
@@ -468,13 +496,18 @@ def measure(
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--run", type=Path, required=True, help="an mvp run on the labelled photos (--seed 0)")
+    ap.add_argument(
+        "--run", type=Path, required=True, help="an mvp run on the labelled photos (--seed 0), or a frozen copy"
+    )
     ap.add_argument("--labels", type=Path, default=LABELS)
     ap.add_argument("--profile", default="local", help="whose gate limits judge the pairs (default: local)")
     ap.add_argument("--json", type=Path, default=FIGURES, help=f"where the figures go (default: {FIGURES})")
     ap.add_argument("--sheet", type=Path, help="draw every pair, labelled and not, into this folder to look at")
+    ap.add_argument("--freeze", type=Path, help="copy the labelled pairs into this folder (a run of them alone)")
     args = ap.parse_args(argv)
     labels = read_labels(args.labels)
+    if args.freeze:
+        print(f"{freeze(args.run, labels, args.freeze)} labelled pairs copied into {args.freeze}")
     pairs = run_pairs(args.run)
     corpus, problems = build(labels, pairs)
     for line in problems:
