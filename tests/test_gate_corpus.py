@@ -214,6 +214,15 @@ def test_labels_find_their_pairs_in_a_run_and_a_changed_pair_is_not_judged(tmp_p
     assert corpus[1].origin == "synthetic" and corpus[1].defect == "halo" and corpus[1].region.any()
     todo = measure.unlabelled(labels, pairs)  # every other defect the good pair can carry, to look at next
     assert {p.id for p in todo} == {"t-B1~ear_removed", "t-B1~seam", "t-B1~old_patch"}
+    to_fill = measure.entries_to_fill(todo, pairs)
+    assert to_fill["pairs"] == [] and {e["label"] for e in to_fill["synthetic"]} == {"?"}
+    seam = next(e for e in to_fill["synthetic"] if e["id"] == "t-B1~seam")
+    # its SHA-256 names the drawn pixels: labelled with it, the seam is judged; a changed drawing would not be
+    labels["synthetic"].append(seam | {"label": "bad", "seen": "a dotted line"})
+    assert [p.id for p in measure.build(labels, pairs)[0]] == ["t-B1", "t-B1~halo", "t-B1~seam"]
+    labels["synthetic"][-1]["manipulated"] = "0" * 64
+    assert measure.build(labels, pairs)[1] == ["t-B1~seam: the drawn pair changed since it was labelled: look again"]
+    labels["synthetic"].pop()
     labels["pairs"][0]["manipulated"] = "f" * 64
     corpus, problems = measure.build(labels, pairs)
     assert corpus == [] and problems == [

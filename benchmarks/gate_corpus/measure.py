@@ -417,6 +417,18 @@ def freeze(run_path: Path, labels: dict, out: Path) -> int:
     return copied
 
 
+def entries_to_fill(todo: Sequence[CorpusPair], pairs: dict[str, RunPair]) -> dict[str, list[dict]]:
+    """``labels.json`` entries for the unlabelled pairs, their label and what was seen left to fill in."""
+    out: dict[str, list[dict]] = {"pairs": [], "synthetic": []}
+    for p in todo:
+        if p.origin == "run":
+            out["pairs"].append({"unit": p.id, "manipulated": pairs[p.id].manipulated_sha256, "label": "?", "seen": ""})
+        else:
+            sha = pixels_sha256(p.manipulated)
+            out["synthetic"].append({"id": p.id, "manipulated": sha, "label": "?", "defect": p.defect, "seen": ""})
+    return out
+
+
 # --- looking at pairs -----------------------------------------------------------------------------------------
 
 
@@ -525,7 +537,8 @@ def main(argv: list[str] | None = None) -> None:
         todo = unlabelled(labels, pairs)
         for pair in todo:
             sheet(pair, judge(pair, gates)).save(args.sheet / f"unlabelled_{pair.id}.png")
-        print(f"{len(corpus) + len(todo)} pairs drawn in {args.sheet} ({len(todo)} unlabelled)")
+        (args.sheet / "unlabelled.json").write_text(json.dumps(entries_to_fill(todo, pairs), indent=1) + "\n")
+        print(f"{len(corpus) + len(todo)} pairs drawn in {args.sheet} ({len(todo)} unlabelled: unlabelled.json)")
     print(table(doc))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
