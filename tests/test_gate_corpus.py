@@ -243,6 +243,8 @@ def test_labels_find_their_pairs_in_a_run_and_a_changed_pair_is_not_judged(tmp_p
     frozen = tmp_path / "frozen.json"
     measure.main(["--run", str(tmp_path / "frozen"), "--labels", str(tmp_path / "labels.json"), "--json", str(frozen)])
     assert json.loads(frozen.read_text()) == doc
+    with pytest.raises(SystemExit, match="units t-B1 are in an earlier --run too"):
+        measure.main(["--run", str(run), "--run", str(tmp_path / "frozen"), "--labels", str(tmp_path / "labels.json")])
 
 
 FIGURES = {

@@ -7,7 +7,8 @@ recall on bad pairs, the false quarantines on good ones and every miss, and writ
     python benchmarks/gate_corpus/measure.py --run RUN_DIR --sheet DIR  # also draw every pair to look at
 
 RUN_DIR is ``perceptforge run mvp --source PHOTOS --out RUN_DIR --seed 0`` on the photos ``labels.json`` names
-(a run is byte-identical on a rerun). The corpus's pairs are that run's pairs, quarantined ones included, and
+(a run is byte-identical on a rerun); ``--run`` again adds another run (the hair-outlined photo's), ``--freeze DIR``
+copies the labelled pairs into a run of their own, which ``--run DIR`` then reads. The corpus's pairs are that run's pairs, quarantined ones included, and
 synthetic defects drawn into its good pairs (``defects.py``); ``labels.json`` holds each pair's label by the
 manipulated image's SHA-256, so a pair that changed since it was looked at is reported, not judged.
 """
@@ -509,7 +510,11 @@ def measure(
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--run", type=Path, required=True, help="an mvp run on the labelled photos (--seed 0), or a frozen copy"
+        "--run",
+        type=Path,
+        action="append",
+        required=True,
+        help="an mvp run on the labelled photos (--seed 0), or a frozen copy; given again, another run",
     )
     ap.add_argument("--labels", type=Path, default=LABELS)
     ap.add_argument("--profile", default="local", help="whose gate limits judge the pairs (default: local)")
@@ -519,8 +524,15 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     labels = read_labels(args.labels)
     if args.freeze:
-        print(f"{freeze(args.run, labels, args.freeze)} labelled pairs copied into {args.freeze}")
-    pairs = run_pairs(args.run)
+        copied = sum(freeze(run, labels, args.freeze) for run in args.run)
+        print(f"{copied} labelled pairs copied into {args.freeze}")
+    pairs: dict[str, RunPair] = {}
+    for run in args.run:
+        found = run_pairs(run)
+        twice = sorted(set(found) & set(pairs))
+        if twice:
+            raise SystemExit(f"{run}: units {', '.join(twice)} are in an earlier --run too")
+        pairs |= found
     corpus, problems = build(labels, pairs)
     for line in problems:
         print(f"not judged: {line}")
