@@ -279,7 +279,7 @@ def test_the_corpus_view_flags_figures_measured_with_other_limits():
     assert corpus_view(FIGURES, None)["stale"] is None
 
 
-def test_the_audit_page_shows_the_gate_corpus_beside_the_human_verification(tmp_path):
+def test_the_audit_page_shows_the_gate_corpus_beside_the_human_verification(tmp_path, capsys):
     from test_export import make_run
 
     from perceptforge.audit.run import audit
@@ -300,6 +300,11 @@ def test_the_audit_page_shows_the_gate_corpus_beside_the_human_verification(tmp_
     assert human < corpus < page.index('id="flagged"')  # right after what the annotators found
     assert "the gates stopped 66.7% of the bad pairs (target at least 95%)" in page
     assert '<th>of the face oval changed</th><td class="n">2</td><td class="n">0</td>' in page
+    from perceptforge.cli.audit import print_audit
+
+    print_audit(doc, out)
+    said = " ".join(capsys.readouterr().out.split())
+    assert "gate corpus (2026-11-29, 4 pairs labelled by looking): the gates stop 66.7% of the bad pairs" in said
     manifest["profile"]["gates"]["max_old_rim"] = 0.5  # the split was gated with other limits
     (out / "manifest.json").write_text(json.dumps(manifest))
     audit([out], out, gate_corpus=fixture)
