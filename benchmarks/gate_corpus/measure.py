@@ -63,6 +63,7 @@ class CorpusPair:
     origin: str = "run"  # or "synthetic"
     region: np.ndarray | None = None  # a synthetic defect's place, for the sheet
     seen: str = ""
+    grounding: Grounding | None = None  # what the annotation says of the photo (boxes a gate may be given)
 
 
 @dataclass
@@ -302,6 +303,7 @@ def build(labels: dict, pairs: dict[str, RunPair]) -> tuple[list[CorpusPair], li
                 pair.grounding.subject.box.xyxy,
                 "run",
                 seen=entry.get("seen", ""),
+                grounding=pair.grounding,
             )
         )
     for entry in labels.get("synthetic", []):
@@ -336,6 +338,7 @@ def build(labels: dict, pairs: dict[str, RunPair]) -> tuple[list[CorpusPair], li
                 "synthetic",
                 drawn.region,
                 entry.get("seen", ""),
+                grounding=pair.grounding,
             )
         )
     return corpus, problems
@@ -360,6 +363,7 @@ def unlabelled(labels: dict, pairs: dict[str, RunPair]) -> list[CorpusPair]:
                     pair.candidate,
                     pair.rendered,
                     pair.grounding.subject.box.xyxy,
+                    grounding=pair.grounding,
                 )
             )
         if unit not in good:
@@ -385,6 +389,7 @@ def unlabelled(labels: dict, pairs: dict[str, RunPair]) -> list[CorpusPair]:
                     pair.grounding.subject.box.xyxy,
                     "synthetic",
                     drawn.region,
+                    grounding=pair.grounding,
                 )
             )
     return out
