@@ -243,6 +243,42 @@ def test_labels_find_their_pairs_in_a_run_and_a_changed_pair_is_not_judged(tmp_p
     frozen = tmp_path / "frozen.json"
     measure.main(["--run", str(tmp_path / "frozen"), "--labels", str(tmp_path / "labels.json"), "--json", str(frozen)])
     assert json.loads(frozen.read_text()) == doc
+    # the photo annotated again (a face box moved): the pairs are judged with the annotation as it is now
+    source = tmp_path / "photos"
+    (source / "images").mkdir(parents=True)
+    Image.fromarray(background_swap()[0]).save(source / "images" / "t.png")
+    coco = {
+        "images": [
+            {
+                "id": pairs["t-B1"].candidate.lineage.source_id,
+                "file_name": "images/t.png",
+                "width": S,
+                "height": S,
+                "caption": "a person before a blue backdrop",
+                "subject": "woman",
+            }
+        ],
+        "annotations": [
+            {
+                "id": 1,
+                "image_id": pairs["t-B1"].candidate.lineage.source_id,
+                "label": "woman",
+                "role": "subject",
+                "bbox": [20, 12, 24, 52],
+            },
+            {
+                "id": 2,
+                "image_id": pairs["t-B1"].candidate.lineage.source_id,
+                "label": "face",
+                "role": "face",
+                "bbox": [26, 14, 14, 18],
+            },
+        ],
+    }
+    (source / "annotations.json").write_text(json.dumps(coco))
+    assert measure.reannotated(pairs, source) == 1
+    assert [r.box.xyxy for r in pairs["t-B1"].grounding.regions if r.role == "face"] == [(26.0, 14.0, 40.0, 32.0)]
+    assert measure.reannotated(pairs, source) == 0
     with pytest.raises(SystemExit, match="units t-B1 are in an earlier --run too"):
         measure.main(["--run", str(run), "--run", str(tmp_path / "frozen"), "--labels", str(tmp_path / "labels.json")])
 

@@ -218,6 +218,21 @@ def run_pairs(run_path: Path) -> dict[str, RunPair]:
     return out
 
 
+def reannotated(pairs: dict[str, RunPair], source_dir: Path) -> int:
+    """Give each pair whose photo ``source_dir`` annotates that annotation as it is now (an object given the role
+    ``occluder`` since the run, say): the gates are judged with it and defects drawn by it. Returns how many pairs
+    changed."""
+    from perceptforge.store.sources import grounding_from_entry, read_source_dir
+
+    now = {e.source_id: grounding_from_entry(e) for e in read_source_dir(source_dir)}
+    changed = 0
+    for pair in pairs.values():
+        grounding = now.get(pair.candidate.lineage.source_id)
+        if grounding is not None and grounding != pair.grounding:
+            pair.grounding, changed = grounding, changed + 1
+    return changed
+
+
 def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> float:
     w = min(a[2], b[2]) - max(a[0], b[0])
     h = min(a[3], b[3]) - max(a[1], b[1])
@@ -526,6 +541,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", type=Path, default=FIGURES, help=f"where the figures go (default: {FIGURES})")
     ap.add_argument("--sheet", type=Path, help="draw every pair, labelled and not, into this folder to look at")
     ap.add_argument("--freeze", type=Path, help="copy the labelled pairs into this folder (a run of them alone)")
+    ap.add_argument(
+        "--annotations",
+        type=Path,
+        action="append",
+        default=[],
+        help="a source folder whose annotation replaces what the runs read of its photos (a role added since)",
+    )
     args = ap.parse_args(argv)
     labels = read_labels(args.labels)
     if args.freeze:
@@ -538,6 +560,8 @@ def main(argv: list[str] | None = None) -> None:
         if twice:
             raise SystemExit(f"{run}: units {', '.join(twice)} are in an earlier --run too")
         pairs |= found
+    for folder in args.annotations:
+        reannotated(pairs, folder)
     corpus, problems = build(labels, pairs)
     for line in problems:
         print(f"not judged: {line}")
