@@ -241,8 +241,9 @@ def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> float:
 
 def base_of(pair: RunPair) -> Base:
     """What a defect is drawn from: the pair and its photo's annotated boxes. Objects that may stand in front of the
-    subject: those whose box lies (90% or more) inside the subject's, smaller than a third of it, and not on the face
-    (glasses): a microphone, a lei; a flag or a painting behind the subject is larger or reaches out of its box."""
+    subject: those the annotation calls ``occluder``, and those whose box lies (90% or more) inside the subject's,
+    smaller than a third of it, and not on the face (glasses): a microphone, a lei; a flag or a painting behind the
+    subject is larger or reaches out of its box."""
     g = pair.grounding
     subject = g.subject.box.xyxy
     area = (subject[2] - subject[0]) * (subject[3] - subject[1])
@@ -253,7 +254,9 @@ def base_of(pair: RunPair) -> Base:
         size = (box[2] - box[0]) * (box[3] - box[1])
         inside = _overlap(box, subject) >= 0.9 * size
         worn = any(_overlap(box, f) >= 0.5 * size for f in faces)
-        if r.role == "object" and r.label != "hair" and size < area / 3 and inside and not worn:
+        # an occluder (the role SCHEMA gives an object that stays in front of the subject) is one by its annotation
+        front = r.role == "occluder" or (r.role == "object" and size < area / 3 and inside)
+        if front and r.label != "hair" and not worn:
             objects.append(box)
     return Base(
         np.asarray(pair.natural),
