@@ -232,6 +232,9 @@ def test_labels_find_their_pairs_in_a_run_and_a_changed_pair_is_not_judged(tmp_p
     (tmp_path / "labels.json").write_text(json.dumps({"pairs": [{"unit": "t-B1", "label": "bad"}]}))
     with pytest.raises(SystemExit, match=r"entry 0 \(t-B1\): a bad pair names its defect"):
         measure.read_labels(tmp_path / "labels.json")
+    (tmp_path / "labels.json").write_text("[]")
+    with pytest.raises(SystemExit, match="labels are an object with a list 'pairs'"):
+        measure.read_labels(tmp_path / "labels.json")
     out = tmp_path / "figures.json"
     labels["pairs"][0]["manipulated"] = measure.run_pairs(run)["t-B1"].manipulated_sha256
     (tmp_path / "labels.json").write_text(json.dumps(labels))

@@ -498,6 +498,8 @@ def read_labels(path: Path) -> dict:
         labels = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise SystemExit(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    if not isinstance(labels, dict) or not isinstance(labels.get("pairs"), list):
+        raise SystemExit(f"{path}: labels are an object with a list 'pairs' (and 'synthetic')")
     for n, entry in enumerate([*labels.get("pairs", []), *labels.get("synthetic", [])]):
         if entry.get("label") not in ("good", "bad"):
             raise SystemExit(f"{path}: entry {n} ({entry.get('unit') or entry.get('id')}): label must be good or bad")
