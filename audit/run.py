@@ -135,6 +135,7 @@ def audit(
     also gets the gate corpus's figures (``gate_corpus``, else the bundled ones), marked stale when the split was
     gated with other limits."""
     limits = thresholds(thresholds_path)
+    corpus = gate_corpus_figures(gate_corpus) if benchmark == "perceptforge" else None  # a bad file: before any work
     items = read_items(paths, benchmark)
     if not items:
         raise InputError(", ".join(map(str, paths)), "no items to audit")
@@ -168,7 +169,6 @@ def audit(
         "thresholds": limits,
         "checks": [asdict(c) for c in results],
     }
-    corpus = gate_corpus_figures(gate_corpus) if benchmark == "perceptforge" else None
     if corpus is not None:
         doc["gate_corpus"] = corpus_view(corpus, split_gate_limits(paths))
     write_json(out / "audit.json", doc)
