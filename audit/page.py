@@ -132,6 +132,45 @@ def flag_view(flag: dict, items: dict[str, AuditItem]) -> dict:
     }
 
 
+def corpus_section(view: dict | None) -> dict | None:
+    """The gate corpus's figures as the page shows them beside the human verification: a summary, whether they
+    describe this split's gates, and a table of gates × defect kinds (the last column the good pairs stopped)."""
+    if view is None:
+        return None
+    targets = view["targets"]
+    summary = (
+        f"On {plural(view['pairs'], 'pair')} labelled good or bad by looking ({view['bad']} bad, {view['good']} good; "
+        f"measured {view['date']}), the gates stopped {shown(view['recall'])}% of the bad pairs"
+        + (f" (target at least {shown(targets.get('recall %'))}%)" if targets.get("recall %") is not None else "")
+        + f" and {shown(view['false_quarantines'])}% of the good ones"
+        + (
+            f" (false quarantines; target at most {shown(targets.get('false quarantines %'))}%)"
+            if targets.get("false quarantines %") is not None
+            else " (false quarantines)"
+        )
+        + f"; {plural(view['misses'], 'bad pair')} passed every gate."
+    )
+    if view["stale"] is None:
+        state = ("skip", f"this split's gate limits are unknown; the figures are for limits {view['fingerprint']}")
+    elif view["stale"]:
+        state = (
+            "fail",
+            f"stale: measured with gate limits {view['fingerprint']}, this split was gated with "
+            f"{view['split_fingerprint']}; rerun python benchmarks/gate_corpus/measure.py",
+        )
+    else:
+        state = ("pass", f"measured with this split's gate limits ({view['fingerprint']})")
+    rows = view["rows"]
+    columns = list(dict.fromkeys(c for row in rows.values() for c in row))
+    return {
+        "summary": summary,
+        "state": state[0],
+        "state_text": state[1],
+        "columns": columns,
+        "rows": [(name, [shown(row.get(c)) for c in columns]) for name, row in rows.items()],
+    }
+
+
 def audit_page(doc: dict, items: dict[str, AuditItem]) -> str:
     flags = [f for c in doc["checks"] for f in c["flags"]]
     records = {i.pair or i.id for i in items.values()}
@@ -151,6 +190,7 @@ def audit_page(doc: dict, items: dict[str, AuditItem]) -> str:
         doc_items_note=note,
         notes=doc.get("notes", []),
         checks=[check_view(c) for c in doc["checks"]],
+        corpus=corpus_section(doc.get("gate_corpus")),
         flags=[flag_view(f, items) for f in flags[:MAX_FLAGS_SHOWN]],
         more=max(0, len(flags) - MAX_FLAGS_SHOWN),
     )

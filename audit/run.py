@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import asdict
@@ -16,7 +17,11 @@ from perceptforge.audit.page import audit_page
 from perceptforge.backends.chat import ChatClient
 from perceptforge.errors import InputError
 from perceptforge.fileio import atomic_write_text, read_yaml, write_json
+from perceptforge.logic.gate_corpus import check_figures, corpus_view
 from perceptforge.scorer import benchmarks
+
+# what the gates stop of pairs labelled by looking (`python benchmarks/gate_corpus/measure.py` writes it)
+GATE_CORPUS = "gate_corpus.json"
 
 
 def thresholds(path: Path | None = None) -> dict:
@@ -70,6 +75,41 @@ def checked_threshold(where: str, value: object, kind_range: tuple[type, float, 
     return int(number) if kind is int else number
 
 
+def gate_corpus_figures(path: Path | None = None) -> dict | None:
+    """The gate corpus's figures: ``path``, else the bundled ``audit/gate_corpus.json``; None when there are none."""
+    bundled = resources.files("perceptforge.audit").joinpath(GATE_CORPUS)
+    if path is None and not bundled.is_file():
+        return None
+    where = str(path or GATE_CORPUS)
+    try:
+        text = path.read_text() if path is not None else bundled.read_text()
+        return check_figures(json.loads(text), where)
+    except FileNotFoundError:
+        raise InputError(where, "gate corpus figures not found") from None
+    except ValueError as exc:  # not JSON, or not the corpus's figures
+        raise InputError(where, str(exc).removeprefix(f"{where}: ")) from None
+
+
+def split_gate_limits(paths: list[Path]) -> dict | None:
+    """The gate limits the split was made with: its export manifest's profile, or a run directory's
+    ``profile.yaml``; None when neither says."""
+    for p in paths:
+        folder = p if p.is_dir() else p.parent
+        manifest, profile = folder / "manifest.json", folder / "profile.yaml"
+        try:
+            if manifest.is_file():
+                gates = (json.loads(manifest.read_text()).get("profile") or {}).get("gates")
+            elif profile.is_file():
+                gates = (yaml.safe_load(profile.read_text()) or {}).get("gates")
+            else:
+                continue
+        except (ValueError, yaml.YAMLError, AttributeError):
+            continue  # not ours: the corpus's limits cannot be compared
+        if isinstance(gates, dict):
+            return gates
+    return None
+
+
 def run_checks(items: list[AuditItem], limits: dict, verification: dict | None = None) -> list[checks.Check]:
     return [
         checks.answer_balance(items, limits["balance"]),
@@ -88,10 +128,14 @@ def audit(
     verification: dict | None = None,
     blind: ChatClient | None = None,
     images: Path | None = None,
+    gate_corpus: Path | None = None,
 ) -> dict:
     """Audit the split and write ``out/audit.json`` and ``out/audit.html``; returns the JSON document.
-    With a ``blind`` client, the blind baseline runs too (its predictions are kept in ``out``)."""
+    With a ``blind`` client, the blind baseline runs too (its predictions are kept in ``out``). A split of ours
+    also gets the gate corpus's figures (``gate_corpus``, else the bundled ones), marked stale when the split was
+    gated with other limits."""
     limits = thresholds(thresholds_path)
+    corpus = gate_corpus_figures(gate_corpus) if benchmark == "perceptforge" else None  # a bad file: before any work
     items = read_items(paths, benchmark)
     if not items:
         raise InputError(", ".join(map(str, paths)), "no items to audit")
@@ -125,6 +169,8 @@ def audit(
         "thresholds": limits,
         "checks": [asdict(c) for c in results],
     }
+    if corpus is not None:
+        doc["gate_corpus"] = corpus_view(corpus, split_gate_limits(paths))
     write_json(out / "audit.json", doc)
     atomic_write_text(out / "audit.html", audit_page(doc, {i.id: i for i in items}))
     return doc

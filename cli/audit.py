@@ -20,6 +20,15 @@ def print_audit(doc: dict, out: Path) -> None:
     for check in doc["checks"]:
         table.add_row(check["name"], shown[check["passed"]], str(len(check["flags"])), check["summary"])
     console.print(table)
+    corpus = doc.get("gate_corpus")
+    if corpus:  # what the gates stop, beside what the checks above found (a split of ours)
+        state = {True: " [red](stale: measured with other gate limits)[/]", None: " (this split's gate limits unknown)"}
+        console.print(
+            f"gate corpus ({corpus['date']}, {corpus['pairs']} pairs labelled by looking): the gates stop "
+            f"{corpus['recall']}% of the bad pairs and {corpus['false_quarantines']}% of the good ones"
+            + state.get(corpus["stale"], ""),
+            soft_wrap=True,
+        )
     console.print(f"audit: [bold]{(out / 'audit.html').resolve()}[/] and audit.json", soft_wrap=True)
 
 
