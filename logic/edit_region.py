@@ -332,8 +332,13 @@ def edit_mask(
     segmenter: MaskSegmenter,
     rng: np.random.Generator,
     region: str | None = None,
+    sure: Sequence[Box] = (),
+    face: np.ndarray | None = None,
 ) -> np.ndarray | None:
-    """(H, W) bool, True = region to change; None for whole-image instruction edits."""
+    """(H, W) bool, True = region to change; None for whole-image instruction edits. ``sure``: boxes a background
+    edit's segmentation takes as surely the subject besides the grounding's (the face oval's inside and the ears
+    the face referee sees: ``logic/referee_gates.sure_boxes``); ``face``: (H, W) bool, the face oval the referee
+    sees, which a background edit keeps whatever the segmentation and Eq. 1's shrinking say."""
     if template.edit_kind.value == "direct_alteration":
         return None
     h, w = image.shape[:2]
@@ -348,10 +353,13 @@ def edit_mask(
         jittered = jitter_box(box, w, h, rng)
         hinted = getattr(segmenter, "hinted_candidates", None)
         hints = subject_hints(grounding, grounding.attributes.get("background", ""))
+        hints = Hints(hints.inside + tuple(sure), hints.outside, hints.extent)
         candidates = hinted(image, jittered, hints) if hinted else segmenter.candidates(image, jittered)
         # Eq. 1's seeded resize, shrinking only: a grown mask keeps a rim of the old background, a halo around
         # the subject in the new scene
         keep = random_resize(candidates[select_mask(candidates, box)], rng, SHRINK_ONLY)
+        if face is not None:  # the shrink takes pixels off the outline, never off the face
+            keep = keep | face
         # the helmet she holds (the podium before him) stays with her, whole; its box's corners are not it
         for region_ in held:
             keep = keep | (segmenter.box_mask(image, region_.box.xyxy) & inscribed_ellipse(region_.box.xyxy, h, w))

@@ -215,8 +215,10 @@ def ear_skin(
     if not face.any():
         return (None, None)
     lab = _lab(natural)
-    # the ear lies outside the oval; the cheek inside it is the face oval's own gate's
-    tone = (np.linalg.norm(lab - np.median(lab[face], axis=0), axis=-1) < delta) & ~face
+    # the ear lies outside the oval (the cheek inside it is the face oval's own gate's); a pixel blended with the
+    # backdrop beside a cheek's edge is not an ear's: skin is taken one pixel in from what is not skin
+    tone = np.linalg.norm(lab - np.median(lab[face], axis=0), axis=-1) < delta
+    tone = cv2.erode(tone.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool) & ~face
     return tuple(ear if (ear := disc & tone).sum() >= seen * disc.sum() else None for disc in ear_discs(ears, shape))
 
 
@@ -501,3 +503,35 @@ def seam(manipulated: np.ndarray, keep: np.ndarray) -> float:
     flagged = seam_pixels(manipulated, keep)
     outline = keep & ~cv2.erode(keep.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
     return round(float(flagged.sum() / max(1, outline.sum())), 6)
+
+
+def sure_boxes(
+    oval: np.ndarray, ears: Sequence[np.ndarray | None], shape: tuple[int, int], bands: int = 12, margin: int = 3
+) -> list[tuple[float, float, float, float]]:
+    """Boxes surely inside the subject, for a background edit's segmentation to start from (GrabCut's sure
+    foreground): horizontal bands of the face oval shrunk by ``margin`` pixels, each as wide as its narrowest row
+    (so no box reaches past the oval), and the largest square inside each seen ear's skin (``ear_skin``). A
+    segmenter that cut an ear or a jaw from its coarse map keeps them, and the colour model grows the rest of the
+    ear from its inner part."""
+    out: list[tuple[float, float, float, float]] = []
+    face = cv2.erode(polygon_mask(oval, shape).astype(np.uint8), np.ones((2 * margin + 1,) * 2, np.uint8)) > 0
+    rows = np.nonzero(face.any(axis=1))[0]
+    if len(rows):
+        for band in np.array_split(rows, min(bands, len(rows))):
+            lo, hi = 0, shape[1]
+            for y in band:
+                xs = np.nonzero(face[y])[0]
+                lo, hi = max(lo, int(xs.min())), min(hi, int(xs.max()) + 1)
+            if hi > lo:
+                out.append((float(lo), float(band[0]), float(hi), float(band[-1] + 1)))
+    for ear in ears:
+        if ear is None:
+            continue
+        # the largest square about the ear's deepest pixel that holds only its skin: surely ear, whatever its shape
+        depth = cv2.distanceTransform(np.pad(ear, 1).astype(np.uint8), cv2.DIST_C, 3)[1:-1, 1:-1]
+        if depth.max() < 1:
+            continue
+        y, x = np.unravel_index(int(np.argmax(depth)), ear.shape)
+        r = int(depth[y, x]) - 1
+        out.append((float(x - r), float(y - r), float(x + r + 1), float(y + r + 1)))
+    return out

@@ -82,6 +82,22 @@ def face_not_hair(image: np.ndarray, grounding: Grounding) -> np.ndarray:
     return not_hair(image, face.oval, face.eyebrows)
 
 
+def referee_sure(
+    image: np.ndarray, grounding: Grounding
+) -> tuple[list[tuple[float, float, float, float]], np.ndarray | None]:
+    """What the face referee says is surely the subject: boxes for the segmentation to start from
+    (``logic/referee_gates.sure_boxes``: the inside of its face oval, the ears it sees) and the face oval itself;
+    none where it sees no face."""
+    from perceptforge.backends.referees import face_referee
+    from perceptforge.logic.referee_gates import ear_skin, frontal, polygon_mask, sure_boxes
+
+    face = face_referee().subject_face(image, grounding.subject.box.xyxy)
+    if face is None:
+        return [], None
+    ears = ear_skin(image, face.oval, face.ears) if frontal(face.ears, face.oval) else ()
+    return sure_boxes(face.oval, ears, image.shape[:2]), polygon_mask(face.oval, image.shape[:2])
+
+
 def named_region(
     template: Template, grounding: Grounding, image: np.ndarray, old_value: str, region: str, gates: Gates
 ) -> tuple[np.ndarray, dict[str, float]]:
@@ -152,12 +168,13 @@ def make_mask(
     # into a sleeve: the next seeded draws are tried, in order, so the same seed gives the same mask (a drawn
     # outline is not jittered: one try)
     attempts = gates.mask_attempts if background and not drawn else 1
+    # what the face referee sees of the subject's face (its oval, its ears) is surely the subject: a segmenter's
+    # coarse map cut ears and jaws that the gates then refused
+    sure, face = referee_sure(image, grounding) if background and not drawn and gates.referees else ([], None)
     for attempt in range(1, attempts + 1):
         tried = {"attempts": float(attempt)} if attempt > 1 else {}
         with device_lock(device):
-            mask = edit_mask(
-                template, grounding, image, candidate.idea.old, segmenter, rng, rendering.region if rendering else None
-            )
+            mask = edit_mask(template, grounding, image, candidate.idea.old, segmenter, rng, region, sure, face)
         try:
             measured = (
                 gate_mask(template, mask, grounding, candidate.idea.old, gates, objects, image)

@@ -484,3 +484,22 @@ def test_what_stands_in_front_of_the_subject_changed_is_quarantined():
         measured = kept_measurements(changed_pixels(natural, painted), kept, mask)
         assert measured["kept_changed:podium"] == 1.0
         assert "what stands in front of the subject" in (referee_verdict(measured, limits) or "")
+
+
+def test_sure_boxes_lie_inside_the_face_oval_and_the_ears_it_shows():
+    """What the face referee sees is handed to a background edit's segmentation as sure foreground: every box lies
+    inside the oval (shrunk) or an ear's skin, and the bands cover most of the oval."""
+    from perceptforge.logic.referee_gates import ear_skin, sure_boxes
+
+    image, oval, _, ears, _ = portrait()
+    parts = ear_skin(image, oval, ears)
+    assert all(p is not None for p in parts)
+    boxes = sure_boxes(oval, parts, (96, 96))
+    face = polygon_mask(oval, (96, 96))
+    covered = np.zeros((96, 96), bool)
+    for x0, y0, x1, y1 in boxes[:-2]:
+        covered[int(y0) : int(y1), int(x0) : int(x1)] = True
+    assert not (covered & ~face).any() and covered.sum() > 0.5 * face.sum()  # a 3-px margin on a tiny oval
+    for (x0, y0, x1, y1), part in zip(boxes[-2:], parts):
+        assert part[int(y0) : int(np.ceil(y1)), int(x0) : int(np.ceil(x1))].all()
+    assert sure_boxes(oval, (None, None), (96, 96)) == boxes[:-2]
