@@ -158,8 +158,13 @@ def test_a_mask_that_swallows_the_subject_is_stopped(astronaut_unit):
     b1_candidate = Candidate.model_validate(
         candidate_for(b1, grounding, source.sha256, TemplateWriter(), templates(), 0)
     )
-    with pytest.raises(QualityGate, match="of the subject's box"):
+    # the face the referee sees is kept whatever the segmenter says, and the strip, joined to none of her, goes:
+    # what is left is too little of the image to keep
+    with pytest.raises(QualityGate, match="mask area 9[0-9.]+% is outside"):
         make_mask(b1, b1_candidate, source, grounding, run, FixedMask(keep), Gates(), 0)
+    without_referees = Gates(referees=False)  # the strip alone: most of the subject's box goes
+    with pytest.raises(QualityGate, match="of the subject's box"):
+        make_mask(b1, b1_candidate, source, grounding, run, FixedMask(keep), without_referees, 0)
 
 
 def test_clip_gate_measures_new_against_old_and_stops_an_unfaithful_edit(tmp_path, astronaut_unit):
