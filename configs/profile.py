@@ -76,6 +76,15 @@ class Gates(Section):
         description="background edits: an object standing before the old background (overlapping the subject's box "
         "and reaching out of it) is kept or replaced whole, up to this share of it either way",
     )
+    max_object_replaced: float = Field(
+        # 0.05: the podium before a speaker replaced whole left him cut straight at the waist over the new scene,
+        # and the cameraman's tripod replaced left his camera on a pole stub
+        0.05,
+        ge=0,
+        le=1,
+        description="background edits: the largest share of an object overlapping the subject's box and reaching out "
+        "of it (neither held, nor an occluder, nor named by the old background) that the new background may replace",
+    )
     max_ragged_outline: float = Field(
         # 0.015: the astronaut's cuts with a bitten sleeve or collar ring add 1.9–3.3%, Grace Hopper's clean ones
         # 0.9–1.0% (a disc of 7% of the subject box's shorter side)
@@ -158,6 +167,30 @@ class Gates(Section):
         le=1,
         description="background edits: the largest share of the kept outline along which a rim of the old "
         "background stays",
+    )
+    max_old_patch: float = Field(
+        # 0.003: the boxes-only cameraman's strip of grass under his elbow is 0.5–0.6% of him; the demo's drawn
+        # outlines leave 0–0.15% (a fleck of flag beside Grace Hopper's temple), the new photos' clean swaps 0–0.16%
+        0.003,
+        ge=0,
+        le=1,
+        description="background edits: the largest share of the kept subject that may be old background left in or "
+        "beside it (a strip of backdrop beside a shoulder, the sky enclosed between a face and the hands)",
+    )
+    max_seam: float = Field(
+        # 0.1: the demo's and the new photos' composites show 0–4.5% (a light edge beside an ear); a line drawn all
+        # along a cut is most of it
+        0.1,
+        ge=0,
+        le=1,
+        description="background edits: the largest share of the kept outline that may show a seam",
+    )
+    max_kept_changed: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="background edits: the largest share of the middle of what the subject holds or what stands in "
+        "front of it (role occluder) that may change",
     )
 
 

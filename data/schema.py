@@ -98,7 +98,7 @@ class Region(Record):
 
     label: str = Field(min_length=1)
     box: Box
-    role: Literal["subject", "object", "face", "other"] = "object"
+    role: Literal["subject", "object", "occluder", "face", "other"] = "object"
     outline: list[list[float]] | None = Field(
         None,
         description="COCO polygons (each part [x0, y0, x1, y1, ...], pixels): the region's own outline, which "

@@ -47,12 +47,24 @@ def _middle(box: Box, keep: float = 0.5) -> Box:
     return (x0 + dx, y0 + dy, x1 - dx, y1 - dy)
 
 
+# the roles of a thing that is not the subject: an ``occluder`` is an object in front of the subject that stays there
+OBJECT_ROLES = ("object", "occluder")
+
+
 def held_regions(grounding: Grounding) -> list[Region]:
     """The object regions the subject's ``held_object`` attribute names (the helmet of "a space helmet")."""
     held = grounding.attributes.get("held_object", "").strip().lower()
     if not held or held in ("nothing", "none"):
         return []
-    return [r for r in grounding.regions if r.role == "object" and r.label.lower() in held]
+    return [r for r in grounding.regions if r.role in OBJECT_ROLES and r.label.lower() in held]
+
+
+def kept_objects(grounding: Grounding) -> list[Region]:
+    """What a background edit keeps whole with the subject, each segmented on its own: what the subject holds and
+    what stands in front of it (role ``occluder``: a podium, a microphone, a tripod), which the new scene goes
+    behind."""
+    held = held_regions(grounding)
+    return held + [r for r in grounding.regions if r.role == "occluder" and r not in held]
 
 
 def protected_regions(grounding: Grounding) -> dict[str, Box]:
@@ -76,15 +88,17 @@ def protected_regions(grounding: Grounding) -> dict[str, Box]:
                 min(sx1, cx + width / 2),
                 min(sy1, y1 + (y1 - y0)),
             )
-    for r in held_regions(grounding):
+    for r in kept_objects(grounding):
         out[r.label] = _middle(r.box.xyxy)
     return {k: v for k, v in out.items() if v[2] > v[0] and v[3] > v[1]}
 
 
 def standing_objects(grounding: Grounding) -> list[Region]:
-    """The objects a background edit may cut in two: each overlaps the subject's box and reaches out of it (a
-    tripod before the subject), and is neither held (kept whole) nor named by the old background (replaced with
-    it). What lies within the subject's box is on the subject (a patch, glasses) and stays with it."""
+    """The objects a background edit must not replace: each overlaps the subject's box and reaches out of it (a
+    tripod before the subject, a podium), and is neither held nor an ``occluder`` (both kept whole) nor named by
+    the old background (replaced with it). What lies within the subject's box is on the subject (a patch, glasses)
+    and stays with it. Whether such an object stands in front of the subject or behind it only the annotation can
+    say: replacing it is refused until it says so."""
     sx0, sy0, sx1, sy1 = grounding.subject.box.xyxy
     background = grounding.attributes.get("background", "").lower()
     held = {r.label for r in held_regions(grounding)}
@@ -105,8 +119,9 @@ def subject_hints(grounding: Grounding, old_background: str) -> Hints:
     what overlaps a protected region, and the protected regions (surely the subject: the middle of its face, its
     body below the face, what it holds; other objects, a tripod, may stand half outside the subject's outline)."""
     wanted = old_background.lower()
-    held = {r.label for r in held_regions(grounding)}
-    # what the subject holds is segmented on its own (``edit_mask``): a sure-foreground box would keep its corners
+    held = {r.label for r in kept_objects(grounding)}
+    # what the subject holds, and what stands in front of it, is segmented on its own (``edit_mask``): a
+    # sure-foreground box would keep its corners
     inside = tuple(box for name, box in protected_regions(grounding).items() if name not in held)
     outside = tuple(r.box.xyxy for r in grounding.regions if r.role == "object" and r.label.lower() in wanted)
     return Hints(inside, outside, grounding.subject.box.xyxy)
@@ -301,7 +316,7 @@ def target_box(
             )
         return faces[0].box.xyxy
     wanted = old_value.lower()
-    objects = [r for r in grounding.regions if r.role == "object" and r.label.lower() in wanted]
+    objects = [r for r in grounding.regions if r.role in OBJECT_ROLES and r.label.lower() in wanted]
     if not objects:
         raise ValueError(
             f"source {grounding.source_id}: no object region matches {old_value!r} for template {template.id}"
@@ -317,13 +332,18 @@ def edit_mask(
     segmenter: MaskSegmenter,
     rng: np.random.Generator,
     region: str | None = None,
+    sure: Sequence[Box] = (),
+    face: np.ndarray | None = None,
 ) -> np.ndarray | None:
-    """(H, W) bool, True = region to change; None for whole-image instruction edits."""
+    """(H, W) bool, True = region to change; None for whole-image instruction edits. ``sure``: boxes a background
+    edit's segmentation takes as surely the subject besides the grounding's (the face oval's inside and the ears
+    the face referee sees: ``logic/referee_gates.sure_boxes``); ``face``: (H, W) bool, the face oval the referee
+    sees, which a background edit keeps whatever the segmentation and Eq. 1's shrinking say."""
     if template.edit_kind.value == "direct_alteration":
         return None
     h, w = image.shape[:2]
     box = target_box(template, grounding, old_value, region)
-    held = held_regions(grounding)
+    held = kept_objects(grounding)  # what it holds and what stands in front of it: kept whole with the subject
     background = template.edit_kind.value == "background_substitution" or template.target == "background"
     if background and grounding.subject.outline:
         # the annotator drew what stays (what the subject holds may have its own outline): nothing is guessed, so
@@ -333,11 +353,15 @@ def edit_mask(
         jittered = jitter_box(box, w, h, rng)
         hinted = getattr(segmenter, "hinted_candidates", None)
         hints = subject_hints(grounding, grounding.attributes.get("background", ""))
+        hints = Hints(hints.inside + tuple(sure), hints.outside, hints.extent)
         candidates = hinted(image, jittered, hints) if hinted else segmenter.candidates(image, jittered)
         # Eq. 1's seeded resize, shrinking only: a grown mask keeps a rim of the old background, a halo around
         # the subject in the new scene
         keep = random_resize(candidates[select_mask(candidates, box)], rng, SHRINK_ONLY)
-        for region_ in held:  # the helmet she holds stays with her, whole; its box's corners are not it
+        if face is not None:  # the shrink takes pixels off the outline, never off the face
+            keep = keep | face
+        # the helmet she holds (the podium before him) stays with her, whole; its box's corners are not it
+        for region_ in held:
             keep = keep | (segmenter.box_mask(image, region_.box.xyxy) & inscribed_ellipse(region_.box.xyxy, h, w))
         kept = subject_only(keep, [box, *(r.box.xyxy for r in held)])
         # a star of the flag GrabCut kept beside her head is not her: only what is joined to her face, body or

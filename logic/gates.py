@@ -128,9 +128,11 @@ def mask_verdict(
     max_protected: float = 1.0,
     max_cut: float = 0.5,
     max_ragged: float = 1.0,
+    max_replaced: float = 1.0,
 ) -> str | None:
     """Why a mask is degenerate for its edit kind (too small to show the change, so large it is a new image,
-    swallowing the subject or what it holds, or leaving the old value in view), or None."""
+    swallowing the subject or what it holds, cutting an object that overlaps the subject in two or replacing more
+    than ``max_replaced`` of it, or leaving the old value in view), or None."""
     a = measured["mask_area"]
     if area is not None and not area[0] <= a <= area[1]:
         return f"mask area {a:.1%} is outside {area[0]:.1%}–{area[1]:.1%} for this edit kind"
@@ -144,6 +146,14 @@ def mask_verdict(
             return (
                 f"the new background's outline cuts the {key[9:]} in two ({share:.0%} of it replaced; an object is "
                 f"kept or replaced whole, at most {max_cut:.0%} of it either way)"
+            )
+        if key.startswith("replaced:") and share > max_replaced:
+            # a podium replaced whole left a man cut straight at the waist over the new scene: an object that
+            # overlaps the subject goes only where the annotation says it is old background
+            return (
+                f"the new background would replace {share:.0%} of the {key[9:]}, which overlaps the subject (at most "
+                f"{max_replaced:.0%}): give it role 'occluder' if it stands in front of the subject (it stays), or "
+                "name it in the 'background' attribute if it is part of the old background (it goes)"
             )
     if measured.get("ragged_outline", 0.0) > max_ragged:
         return (

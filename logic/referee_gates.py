@@ -27,6 +27,12 @@ EAR_OFFSET = 0.5
 # top reaches the hairline, where a fringe is hair, and hair is 20-33 ΔE from skin on the bundled portrait
 # (quartiles) while her painted temple was within 10
 SKIN_DELTA = 15.0
+# an ear's disc is judged by its skin: its pixels within this of the face's median colour (CIELAB ΔE; an ear is
+# redder and darker than a cheek), and only where at least EAR_SEEN of the disc is skin: hair over the ear, or a
+# disc that falls beside a turned head onto the backdrop (a bearded man's, 34% "changed" by a clean swap), shows
+# no ear to cut or paint
+EAR_SKIN_DELTA = 25.0
+EAR_SEEN = 0.25
 # the ears are looked at only on a face seen nearly from the front: ear-to-ear at least this share of the oval's
 # height (a face in profile shows one ear, where the mesh's two outermost points are not ears; 0.58 on the bundled
 # cameraman's profile, 0.88 and 0.91 on the two frontal portraits)
@@ -100,7 +106,7 @@ def skin(
     source = face & ~exclude if exclude is not None and (face & ~exclude).any() else face
     if not source.any():
         return face
-    lab = np.asarray(cv2.cvtColor(image.astype(np.float32) / 255, cv2.COLOR_RGB2LAB), np.float32)
+    lab = _lab(image)
     median = np.median(lab[source], axis=0)
     return face & (np.linalg.norm(lab - median, axis=-1) < delta)
 
@@ -126,6 +132,32 @@ def hair_without_face(hair: np.ndarray, never_hair: np.ndarray) -> np.ndarray:
     return kept | (binary_fill_holes(kept) & hair)
 
 
+def _box_mask(box: tuple[float, float, float, float], shape: tuple[int, int], keep: float = 0.5) -> np.ndarray:
+    """(H, W) bool: the middle ``keep`` of a box in each direction, surely the thing it boxes (a podium's wood, not
+    the floor its box caught)."""
+    x0, y0, x1, y1 = box
+    dx, dy = (x1 - x0) * (1 - keep) / 2, (y1 - y0) * (1 - keep) / 2
+    out = np.zeros(shape, bool)
+    out[max(0, round(y0 + dy)) : max(0, round(y1 - dy)), max(0, round(x0 + dx)) : max(0, round(x1 - dx))] = True
+    return out
+
+
+def kept_measurements(
+    changed: np.ndarray, kept: dict[str, tuple[float, float, float, float]], mask: np.ndarray | None = None
+) -> dict[str, float]:
+    """``kept_changed:<label>``: the share of the middle of each object a background edit keeps (what the subject
+    holds, what stands in front of it) that changed, of its pixels the ``mask`` does not replace (all of them
+    without one): a podium painted over by an inpainter, a microphone removed, whatever backend made the pair."""
+    measured: dict[str, float] = {}
+    for label, box in kept.items():
+        middle = _box_mask(box, changed.shape)
+        if mask is not None:
+            middle &= ~mask
+        if middle.any():
+            measured[f"kept_changed:{label}"] = _share(changed, middle)
+    return measured
+
+
 def _share(part: np.ndarray, of: np.ndarray) -> float:
     return round(float((part & of).sum() / of.sum()), 6) if of.any() else 0.0
 
@@ -137,6 +169,7 @@ def hair_spill_measurements(
     eyebrows: Sequence[np.ndarray] = (),
     person: np.ndarray | None = None,
     background: float = BACKGROUND,
+    ears: np.ndarray | None = None,
 ) -> dict[str, float]:
     """What a hair recolour changed that is not hair. ``changed``: (H, W) bool; ``natural``: the photo before;
     ``oval``: the face oval's polygon (None: no face seen); ``eyebrows``: their polygons; ``person``: the person
@@ -144,8 +177,9 @@ def hair_spill_measurements(
     (``skin``: inside the oval, the face's colour), what a spill that paints a forehead while the hair stays
     shows; ``face_skin_changed``: the share of the face's skin changed, what a narrow stripe on a forehead beside
     a large head of hair shows; ``face_oval_changed``: the share of the oval repainted, fringe included;
-    ``eyebrows_changed``: of the eyebrows; ``changed_in_background``: the share of changed pixels where the person
-    probability is below ``background``."""
+    ``eyebrows_changed``: of the eyebrows; ``ear_painted:right`` / ``ear_painted:left`` (with the ``ears``, on a
+    frontal face): the share of each ear's skin changed (``ear_skin``); ``changed_in_background``: the share of
+    changed pixels where the person probability is below ``background``."""
     shape = changed.shape
     _check_shape("the natural image", natural[..., 0], shape)
     measured: dict[str, float] = {}
@@ -159,26 +193,52 @@ def hair_spill_measurements(
             for b in eyebrows:
                 brows |= polygon_mask(b, shape)
             measured["eyebrows_changed"] = _share(changed, brows)
+        if ears is not None and frontal(ears, oval):
+            # an ear (and its earring's skin) painted with the hair beside it: the ear's skin, not the hair over it
+            for side, part in zip(("right", "left"), ear_skin(natural, oval, ears)):
+                if part is not None:
+                    measured[f"ear_painted:{side}"] = _share(changed, part)
     if person is not None:
         _check_shape("the person map", person, shape)
         measured["changed_in_background"] = _share(person < background, changed)
     return measured
 
 
+def ear_skin(
+    natural: np.ndarray, oval: np.ndarray, ears: np.ndarray, delta: float = EAR_SKIN_DELTA, seen: float = EAR_SEEN
+) -> tuple[np.ndarray | None, ...]:
+    """Each ear's disc (``ear_discs``: right, left) less the face oval and what is not skin (within ``delta`` of the
+    oval's median colour): the ear itself, where a cut bites or a spilt recolour paints; None for an ear not seen
+    (less than ``seen`` of its disc skin)."""
+    shape = natural.shape[:2]
+    face = polygon_mask(oval, shape)
+    if not face.any():
+        return (None, None)
+    lab = _lab(natural)
+    # the ear lies outside the oval (the cheek inside it is the face oval's own gate's); a pixel blended with the
+    # backdrop beside a cheek's edge is not an ear's: skin is taken one pixel in from what is not skin
+    tone = np.linalg.norm(lab - np.median(lab[face], axis=0), axis=-1) < delta
+    tone = cv2.erode(tone.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool) & ~face
+    return tuple(ear if (ear := disc & tone).sum() >= seen * disc.sum() else None for disc in ear_discs(ears, shape))
+
+
 def body_part_measurements(
-    changed: np.ndarray, oval: np.ndarray | None, ears: np.ndarray | None = None
+    changed: np.ndarray, oval: np.ndarray | None, ears: np.ndarray | None = None, natural: np.ndarray | None = None
 ) -> dict[str, float]:
     """What a background edit changed of the body the referees see: ``face_oval_changed`` (the share of the face
     oval changed) and, on a face seen from the front, ``ear_changed:right`` / ``ear_changed:left`` (the share of
-    each ear's disc, ``ear_discs``)."""
+    each ear's disc, ``ear_discs``; with the ``natural`` photo, of the disc's skin, ``ear_skin``, and only for an
+    ear it shows)."""
     shape = changed.shape
     measured: dict[str, float] = {}
     if oval is None:
         return measured
     measured["face_oval_changed"] = _share(changed, polygon_mask(oval, shape))
     if ears is not None and frontal(ears, oval):
-        for side, disc in zip(("right", "left"), ear_discs(ears, shape)):
-            measured[f"ear_changed:{side}"] = _share(changed, disc)
+        parts = ear_discs(ears, shape) if natural is None else ear_skin(natural, oval, ears)
+        for side, part in zip(("right", "left"), parts):
+            if part is not None:
+                measured[f"ear_changed:{side}"] = _share(changed, part)
     return measured
 
 
@@ -193,6 +253,10 @@ def referee_verdict(measured: dict[str, float], limits: dict[str, float]) -> str
         "changed_in_background": "of the changed pixels lie in the background",
         "ear_changed": "of an ear's place changed (the ear is cut or painted)",
         "old_rim": "of the kept outline keeps a rim of the old background",
+        "ear_painted": "of an ear's skin painted with the hair",
+        "old_patch": "of the kept subject is old background left in or beside it",
+        "seam": "of the kept outline shows a seam",
+        "kept_changed": "of what stands in front of the subject, or what it holds, changed",
     }
     failed = first_failure(measured, limits)
     if failed is None:
@@ -221,10 +285,12 @@ def failing_region(
     ears: np.ndarray | None = None,
     person: np.ndarray | None = None,
     keep: np.ndarray | None = None,
+    kept: dict[str, tuple[float, float, float, float]] | None = None,
 ) -> np.ndarray:
     """(H, W) bool: where the failure a measurement's ``key`` names lies, for report.html to outline (the face's
-    painted skin, the changed eyebrows, the painted background, the changed oval, the cut ear's disc, the rim
-    left along the cut); empty for a key it does not know or a part not given."""
+    painted skin, the changed eyebrows, the painted background, the changed oval, the cut or painted ear's disc, the
+    rim left along the cut, the old background's patches, the seam, the changed part of a kept object's middle);
+    empty for a key it does not know or a part not given."""
     shape = changed.shape
     out = np.zeros(shape, bool)
     name, _, side = key.partition(":")
@@ -237,8 +303,14 @@ def failing_region(
             out |= changed & polygon_mask(b, shape)
     elif name == "changed_in_background" and person is not None:
         out = changed & (person < BACKGROUND)
-    elif name == "ear_changed" and ears is not None:
+    elif name in ("ear_changed", "ear_painted") and ears is not None:
         out = ear_discs(ears, shape)[0 if side == "right" else 1]
+    elif name == "old_patch" and keep is not None:
+        out = old_patch_pixels(natural, keep, ignore=boxes_mask(list((kept or {}).values()), shape))
+    elif name == "seam" and keep is not None:
+        out = cv2.dilate(seam_pixels(manipulated, keep).astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
+    elif name == "kept_changed" and side in (kept or {}):
+        out = changed & _box_mask((kept or {})[side], shape)
     elif name == "old_rim" and keep is not None:
         out = cv2.dilate(old_rim_pixels(natural, manipulated, keep).astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
     return out
@@ -326,3 +398,140 @@ def old_rim(natural: np.ndarray, manipulated: np.ndarray, keep: np.ndarray) -> f
     flagged = old_rim_pixels(natural, manipulated, keep)
     outline = keep & ~cv2.erode(keep.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
     return round(float(flagged.sum() / max(1, outline.sum())), 6)
+
+
+def _lab(image: np.ndarray) -> np.ndarray:
+    return np.asarray(cv2.cvtColor(image.astype(np.float32) / 255, cv2.COLOR_RGB2LAB), np.float32)
+
+
+def _local_mean(lab: np.ndarray, region: np.ndarray, reach: int) -> tuple[np.ndarray, np.ndarray]:
+    """The mean CIELAB colour of ``region``'s pixels within ``reach`` of each pixel (a square window), and how many
+    there are."""
+    window = (2 * reach + 1, 2 * reach + 1)
+    weight = region.astype(np.float32)
+    count = cv2.boxFilter(weight, -1, window, normalize=False)
+    total = np.stack([cv2.boxFilter(lab[..., c] * weight, -1, window, normalize=False) for c in range(3)], -1)
+    return total / np.maximum(count, 1e-6)[..., None], count
+
+
+def old_patch_pixels(
+    natural: np.ndarray,
+    keep: np.ndarray,
+    reach: int = 20,
+    deep: int = 8,
+    skip: int = 2,
+    near: float = 10.0,
+    min_area: float = 0.0006,
+    ignore: np.ndarray | None = None,
+) -> np.ndarray:
+    """(H, W) bool: patches of the old background a background edit kept with the subject: a strip of backdrop
+    beside a shoulder, the sky enclosed between a face, a camera and the hands, the grass under an elbow. A kept
+    pixel (``skip`` or more from the cut, past a matte's blend; not in ``ignore``, what the subject holds or has in
+    front of it) is old background where, on the natural photo, its colour lies within ``near`` (CIELAB ΔE) of the
+    old background beside it (the replaced pixels' mean within ``reach``) and at least twice as far from the
+    subject beside it (the mean of the kept pixels ``deep`` or more from the cut, within ``reach``); such pixels,
+    opened by a 3×3 square, count where they join into a patch of at least ``min_area`` of the image. A suit the
+    colour of the curtain behind it is as near the subject: not a patch."""
+    _check_shape("the kept subject", keep, natural.shape[:2])
+    keep8 = keep.astype(np.uint8)
+    inside = cv2.distanceTransform(keep8, cv2.DIST_L2, 3)
+    lab = _lab(natural)
+    old, n_old = _local_mean(lab, ~keep, reach)
+    subject, n_subject = _local_mean(lab, keep & (inside >= deep), reach)
+    to_old = np.linalg.norm(lab - old, axis=-1)
+    to_subject = np.where(n_subject > 2, np.linalg.norm(lab - subject, axis=-1), np.inf)
+    found = keep & (inside >= skip) & (n_old > 2) & (to_old < near) & (2 * to_old < to_subject)
+    if ignore is not None:
+        found &= ~ignore
+    found = cv2.morphologyEx(found.astype(np.uint8), cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
+    count, labels, stats, _ = cv2.connectedComponentsWithStats(found, connectivity=8)
+    big = [k for k in range(1, count) if stats[k, cv2.CC_STAT_AREA] >= min_area * keep.size]
+    return np.isin(labels, big)
+
+
+def boxes_mask(boxes: Sequence[tuple[float, float, float, float]], shape: tuple[int, int]) -> np.ndarray:
+    """(H, W) bool: the union of the boxes ``(x0, y0, x1, y1)``."""
+    out = np.zeros(shape, bool)
+    for x0, y0, x1, y1 in boxes:
+        out[max(0, round(y0)) : max(0, round(y1)), max(0, round(x0)) : max(0, round(x1))] = True
+    return out
+
+
+def old_patch(natural: np.ndarray, keep: np.ndarray, ignore: np.ndarray | None = None) -> float:
+    """The share of the kept subject that is old background left in or beside it (``old_patch_pixels``, outside
+    ``ignore``): 0 for a cut that keeps only the subject."""
+    return round(float(old_patch_pixels(natural, keep, ignore=ignore).sum() / max(1, keep.sum())), 6)
+
+
+def seam_pixels(
+    manipulated: np.ndarray, keep: np.ndarray, reach: int = 6, gap: int = 3, min_contrast: float = 18.0
+) -> np.ndarray:
+    """(H, W) bool: the points of the kept subject's outline (away from the image's edge) where the composite shows
+    a seam: the colour on the cut (the pixel pairs either side of it) lies ``min_contrast`` (CIELAB ΔE) or more
+    from every blend of the subject beside it and the new background beside it (each sampled ``gap`` to ``reach``
+    pixels from the cut), a dark or light line drawn along the outline. A matte's blend lies between the two."""
+    _check_shape("the kept subject", keep, manipulated.shape[:2])
+    lab = _lab(manipulated)
+    window = (2 * reach + 1, 2 * reach + 1)
+
+    def local_mean(region: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        weight = region.astype(np.float32)
+        count = cv2.boxFilter(weight, -1, window, normalize=False)
+        total = np.stack([cv2.boxFilter(lab[..., c] * weight, -1, window, normalize=False) for c in range(3)], -1)
+        return total / np.maximum(count, 1e-6)[..., None], count
+
+    keep8 = keep.astype(np.uint8)
+    inside = cv2.distanceTransform(keep8, cv2.DIST_L2, 3)
+    outside = cv2.distanceTransform(1 - keep8, cv2.DIST_L2, 3)
+    line, n_line = local_mean((keep & (inside <= 1)) | (~keep & (outside <= 1)))
+    subject, n_subject = local_mean(keep & (inside >= gap) & (inside <= reach))
+    new, n_new = local_mean(~keep & (outside >= gap) & (outside <= reach))
+    # the distance from the line's colour to the segment between the two sides' colours
+    span = new - subject
+    t = np.clip(((line - subject) * span).sum(-1) / np.maximum((span * span).sum(-1), 1e-6), 0, 1)
+    off = np.linalg.norm(line - (subject + t[..., None] * span), axis=-1)
+    outline = keep & ~cv2.erode(keep8, np.ones((3, 3), np.uint8)).astype(bool)
+    away = np.zeros_like(outline)
+    away[reach:-reach, reach:-reach] = True
+    seen = outline & away & (n_line > 2) & (n_subject > 2) & (n_new > 2)
+    return seen & (off >= min_contrast)
+
+
+def seam(manipulated: np.ndarray, keep: np.ndarray) -> float:
+    """The share of the kept subject's outline (away from the image's edge) along which a seam shows
+    (``seam_pixels``): 0 for a cut blended into the new scene."""
+    flagged = seam_pixels(manipulated, keep)
+    outline = keep & ~cv2.erode(keep.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+    return round(float(flagged.sum() / max(1, outline.sum())), 6)
+
+
+def sure_boxes(
+    oval: np.ndarray, ears: Sequence[np.ndarray | None], shape: tuple[int, int], bands: int = 12, margin: int = 3
+) -> list[tuple[float, float, float, float]]:
+    """Boxes surely inside the subject, for a background edit's segmentation to start from (GrabCut's sure
+    foreground): horizontal bands of the face oval shrunk by ``margin`` pixels, each as wide as its narrowest row
+    (so no box reaches past the oval), and the largest square inside each seen ear's skin (``ear_skin``). A
+    segmenter that cut an ear or a jaw from its coarse map keeps them, and the colour model grows the rest of the
+    ear from its inner part."""
+    out: list[tuple[float, float, float, float]] = []
+    face = cv2.erode(polygon_mask(oval, shape).astype(np.uint8), np.ones((2 * margin + 1,) * 2, np.uint8)) > 0
+    rows = np.nonzero(face.any(axis=1))[0]
+    if len(rows):
+        for band in np.array_split(rows, min(bands, len(rows))):
+            lo, hi = 0, shape[1]
+            for y in band:
+                xs = np.nonzero(face[y])[0]
+                lo, hi = max(lo, int(xs.min())), min(hi, int(xs.max()) + 1)
+            if hi > lo:
+                out.append((float(lo), float(band[0]), float(hi), float(band[-1] + 1)))
+    for ear in ears:
+        if ear is None:
+            continue
+        # the largest square about the ear's deepest pixel that holds only its skin: surely ear, whatever its shape
+        depth = cv2.distanceTransform(np.pad(ear, 1).astype(np.uint8), cv2.DIST_C, 3)[1:-1, 1:-1]
+        if depth.max() < 1:
+            continue
+        y, x = np.unravel_index(int(np.argmax(depth)), ear.shape)
+        r = int(depth[y, x]) - 1
+        out.append((float(x - r), float(y - r), float(x + r + 1), float(y + r + 1)))
+    return out

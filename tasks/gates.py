@@ -18,13 +18,17 @@ from perceptforge.data.schema import Candidate, EditRecord, GateRecord, Renderin
 from perceptforge.logic.gates import hamming, near_duplicates, pair_measurements, pair_verdict, phash
 from perceptforge.logic.referee_gates import (
     body_part_measurements,
+    boxes_mask,
     changed_pixels,
     failing_region,
     first_failure,
     hair_spill_measurements,
+    kept_measurements,
+    old_patch,
     old_rim,
     outlined_pair,
     referee_verdict,
+    seam,
 )
 from perceptforge.store.images import load_rgb
 from perceptforge.store.rundir import RunDir, safe_name
@@ -41,6 +45,7 @@ class QualityGate(ValueError):
         super().__init__(reason)
         self.measurements = measurements or {}
         self.evidence = evidence or {}
+        self.evidence_mask: np.ndarray | None = None  # a rejected mask not yet stored (the mask stage stores it)
 
 
 class NearDuplicate(QualityGate):
@@ -55,10 +60,14 @@ def edited_region(image: Image.Image, mask: np.ndarray | None) -> Image.Image:
     return image.crop((int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1))
 
 
+Box = tuple[float, float, float, float]
+
+
 class GateUnit(NamedTuple):
     edit: EditRecord
     candidate: Candidate
-    subject_box: tuple[float, float, float, float] | None = None  # where the referees look for the subject's face
+    subject_box: Box | None = None  # where the referees look for the subject's face
+    kept: dict[str, Box] | None = None  # what a background edit keeps with the subject: held, in front of it
 
 
 def referee_check(
@@ -67,15 +76,18 @@ def referee_check(
     candidate: Candidate,
     rendered_region: str | None,
     gates: Gates,
-    subject_box: tuple[float, float, float, float] | None = None,
+    subject_box: Box | None = None,
     mask: np.ndarray | None = None,
+    kept: dict[str, Box] | None = None,
 ) -> tuple[dict[str, float], str | None, np.ndarray | None]:
     """The referee gates' measurements and verdict for one pair (whatever backend made it): a hair edit must not
-    paint the face's skin, the eyebrows or the background; a background edit must leave the face oval and a
-    frontal face's ears as they were, and (with its ``mask``, True where the background was replaced) leave no
-    rim of the old background along the cut (``old_rim``). Other edits are not judged here, nor, where no face is
-    seen, the face and hair checks (the measurement ``referee_face`` says whether a face was seen). The third value
-    is, on a failure, the natural and manipulated images side by side with the failing region outlined."""
+    paint the face's skin, the eyebrows, a frontal face's ears or the background; a background edit must leave the
+    face oval, a frontal face's ears and what it ``kept`` (label → box: what the subject holds, what stands in front
+    of it) as they were, and (with its ``mask``, True where the background was replaced) leave no rim of the old
+    background along the cut (``old_rim``), no patch of it in or beside the subject (``old_patch``) and no seam
+    (``seam``). Other edits are not judged here, nor, where no face is seen, the face and hair checks (the
+    measurement ``referee_face`` says whether a face was seen). The third value is, on a failure, the natural and
+    manipulated images side by side with the failing region outlined."""
     hair = rendered_region == "hair"
     background = candidate.edit_kind.value == "background_substitution"
     if not gates.referees or not (hair or background):
@@ -91,20 +103,31 @@ def referee_check(
         # (a drawn test portrait, a head turned away) its "background" may be the whole head: not judged
         if face is not None:
             person = person_probability(natural)
-            measured |= hair_spill_measurements(changed, natural, face.oval, face.eyebrows, person)
+            measured |= hair_spill_measurements(changed, natural, face.oval, face.eyebrows, person, ears=face.ears)
         limits = {
             "changed_on_face": gates.max_hair_on_face,
             "face_skin_changed": gates.max_hair_skin_changed,
             "eyebrows_changed": gates.max_hair_on_eyebrows,
+            "ear_painted": gates.max_ear_changed,
             "changed_in_background": gates.max_hair_in_background,
         }
     else:
         oval, ears = (None, None) if face is None else (face.oval, face.ears)
-        measured |= body_part_measurements(changed, oval, ears)
-        limits = {"face_oval_changed": gates.max_face_changed, "ear_changed": gates.max_ear_changed}
+        measured |= body_part_measurements(changed, oval, ears, natural)
+        measured |= kept_measurements(changed, kept or {}, mask)
+        limits = {
+            "face_oval_changed": gates.max_face_changed,
+            "ear_changed": gates.max_ear_changed,
+            "kept_changed": gates.max_kept_changed,
+        }
         if mask is not None and mask.any() and not mask.all():
             measured["old_rim"] = old_rim(natural, manipulated, ~mask)
-            limits["old_rim"] = gates.max_old_rim
+            # what the subject holds or has in front of it may be the old background's colour (a grey camera
+            # against a grey sky): its box is not looked at
+            held = boxes_mask(list((kept or {}).values()), mask.shape)
+            measured["old_patch"] = old_patch(natural, ~mask, held)
+            measured["seam"] = seam(manipulated, ~mask)
+            limits |= {"old_rim": gates.max_old_rim, "old_patch": gates.max_old_patch, "seam": gates.max_seam}
     failed = first_failure(measured, limits)
     if failed is None:
         return measured, None, None
@@ -118,6 +141,7 @@ def referee_check(
         ears=None if face is None else face.ears,
         person=person,
         keep=None if mask is None else ~mask,
+        kept=kept,
     )
     return measured, referee_verdict(measured, limits), outlined_pair(natural, manipulated, region)
 
@@ -140,11 +164,14 @@ def pair_gates(
     rendered: Rendering | None,
     gates: Gates,
     clip: Any = None,
-    subject_box: tuple[float, float, float, float] | None = None,
+    subject_box: Box | None = None,
+    kept: dict[str, Box] | None = None,
 ) -> tuple[dict[str, float], str | None, np.ndarray | None, bool]:
     """Every gate on one pair, without the run's files: the measurements, the first failure's reason (None when
     the pair passes), the pair with the failing region outlined where a referee failed it, and whether it was a
-    referee. The run's gate stage and the gate corpus (``benchmarks/``) judge pairs through this one function."""
+    referee. ``kept``: label → box of what a background edit keeps with the subject (``logic/edit_region.
+    kept_objects``: what it holds, what stands in front of it). The run's gate stage and the gate corpus
+    (``benchmarks/``) judge pairs through this one function."""
     measured = pair_measurements(natural, manipulated, mask)
     if clip is not None:
         measured |= clip.measure(edited_region(manipulated, mask), candidate.idea.new, candidate.idea.old)
@@ -164,20 +191,21 @@ def pair_gates(
         gates,
         subject_box,
         mask,
+        kept,
     )
     measured |= refereed
     return measured, reason or referee_reason, outlined, reason is None and referee_reason is not None
 
 
 def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int | QualityGate:
-    edit, candidate, subject_box = GateUnit(*unit)  # a plain (edit, candidate) pair: no subject box
+    edit, candidate, subject_box, kept = GateUnit(*unit)  # a plain (edit, candidate) pair: no subject box
     run = RunDir(run_path)
     natural, manipulated = (load_rgb(run.sub(ref.path)) for ref in (edit.pair.natural, edit.pair.manipulated))
     if natural.size != manipulated.size:
         return QualityGate(f"sizes differ: natural {natural.size}, manipulated {manipulated.size}")
     mask = run.load_mask(edit.pair.mask.path) if edit.pair.mask else None
     measured, reason, outlined, referee_failed = pair_gates(
-        natural, manipulated, mask, candidate, edit.edit.rendered, gates, clip, subject_box
+        natural, manipulated, mask, candidate, edit.edit.rendered, gates, clip, subject_box, kept
     )
     record = GateRecord(unit=edit.unit, measurements=measured, passed=reason is None, reason=reason or "")
     run.write_record(f"gates/{safe_name(edit.unit)}.json", record.model_dump(mode="json"))
@@ -197,15 +225,17 @@ def gates_stage(
     candidates: dict[str, Candidate],
     gates: Gates,
     clip: ModelSpec | None = None,
-    subject_boxes: dict[str, tuple[float, float, float, float]] | None = None,
+    subject_boxes: dict[str, Box] | None = None,
+    kept_boxes: dict[str, dict[str, Box]] | None = None,
 ) -> list[tuple[Unit, EditRecord]]:
     """The edits that pass every gate, in unit order; the others are quarantined with the gate's reason.
-    ``subject_boxes``: source id → the subject's box, where the referees look for its face."""
-    boxes = subject_boxes or {}
-    units = [
-        Unit(u.name, u.file, GateUnit(e, candidates[u.name], boxes.get(candidates[u.name].lineage.source_id)))
-        for u, e in edits
-    ]
+    ``subject_boxes``: source id → the subject's box, where the referees look for its face; ``kept_boxes``: source
+    id → label → box of what a background edit keeps with the subject."""
+    boxes, kept = subject_boxes or {}, kept_boxes or {}
+    units = []
+    for u, e in edits:
+        source = candidates[u.name].lineage.source_id
+        units.append(Unit(u.name, u.file, GateUnit(e, candidates[u.name], boxes.get(source), kept.get(source))))
     resources = CPU_STAGE if clip is None else MODEL_STAGE
     passed = runner.map("gates", gate, units, gates=gates, clip=clip, models=[clip], resources=resources)
     hashes = dict((u.name, h) for u, h in passed)

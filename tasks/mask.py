@@ -62,6 +62,7 @@ def gate_mask(
         gates.max_object_cut,
         # the bites this gate looks for are a segmenter's; a drawn outline's gaps (between a tripod's legs) are meant
         1.0 if grounding.subject.outline else gates.max_ragged_outline,
+        gates.max_object_replaced,
     )
     if reason:
         raise QualityGate(reason, measured)
@@ -81,17 +82,48 @@ def face_not_hair(image: np.ndarray, grounding: Grounding) -> np.ndarray:
     return not_hair(image, face.oval, face.eyebrows)
 
 
+def referee_sure(
+    image: np.ndarray, grounding: Grounding
+) -> tuple[list[tuple[float, float, float, float]], np.ndarray | None]:
+    """What the face referee says is surely the subject: boxes for the segmentation to start from
+    (``logic/referee_gates.sure_boxes``: the inside of its face oval, the ears it sees) and the face oval itself;
+    none where it sees no face."""
+    from perceptforge.backends.referees import face_referee
+    from perceptforge.logic.referee_gates import ear_skin, frontal, polygon_mask, sure_boxes
+
+    face = face_referee().subject_face(image, grounding.subject.box.xyxy)
+    if face is None:
+        return [], None
+    ears = ear_skin(image, face.oval, face.ears) if frontal(face.ears, face.oval) else ()
+    return sure_boxes(face.oval, ears, image.shape[:2]), polygon_mask(face.oval, image.shape[:2])
+
+
+def named_region(
+    template: Template, grounding: Grounding, image: np.ndarray, old_value: str, region: str, gates: Gates
+) -> tuple[np.ndarray, dict[str, float]]:
+    """The mask of a value that names a region (hair) and its measurements, as this stage makes and gates it:
+    ``region_mask`` (refusing a black-and-white photo, hair as pale as the skin, no hair found), less what the face
+    referee sees is never hair (the face's skin, its eyebrows), then ``gate_mask`` (too little of it to show a
+    change). Raises ValueError with the quarantine's words (QualityGate for the gate, carrying the rejected mask as
+    ``evidence_mask``). The run's mask stage and ``sources check`` (``region_refusal``) both call this one function,
+    so the check promises what the run does."""
+    mask = region_mask(template, grounding, image, region)
+    if region == "hair" and gates.referees:  # the face's skin and eyebrows are never hair
+        mask = hair_without_face(mask, face_not_hair(image, grounding))
+    try:
+        return mask, gate_mask(template, mask, grounding, old_value, gates, {}, image)
+    except QualityGate as exc:
+        exc.evidence_mask = mask
+        raise
+
+
 def region_refusal(
     template: Template, grounding: Grounding, image: np.ndarray, old_value: str, region: str, gates: Gates
 ) -> str | None:
-    """Why this stage refuses a value that names a region (hair) on this photo, in the words of its quarantine:
-    ``region_mask``'s reason (a black-and-white photo, hair as pale as the skin, none found) or its gate's (too
-    little of it to show a change). ``sources check`` asks it before a run; None: the stage takes the value."""
+    """Why this stage refuses a value that names a region (hair) on this photo, in the words of its quarantine
+    (``named_region``'s). ``sources check`` asks it before a run; None: the stage takes the value."""
     try:
-        mask = region_mask(template, grounding, image, region)
-        if region == "hair" and gates.referees:  # as make_mask: the face's skin and eyebrows are never hair
-            mask = hair_without_face(mask, face_not_hair(image, grounding))
-        gate_mask(template, mask, grounding, old_value, gates, {}, image)
+        named_region(template, grounding, image, old_value, region, gates)
     except ValueError as exc:
         return str(exc)
     return None
@@ -112,6 +144,17 @@ def make_mask(
     image = np.asarray(load_rgb(run.sub(source.stored)))
     rendering = candidate.idea.rendering
     background = template.edit_kind.value == "background_substitution"
+    region = rendering.region if rendering is not None else None
+    if region is not None and not background and template.target != "background":
+        # a value that names a region (a hair colour): made and refused as ``sources check`` promises
+        try:
+            named, measured = named_region(template, grounding, image, candidate.idea.old, region, gates)
+        except QualityGate as exc:  # keep the rejected mask so the report can show it
+            assert exc.evidence_mask is not None
+            exc.evidence = {"natural": source.stored, "mask": run.store_mask(exc.evidence_mask).path}
+            raise
+        used = BackendRef(name=segmenter.name, model_id=segmenter.model_id)
+        return MaskRecord(unit=candidate.unit, mask=run.store_mask(named), segmenter=used, measurements=measured)
     drawn = bool(grounding.subject.outline)
     # whether a standing object (a tripod) is cut in two is measured on a segmenter's guess of it; an annotator's
     # outline of the subject already says what of it stays
@@ -125,14 +168,13 @@ def make_mask(
     # into a sleeve: the next seeded draws are tried, in order, so the same seed gives the same mask (a drawn
     # outline is not jittered: one try)
     attempts = gates.mask_attempts if background and not drawn else 1
+    # what the face referee sees of the subject's face (its oval, its ears) is surely the subject: a segmenter's
+    # coarse map cut ears and jaws that the gates then refused
+    sure, face = referee_sure(image, grounding) if background and not drawn and gates.referees else ([], None)
     for attempt in range(1, attempts + 1):
         tried = {"attempts": float(attempt)} if attempt > 1 else {}
         with device_lock(device):
-            mask = edit_mask(
-                template, grounding, image, candidate.idea.old, segmenter, rng, rendering.region if rendering else None
-            )
-        if mask is not None and rendering is not None and rendering.region == "hair" and gates.referees:
-            mask = hair_without_face(mask, face_not_hair(image, grounding))
+            mask = edit_mask(template, grounding, image, candidate.idea.old, segmenter, rng, region, sure, face)
         try:
             measured = (
                 gate_mask(template, mask, grounding, candidate.idea.old, gates, objects, image)

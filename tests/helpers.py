@@ -12,6 +12,7 @@ OPEN_GATES = {
     "max_old_kept": 1.0,
     "max_protected_in_mask": 1.0,
     "max_object_cut": 0.5,
+    "max_object_replaced": 1.0,
     "max_ragged_outline": 1.0,
     # the referee gates still run and record their measurements (the same gates on every profile's path), but let
     # the noise of random weights through
@@ -22,6 +23,9 @@ OPEN_GATES = {
     "max_face_changed": 1.0,
     "max_ear_changed": 1.0,
     "max_old_rim": 1.0,
+    "max_old_patch": 1.0,
+    "max_seam": 1.0,
+    "max_kept_changed": 1.0,
 }
 
 

@@ -174,3 +174,49 @@ def test_a_held_thing_cut_by_the_frame_keeps_its_part_at_the_edge():
     cut = inscribed_ellipse((20, 60, 60, 100), 100, 100)
     assert cut[98, 22] and cut[98, 57]  # the lower corners, at the frame
     assert not cut[61, 21]  # the upper corner is still beside it
+
+
+def test_an_occluder_is_kept_whole_with_the_subject_and_never_taken_for_a_standing_object():
+    """A podium before a speaker (role occluder) is what a background edit keeps with him, segmented on its own:
+    its middle is protected and it is neither a sure-foreground box (its corners are floor) nor a standing object
+    the mask gate would ask about; as an ``object`` it is one, and the annotation must place it."""
+    from perceptforge.logic.edit_region import kept_objects, standing_objects
+
+    g = grounding()
+    podium = Region(label="podium", box=Box(x0=30, y0=90, x1=110, y1=120), role="occluder")
+    g = g.model_copy(update={"regions": [*g.regions, podium]})
+    assert [r.label for r in kept_objects(g)] == ["podium"]
+    assert protected_regions(g)["podium"] == (50.0, 97.5, 90.0, 112.5)
+    assert (50.0, 97.5, 90.0, 112.5) not in subject_hints(g, "a flag").inside
+    assert "podium" not in [r.label for r in standing_objects(g)]
+    as_object = g.model_copy(update={"regions": [*g.regions[:-1], podium.model_copy(update={"role": "object"})]})
+    assert [r.label for r in standing_objects(as_object)] == ["podium"] and not kept_objects(as_object)
+    held = g.model_copy(update={"attributes": {"held_object": "a camera"}})
+    assert [r.label for r in kept_objects(held)] == ["camera", "podium"]
+
+
+def test_an_unknown_role_is_refused_naming_the_annotation(tmp_path):
+    import json
+
+    import pytest
+
+    from perceptforge.errors import InputError
+    from perceptforge.store.sources import grounding_from_entry, read_source_dir
+
+    (tmp_path / "a.png").write_bytes(b"")
+    ann = {
+        "images": [{"id": 1, "file_name": "a.png", "width": 50, "height": 50, "caption": "A man.", "subject": "man"}],
+        "annotations": [
+            {"id": 1, "image_id": 1, "label": "man", "role": "subject", "bbox": [0, 0, 50, 50]},
+            {"id": 2, "image_id": 1, "label": "podium", "role": "occluder", "bbox": [0, 40, 50, 10]},
+            {"id": 3, "image_id": 1, "label": "mic", "role": "in front", "bbox": [0, 30, 5, 5]},
+        ],
+    }
+    (tmp_path / "annotations.json").write_text(json.dumps(ann))
+    (entry,) = read_source_dir(tmp_path)
+    with pytest.raises(InputError, match=r"annotation 3.*role"):
+        grounding_from_entry(entry)
+    ann["annotations"].pop()
+    (tmp_path / "annotations.json").write_text(json.dumps(ann))
+    (entry,) = read_source_dir(tmp_path)
+    assert [r.role for r in grounding_from_entry(entry).regions] == ["occluder"]

@@ -158,8 +158,13 @@ def test_a_mask_that_swallows_the_subject_is_stopped(astronaut_unit):
     b1_candidate = Candidate.model_validate(
         candidate_for(b1, grounding, source.sha256, TemplateWriter(), templates(), 0)
     )
-    with pytest.raises(QualityGate, match="of the subject's box"):
+    # the face the referee sees is kept whatever the segmenter says, and the strip, joined to none of her, goes:
+    # what is left is too little of the image to keep
+    with pytest.raises(QualityGate, match="mask area 9[0-9.]+% is outside"):
         make_mask(b1, b1_candidate, source, grounding, run, FixedMask(keep), Gates(), 0)
+    without_referees = Gates(referees=False)  # the strip alone: most of the subject's box goes
+    with pytest.raises(QualityGate, match="of the subject's box"):
+        make_mask(b1, b1_candidate, source, grounding, run, FixedMask(keep), without_referees, 0)
 
 
 def test_clip_gate_measures_new_against_old_and_stops_an_unfaithful_edit(tmp_path, astronaut_unit):
@@ -195,22 +200,35 @@ def test_clip_gate_measures_new_against_old_and_stops_an_unfaithful_edit(tmp_pat
     assert json.loads(run.sub("gates", f"{candidate.unit}.json").read_text())["passed"]
 
 
-def test_an_object_standing_before_the_old_background_is_kept_or_replaced_whole():
-    """A tripod before the subject, half of it under the new scene, would stand on nothing: the mask is refused
-    with the share replaced; kept whole, or replaced whole, it passes."""
+def test_an_object_standing_before_the_old_background_is_kept_never_replaced():
+    """A tripod before the subject, half of it under the new scene, would stand on nothing; replaced whole, it left
+    the camera on a pole stub (a podium replaced whole, a man cut straight at the waist): both are refused with the
+    share replaced and what the annotation should say; kept whole, it passes."""
     from perceptforge.logic.gates import mask_measurements, mask_verdict
 
     tripod = np.zeros((20, 20), bool)
     tripod[10:20, 8:10] = True
-    for rows, share, refused in ((slice(15, 20), 0.5, True), (slice(0, 0), 0.0, False), (slice(0, 20), 1.0, False)):
+    for rows, share, why in (
+        (slice(15, 20), 0.5, "cuts the tripod in two (50% of it replaced"),
+        (slice(0, 0), 0.0, None),
+        (
+            slice(0, 20),
+            1.0,
+            "would replace 100% of the tripod, which overlaps the subject (at most 5%): give it role 'occluder'",
+        ),
+    ):
         mask = np.zeros((20, 20), bool)
         mask[rows] = True
         measured = mask_measurements(mask, (0, 0, 10, 10), objects={"tripod": tripod})
         assert measured["replaced:tripod"] == share
-        verdict = mask_verdict(measured, None, None, 1.0, 1.0, 0.05)
-        assert (verdict is not None) == refused
-        if refused:
-            assert "cuts the tripod in two (50% of it replaced" in verdict
+        verdict = mask_verdict(measured, None, None, 1.0, 1.0, 0.05, 1.0, 0.05)
+        assert (verdict is None) == (why is None)
+        if why:
+            assert why in verdict
+    # the replaced-whole rule is its own limit: a profile that lets objects go keeps the cut-in-two rule alone
+    assert (
+        mask_verdict({"mask_area": 0.5, "subject_in_mask": 0, "replaced:tripod": 1.0}, None, None, 1, 1, 0.05) is None
+    )
 
 
 def test_an_outline_through_no_edge_of_the_photo_is_measured():

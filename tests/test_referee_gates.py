@@ -359,3 +359,147 @@ def test_a_fringe_patch_of_the_skins_colour_inside_the_hair_stays_hair():
     assert out[5:7, 8:10].all()  # closed in by hair: kept, so it is recoloured with the rest
     assert not out[9, 6:14].any()  # the hair's lower edge on the forehead: taken out
     assert out.sum() == hair.sum() - 8
+
+
+# --- ears painted, ears not shown, patches of the old background, seams, what stays in front ---------------------
+
+
+def test_a_hair_recolour_that_paints_an_ear_is_quarantined():
+    """The red-haired portrait's recolour painted both ears and earrings with the hair beside them: the ears' skin
+    changed is measured on a frontal face, and over the ear limit it fails; the clean recolour paints none."""
+    image, oval, brows, ears, person = portrait()
+    edited = image.copy()
+    edited[hair_pixels(image, oval)] = BLUE
+    clean = hair_spill_measurements(changed_pixels(image, edited), image, oval, brows, person, ears=ears)
+    assert clean["ear_painted:right"] == 0.0 and clean["ear_painted:left"] == 0.0
+    limits = HAIR_LIMITS | {"ear_painted": GATES.max_ear_changed}
+    assert referee_verdict(clean, limits) is None
+    ear_skin_px = (image == SKIN).all(-1) & ~polygon_mask(oval, (96, 96))
+    edited[ear_skin_px] = BLUE
+    painted = hair_spill_measurements(changed_pixels(image, edited), image, oval, brows, person, ears=ears)
+    assert painted["ear_painted:right"] > 0.5 and painted["ear_painted:left"] > 0.5
+    assert painted["changed_on_face"] == 0.0  # outside the oval: no other gate sees it
+    assert "of an ear's skin painted with the hair" in (referee_verdict(painted, limits) or "")
+
+
+def test_an_ear_the_photo_does_not_show_is_not_judged():
+    """An ear's disc that holds no skin (hair over the ear, or the backdrop beside a turned head) shows no ear to cut:
+    with the photo given, a swap that changes that place is not an ear cut; a shown ear still is."""
+    image, oval, _, ears, person = portrait()
+    hidden = image.copy()
+    hidden[(image == SKIN).all(-1) & ~polygon_mask(oval, (96, 96))] = BACKDROP  # no ears drawn
+    edited = hidden.copy()
+    edited[:, 66:] = BLUE  # the backdrop beside the head, where the left ear's disc lies
+    edited[:, :30] = BLUE
+    measured = body_part_measurements(changed_pixels(hidden, edited), oval, ears, hidden)
+    assert "ear_changed:left" not in measured and "ear_changed:right" not in measured
+    shown = image.copy()
+    shown[:, 70:] = BLUE  # the cut through the shown left ear
+    measured = body_part_measurements(changed_pixels(image, shown), oval, ears, image)
+    assert measured["ear_changed:left"] > GATES.max_ear_changed
+
+
+def disc_scene(size: int = 120, radius: int = 30, subject=(200, 40, 40)):
+    """A subject disc on a grey backdrop, and its exact keep."""
+    yy, xx = np.mgrid[0:size, 0:size]
+    r = np.hypot(yy - size / 2, xx - size / 2)
+    natural = np.full((size, size, 3), BACKDROP, np.uint8)
+    natural[r <= radius] = subject
+    return natural, r <= radius, r
+
+
+def test_a_patch_of_the_old_backdrop_kept_beside_or_inside_the_subject_is_quarantined():
+    """A strip of backdrop kept beside a shoulder, and the backdrop enclosed in a ring-shaped subject (the sky
+    between a face, a camera and the hands) kept with it, are old background: each is a patch over the limit and
+    outlined; the exact cut keeps none."""
+    from perceptforge.logic.referee_gates import failing_region, old_patch, old_patch_pixels
+
+    natural, keep, r = disc_scene()
+    limits = {"old_patch": GATES.max_old_patch}
+    assert old_patch(natural, keep) == 0.0
+    strip = keep.copy()
+    strip[50:80, 88:98] = True  # 10 px of backdrop beside the disc's right side
+    measured = {"old_patch": old_patch(natural, strip)}
+    assert measured["old_patch"] > GATES.max_old_patch
+    assert "old background left in or beside it" in (referee_verdict(measured, limits) or "")
+    assert old_patch_pixels(natural, strip)[60:70, 92:96].all()
+    ring = natural.copy()
+    ring[r <= 14] = BACKDROP  # a ring: backdrop inside it, kept (the hole filled)
+    assert old_patch(ring, keep) > GATES.max_old_patch
+    manipulated = ring.copy()
+    manipulated[~keep] = BLUE
+    region = failing_region("old_patch", changed_pixels(ring, manipulated), ring, manipulated, keep=keep)
+    assert region[60, 72] and not region[60, 80]  # the enclosed backdrop (within reach of the cut), not the ring
+    assert not failing_region(
+        "old_patch", changed_pixels(ring, manipulated), ring, manipulated, keep=keep, kept={"camera": (40, 40, 80, 80)}
+    )[60, 72]  # inside what it holds: not looked at
+
+
+def test_a_subject_the_colour_of_its_backdrop_is_not_a_patch():
+    """A grey coat against a grey wall, cut exactly: near the cut the subject is the wall's colour too, so nothing
+    kept is nearer the old background than the subject."""
+    from perceptforge.logic.referee_gates import old_patch
+
+    natural, keep, r = disc_scene(size=160, radius=50, subject=(190, 190, 190))
+    natural[r <= 8] = (200, 40, 40)  # a red badge in the middle, far from the cut
+    assert old_patch(natural, keep) == 0.0
+
+
+def test_a_seam_drawn_along_the_cut_is_quarantined():
+    """A dark line along the kept outline is a seam (outlined on the failure); a clean cut or a matte blending the
+    subject into the new scene is not."""
+    from perceptforge.logic.referee_gates import failing_region, seam
+
+    natural, keep, r = disc_scene()
+    manipulated = natural.copy()
+    manipulated[~keep] = BLUE
+    assert seam(manipulated, keep) == 0.0
+    soft = manipulated.astype(np.float32)
+    soft[(r > 29) & (r <= 31)] = (soft[(r > 29) & (r <= 31)] + np.array(BLUE)) / 2
+    assert seam(soft.astype(np.uint8), keep) == 0.0
+    lined = manipulated.copy()
+    lined[(r > 29) & (r <= 31.5)] = (250, 250, 250)  # a light line either side of the cut
+    measured = {"seam": seam(lined, keep)}
+    assert measured["seam"] > GATES.max_seam
+    assert "shows a seam" in (referee_verdict(measured, {"seam": GATES.max_seam}) or "")
+    assert failing_region("seam", changed_pixels(natural, lined), natural, lined, keep=keep)[60, 60 + 30]
+
+
+def test_what_stands_in_front_of_the_subject_changed_is_quarantined():
+    """A podium kept with the speaker (the mask leaves it) but painted over by the edit, whatever backend made it:
+    the middle of what is kept changed fails; a swap behind both passes."""
+    from perceptforge.logic.referee_gates import kept_measurements
+
+    natural, keep, _ = disc_scene()
+    natural[90:120, 20:100] = (120, 70, 30)  # the podium
+    keep[90:120, 20:100] = True
+    clean = natural.copy()
+    clean[~keep] = BLUE
+    kept = {"podium": (20.0, 90.0, 100.0, 120.0)}
+    limits = {"kept_changed": GATES.max_kept_changed}
+    assert kept_measurements(changed_pixels(natural, clean), kept, ~keep) == {"kept_changed:podium": 0.0}
+    painted = clean.copy()
+    painted[90:120, 20:100] = BLUE
+    for mask in (~keep, None):  # with the mask the pair was made with, or judged alone
+        measured = kept_measurements(changed_pixels(natural, painted), kept, mask)
+        assert measured["kept_changed:podium"] == 1.0
+        assert "what stands in front of the subject" in (referee_verdict(measured, limits) or "")
+
+
+def test_sure_boxes_lie_inside_the_face_oval_and_the_ears_it_shows():
+    """What the face referee sees is handed to a background edit's segmentation as sure foreground: every box lies
+    inside the oval (shrunk) or an ear's skin, and the bands cover most of the oval."""
+    from perceptforge.logic.referee_gates import ear_skin, sure_boxes
+
+    image, oval, _, ears, _ = portrait()
+    parts = ear_skin(image, oval, ears)
+    assert all(p is not None for p in parts)
+    boxes = sure_boxes(oval, parts, (96, 96))
+    face = polygon_mask(oval, (96, 96))
+    covered = np.zeros((96, 96), bool)
+    for x0, y0, x1, y1 in boxes[:-2]:
+        covered[int(y0) : int(y1), int(x0) : int(x1)] = True
+    assert not (covered & ~face).any() and covered.sum() > 0.5 * face.sum()  # a 3-px margin on a tiny oval
+    for (x0, y0, x1, y1), part in zip(boxes[-2:], parts):
+        assert part[int(y0) : int(np.ceil(y1)), int(x0) : int(np.ceil(x1))].all()
+    assert sure_boxes(oval, (None, None), (96, 96)) == boxes[:-2]
