@@ -192,6 +192,15 @@ class Gates(Section):
         description="background edits: the largest share of the middle of what the subject holds or what stands in "
         "front of it (role occluder) that may change",
     )
+    max_kept_replaced: float = Field(
+        # 0.5: the middle half of a kept object's box is surely the thing; a mask over most of it took the thing
+        # with the old background (the podium replaced whole: 98%)
+        0.5,
+        ge=0,
+        le=1,
+        description="background edits: the largest share of the middle of what the subject holds or what stands in "
+        "front of it that the edit's mask may replace",
+    )
 
 
 class Runner(Section):

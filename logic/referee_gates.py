@@ -147,11 +147,14 @@ def kept_measurements(
 ) -> dict[str, float]:
     """``kept_changed:<label>``: the share of the middle of each object a background edit keeps (what the subject
     holds, what stands in front of it) that changed, of its pixels the ``mask`` does not replace (all of them
-    without one): a podium painted over by an inpainter, a microphone removed, whatever backend made the pair."""
+    without one): a podium painted over by an inpainter, a microphone removed, whatever backend made the pair.
+    ``kept_replaced:<label>``: the share of that middle the ``mask`` itself replaced (an edit whose mask took the
+    podium with the old background: the changed pixels outside the mask cannot show it)."""
     measured: dict[str, float] = {}
     for label, box in kept.items():
         middle = _box_mask(box, changed.shape)
-        if mask is not None:
+        if mask is not None and middle.any():
+            measured[f"kept_replaced:{label}"] = _share(mask, middle)
             middle &= ~mask
         if middle.any():
             measured[f"kept_changed:{label}"] = _share(changed, middle)
@@ -257,6 +260,7 @@ def referee_verdict(measured: dict[str, float], limits: dict[str, float]) -> str
         "old_patch": "of the kept subject is old background left in or beside it",
         "seam": "of the kept outline shows a seam",
         "kept_changed": "of what stands in front of the subject, or what it holds, changed",
+        "kept_replaced": "of what stands in front of the subject, or what it holds, replaced with the background",
     }
     failed = first_failure(measured, limits)
     if failed is None:
@@ -309,7 +313,7 @@ def failing_region(
         out = old_patch_pixels(natural, keep, ignore=boxes_mask(list((kept or {}).values()), shape))
     elif name == "seam" and keep is not None:
         out = cv2.dilate(seam_pixels(manipulated, keep).astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
-    elif name == "kept_changed" and side in (kept or {}):
+    elif name in ("kept_changed", "kept_replaced") and side in (kept or {}):
         out = changed & _box_mask((kept or {})[side], shape)
     elif name == "old_rim" and keep is not None:
         out = cv2.dilate(old_rim_pixels(natural, manipulated, keep).astype(np.uint8), np.ones((3, 3), np.uint8)) > 0

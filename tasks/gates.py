@@ -119,6 +119,7 @@ def referee_check(
             "face_oval_changed": gates.max_face_changed,
             "ear_changed": gates.max_ear_changed,
             "kept_changed": gates.max_kept_changed,
+            "kept_replaced": gates.max_kept_replaced,
         }
         if mask is not None and mask.any() and not mask.all():
             measured["old_rim"] = old_rim(natural, manipulated, ~mask)

@@ -26,6 +26,7 @@ OPEN_GATES = {
     "max_old_patch": 1.0,
     "max_seam": 1.0,
     "max_kept_changed": 1.0,
+    "max_kept_replaced": 1.0,
 }
 
 

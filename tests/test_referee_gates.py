@@ -477,13 +477,25 @@ def test_what_stands_in_front_of_the_subject_changed_is_quarantined():
     clean[~keep] = BLUE
     kept = {"podium": (20.0, 90.0, 100.0, 120.0)}
     limits = {"kept_changed": GATES.max_kept_changed}
-    assert kept_measurements(changed_pixels(natural, clean), kept, ~keep) == {"kept_changed:podium": 0.0}
+    assert kept_measurements(changed_pixels(natural, clean), kept, ~keep) == {
+        "kept_replaced:podium": 0.0,
+        "kept_changed:podium": 0.0,
+    }
     painted = clean.copy()
     painted[90:120, 20:100] = BLUE
     for mask in (~keep, None):  # with the mask the pair was made with, or judged alone
         measured = kept_measurements(changed_pixels(natural, painted), kept, mask)
         assert measured["kept_changed:podium"] == 1.0
         assert "what stands in front of the subject" in (referee_verdict(measured, limits) or "")
+    # the podium taken with the old background (the mask over it): nothing changed outside the mask shows it
+    taken = keep.copy()
+    taken[90:120, 20:100] = False
+    removed = natural.copy()
+    removed[~taken] = BLUE
+    measured = kept_measurements(changed_pixels(natural, removed), kept, ~taken)
+    limits["kept_replaced"] = GATES.max_kept_replaced
+    assert measured["kept_replaced:podium"] == 1.0 and "kept_changed:podium" not in measured
+    assert "replaced with the background" in (referee_verdict(measured, limits) or "")
 
 
 def test_sure_boxes_lie_inside_the_face_oval_and_the_ears_it_shows():
