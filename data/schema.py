@@ -420,11 +420,20 @@ class EditRecord(Record):
     backends: dict[str, BackendRef]
 
 
+class GateLimit(Record):
+    """What a gate allowed one measurement (a measurement ``name:part`` takes the limit of ``name``)."""
+
+    at_most: float | None = None
+    at_least: float | None = None
+
+
 class GateRecord(Record):
-    """The gates stage's output, ``gates/<unit>.json``: every measurement, whether the pair passed, and why not."""
+    """The gates stage's output, ``gates/<unit>.json``: every measurement, the limits the pair was judged against
+    (so report.html can say pass, near or fail), whether it passed, and why not."""
 
     unit: str = Field(min_length=1)
     measurements: dict[str, float]
+    limits: dict[str, GateLimit] = Field(default_factory=dict)
     passed: bool
     reason: str = ""
 

@@ -4,7 +4,7 @@ reasons, measurements and rejected masks, the skipped categories with why, and b
 category and level and of failures per stage. Self-contained: the images it shows are the run's own files,
 linked by relative path (each opens at full size); the charts are inline SVG drawn by matplotlib. The page is a
 Jinja2 template (``templates/report.html.j2``) with autoescaping, with a filter of the pairs by category and by
-verdict (kept, rejected, unverified, sampled…)."""
+verdict (kept, rejected, unverified, sampled…), and the gates of each pair against their limits: pass, near or fail."""
 
 from __future__ import annotations
 
@@ -45,6 +45,9 @@ td{border-top:1px solid #eee;padding:4px 6px;vertical-align:top} .ok{color:#0a7d
 .measure{font-size:12px;color:#555;margin:6px 0} .q td{font-size:12px}
 .tag.kept{background:#d7f0dd} .tag.rejected,.tag.invalid_correction{background:#f6d5d5} .tag.conflict,.tag.disagreement{background:#fbe7c6}
 .tag.sampled{background:#dde6ff;border:1px solid #6b86d6}
+.gate{display:inline-block;border-radius:4px;padding:1px 6px;margin:2px 4px 2px 0;font-size:12px;border:1px solid}
+.gate.pass{background:#eef7ef;border-color:#9cc9a5} .gate.near{background:#fff4d6;border-color:#e0b84c}
+.gate.fail{background:#f9dede;border-color:#d47a7a;font-weight:600}
 .filters{margin:0 0 14px;font-size:14px} .filters label{margin-right:12px} #f-count{color:#666}
 figcaption a{color:#557}
 """
@@ -173,6 +176,37 @@ def rendered_text(rendered: dict | None) -> str:
     return f"{how.get(rendered['how'], rendered['how'])} by {html.escape(rendered['backend'])}"
 
 
+# Near a limit, on the passing side: above 80% of an "at most", below 110% of an "at least" (a share that must
+# reach 0.9 has only 0.1 of room above it; 0.997 of it changed is comfortably through)
+NEAR_MOST, NEAR_LEAST = 0.8, 1.1
+
+
+def gate_status(value: float, limit: dict) -> str:
+    """``pass``, ``near`` or ``fail``, against ``{at_most, at_least}``."""
+    most, least = limit.get("at_most"), limit.get("at_least")
+    if (most is not None and value > most) or (least is not None and value < least):
+        return "fail"
+    if (most is not None and value > most * NEAR_MOST) or (least is not None and value < least * NEAR_LEAST):
+        return "near"
+    return "pass"
+
+
+def gate_chips(record: dict | None) -> list[dict]:
+    """The pair's gate measurements that have a limit, each with it and its status, the failing and near ones first."""
+    if not record:
+        return []
+    limits = record.get("limits", {})
+    chips = []
+    for name, value in sorted(record.get("measurements", {}).items()):
+        limit = limits.get(name.split(":")[0])
+        if limit is None:
+            continue
+        bound = f"≤ {limit['at_most']:.3g}" if limit.get("at_most") is not None else f"≥ {limit['at_least']:.3g}"
+        chips.append({"name": name, "value": f"{value:.3g}", "bound": bound, "status": gate_status(value, limit)})
+    order = {"fail": 0, "near": 1, "pass": 2}
+    return sorted(chips, key=lambda c: order[c["status"]])
+
+
 def measurements_text(*records: dict | None) -> str:
     values = {k: v for r in records if r for k, v in r.get("measurements", {}).items()}
     return " · ".join(f"{k} {v:.3g}" for k, v in sorted(values.items())) or "none"
@@ -271,6 +305,7 @@ def pair_card(run: RunDir, unit_items: list[dict], verdicts: dict[str, dict], sa
         "rendered": Markup(rendered_text(first["edit"].get("rendered"))),
         "high_level": idea.get("high_level_value", ""),
         "gates": measurements_text(run.read_record(f"masks/{unit}.json"), run.read_record(f"gates/{unit}.json")),
+        "gate_chips": gate_chips(run.read_record(f"gates/{unit}.json")),
         "figures": [{"name": n, "src": image_src(run, p)} for n, p in figs],
         "rows": rows,
         "verdicts": sorted(statuses | ({"unverified"} if not statuses - {"sampled"} else set())),

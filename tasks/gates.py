@@ -14,7 +14,7 @@ from prefect.cache_policies import NO_CACHE
 
 from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.configs.profile import Gates
-from perceptforge.data.schema import Candidate, EditRecord, GateRecord, Rendering
+from perceptforge.data.schema import Candidate, EditRecord, GateLimit, GateRecord, Rendering
 from perceptforge.logic.gates import hamming, near_duplicates, pair_measurements, pair_verdict, phash
 from perceptforge.logic.referee_gates import (
     body_part_measurements,
@@ -70,6 +70,43 @@ class GateUnit(NamedTuple):
     kept: dict[str, Box] | None = None  # what a background edit keeps with the subject: held, in front of it
 
 
+def referee_limits(gates: Gates, hair: bool, masked: bool) -> dict[str, float]:
+    """The referee gates' limits, each the most a measurement may be: a hair edit's, or a background edit's (the
+    cut's own checks only with a mask that replaced part of the image)."""
+    if hair:
+        return {
+            "changed_on_face": gates.max_hair_on_face,
+            "face_skin_changed": gates.max_hair_skin_changed,
+            "eyebrows_changed": gates.max_hair_on_eyebrows,
+            "ear_painted": gates.max_ear_changed,
+            "changed_in_background": gates.max_hair_in_background,
+        }
+    limits = {
+        "face_oval_changed": gates.max_face_changed,
+        "ear_changed": gates.max_ear_changed,
+        "kept_changed": gates.max_kept_changed,
+        "kept_replaced": gates.max_kept_replaced,
+    }
+    if masked:
+        limits |= {"old_rim": gates.max_old_rim, "old_patch": gates.max_old_patch, "seam": gates.max_seam}
+    return limits
+
+
+def pair_limits(gates: Gates, candidate: Candidate, rendered: Rendering | None, masked: bool) -> dict[str, GateLimit]:
+    """Every limit a pair is judged against, by measurement name: what ``gates/<unit>.json`` records beside the
+    measurements, so a page can say how near each came to failing."""
+    limits = {
+        "inside_change": GateLimit(at_least=gates.min_inside_change),
+        "outside_change": GateLimit(at_most=gates.max_outside_change),
+    }
+    if rendered is not None and rendered.how == "colour":
+        limits["region_changed"] = GateLimit(at_least=gates.min_region_changed)
+    hair = rendered is not None and rendered.region == "hair"
+    if gates.referees and (hair or candidate.edit_kind.value == "background_substitution"):
+        limits |= {k: GateLimit(at_most=v) for k, v in referee_limits(gates, hair, masked).items()}
+    return limits
+
+
 def referee_check(
     natural: np.ndarray,
     manipulated: np.ndarray,
@@ -104,23 +141,10 @@ def referee_check(
         if face is not None:
             person = person_probability(natural)
             measured |= hair_spill_measurements(changed, natural, face.oval, face.eyebrows, person, ears=face.ears)
-        limits = {
-            "changed_on_face": gates.max_hair_on_face,
-            "face_skin_changed": gates.max_hair_skin_changed,
-            "eyebrows_changed": gates.max_hair_on_eyebrows,
-            "ear_painted": gates.max_ear_changed,
-            "changed_in_background": gates.max_hair_in_background,
-        }
     else:
         oval, ears = (None, None) if face is None else (face.oval, face.ears)
         measured |= body_part_measurements(changed, oval, ears, natural)
         measured |= kept_measurements(changed, kept or {}, mask)
-        limits = {
-            "face_oval_changed": gates.max_face_changed,
-            "ear_changed": gates.max_ear_changed,
-            "kept_changed": gates.max_kept_changed,
-            "kept_replaced": gates.max_kept_replaced,
-        }
         if mask is not None and mask.any() and not mask.all():
             measured["old_rim"] = old_rim(natural, manipulated, ~mask)
             # what the subject holds or has in front of it may be the old background's colour (a grey camera
@@ -128,7 +152,7 @@ def referee_check(
             held = boxes_mask(list((kept or {}).values()), mask.shape)
             measured["old_patch"] = old_patch(natural, ~mask, held)
             measured["seam"] = seam(manipulated, ~mask)
-            limits |= {"old_rim": gates.max_old_rim, "old_patch": gates.max_old_patch, "seam": gates.max_seam}
+    limits = referee_limits(gates, hair, mask is not None and bool(mask.any()) and not bool(mask.all()))
     failed = first_failure(measured, limits)
     if failed is None:
         return measured, None, None
@@ -208,7 +232,14 @@ def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int |
     measured, reason, outlined, referee_failed = pair_gates(
         natural, manipulated, mask, candidate, edit.edit.rendered, gates, clip, subject_box, kept
     )
-    record = GateRecord(unit=edit.unit, measurements=measured, passed=reason is None, reason=reason or "")
+    masked = mask is not None and bool(mask.any()) and not bool(mask.all())
+    record = GateRecord(
+        unit=edit.unit,
+        measurements=measured,
+        limits=pair_limits(gates, candidate, edit.edit.rendered, masked),
+        passed=reason is None,
+        reason=reason or "",
+    )
     run.write_record(f"gates/{safe_name(edit.unit)}.json", record.model_dump(mode="json"))
     if reason:
         evidence = {}

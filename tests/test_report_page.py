@@ -73,3 +73,21 @@ def test_text_from_the_run_is_escaped(demo_run, tmp_path):
     page = open(write_report(RunDir(run))).read()
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert len(re.findall(r"<script>", page)) == 1  # the filter's own
+
+
+def test_gates_are_shown_against_their_limits(demo_run):
+    from perceptforge.outputs.report import gate_chips, gate_status
+
+    assert gate_status(0.05, {"at_most": 0.1}) == "pass" and gate_status(0.09, {"at_most": 0.1}) == "near"
+    assert gate_status(0.11, {"at_most": 0.1}) == "fail" and gate_status(11.0, {"at_least": 12.0}) == "fail"
+    assert gate_status(12.5, {"at_least": 12.0}) == "near" and gate_status(0.997, {"at_least": 0.9}) == "pass"
+    run, _ = demo_run
+    record = json.loads((run / "gates" / "1-B1.json").read_text())
+    chips = gate_chips(record)
+    # every measurement with a limit (an ear's `ear_changed:left` takes `ear_changed`'s), none without one
+    assert {c["name"].split(":")[0] for c in chips} == set(record["limits"]) & {
+        m.split(":")[0] for m in record["measurements"]
+    }
+    assert all(c["status"] == "pass" or c["status"] == "near" for c in chips)  # the pair passed every gate
+    page = (run / "report.html").read_text()
+    assert page.count('class="gate ') >= len(chips) and "face_oval_changed" in page
