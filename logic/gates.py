@@ -14,6 +14,25 @@ from perceptforge.logic.hash_index import HashIndex, hamming, hash_int  # noqa: 
 Box = tuple[float, float, float, float]
 
 
+def lab_of(image: np.ndarray) -> np.ndarray:
+    """An RGB image (0-255) in CIELAB, float32: colour differences as a person sees them (ΔE)."""
+    import cv2
+
+    return np.asarray(cv2.cvtColor(image.astype(np.float32) / 255, cv2.COLOR_RGB2LAB), np.float32)
+
+
+def local_mean(lab: np.ndarray, region: np.ndarray, reach: int) -> tuple[np.ndarray, np.ndarray]:
+    """The mean colour of ``region``'s pixels within ``reach`` of each pixel (a square window), and how many
+    there are."""
+    import cv2
+
+    window = (2 * reach + 1, 2 * reach + 1)
+    weight = region.astype(np.float32)
+    count = cv2.boxFilter(weight, -1, window, normalize=False)
+    total = np.stack([cv2.boxFilter(lab[..., c] * weight, -1, window, normalize=False) for c in range(3)], -1)
+    return total / np.maximum(count, 1e-6)[..., None], count
+
+
 def _box_pixels(mask: np.ndarray, box: Box) -> np.ndarray:
     h, w = mask.shape
     x0, y0, x1, y1 = (int(round(v)) for v in box)
@@ -87,17 +106,9 @@ def unedged_outline_pixels(
     import cv2
 
     keep8 = keep.astype(np.uint8)
-    lab = np.asarray(cv2.cvtColor(image.astype(np.float32) / 255, cv2.COLOR_RGB2LAB), np.float32)
-    window = (2 * reach + 1, 2 * reach + 1)
-
-    def side_mean(region: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        weight = region.astype(np.float32)
-        count = cv2.boxFilter(weight, -1, window, normalize=False)
-        total = np.stack([cv2.boxFilter(lab[..., c] * weight, -1, window, normalize=False) for c in range(3)], -1)
-        return total / np.maximum(count, 1e-6)[..., None], count
-
-    inner, n_in = side_mean(cv2.distanceTransform(keep8, cv2.DIST_L2, 3) >= gap)
-    outer, n_out = side_mean(cv2.distanceTransform(1 - keep8, cv2.DIST_L2, 3) >= gap)
+    lab = lab_of(image)
+    inner, n_in = local_mean(lab, cv2.distanceTransform(keep8, cv2.DIST_L2, 3) >= gap, reach)
+    outer, n_out = local_mean(lab, cv2.distanceTransform(1 - keep8, cv2.DIST_L2, 3) >= gap, reach)
     outline = inner_outline(keep, reach) & (n_in > 2) & (n_out > 2)
     return outline & (np.linalg.norm(inner - outer, axis=-1) < min_contrast)
 

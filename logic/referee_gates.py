@@ -13,6 +13,8 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from perceptforge.logic.gates import lab_of, local_mean
+
 # a change of more than this (of 255, mean over the channels) is a changed pixel: what ``pair_measurements``
 # counts in ``region_changed``, above JPEG noise and a matte's faint rim
 CHANGED = 8.0
@@ -106,7 +108,7 @@ def skin(
     source = face & ~exclude if exclude is not None and (face & ~exclude).any() else face
     if not source.any():
         return face
-    lab = _lab(image)
+    lab = lab_of(image)
     median = np.median(lab[source], axis=0)
     return face & (np.linalg.norm(lab - median, axis=-1) < delta)
 
@@ -217,7 +219,7 @@ def ear_skin(
     face = polygon_mask(oval, shape)
     if not face.any():
         return (None, None)
-    lab = _lab(natural)
+    lab = lab_of(natural)
     # the ear lies outside the oval (the cheek inside it is the face oval's own gate's); a pixel blended with the
     # backdrop beside a cheek's edge is not an ear's: skin is taken one pixel in from what is not skin
     tone = np.linalg.norm(lab - np.median(lab[face], axis=0), axis=-1) < delta
@@ -360,24 +362,13 @@ def old_rim_pixels(
         raise ValueError(f"a pair's images must be (H, W, 3) of one size, got {natural.shape} and {manipulated.shape}")
     _check_shape("the kept subject", keep, natural.shape[:2])
 
-    def lab(image: np.ndarray) -> np.ndarray:
-        return np.asarray(cv2.cvtColor(image.astype(np.float32) / 255, cv2.COLOR_RGB2LAB), np.float32)
-
-    window = (2 * reach + 1, 2 * reach + 1)
-
-    def local_mean(colours: np.ndarray, region: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        weight = region.astype(np.float32)
-        count = cv2.boxFilter(weight, -1, window, normalize=False)
-        total = np.stack([cv2.boxFilter(colours[..., c] * weight, -1, window, normalize=False) for c in range(3)], -1)
-        return total / np.maximum(count, 1e-6)[..., None], count
-
-    before, after = lab(natural), lab(manipulated)
+    before, after = lab_of(natural), lab_of(manipulated)
     outside = ~keep
-    rim, n_rim = local_mean(after, _band(keep, 0, band))
-    subject, n_subject = local_mean(after, _band(keep, band + 2, band + 2 + reach))
+    rim, n_rim = local_mean(after, _band(keep, 0, band), reach)
+    subject, n_subject = local_mean(after, _band(keep, band + 2, band + 2 + reach), reach)
     near = _band(outside, 0, reach)
-    old, n_old = local_mean(before, near)
-    new, n_new = local_mean(after, near)
+    old, n_old = local_mean(before, near, reach)
+    new, n_new = local_mean(after, near, reach)
 
     def gap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.linalg.norm(a - b, axis=-1)
@@ -404,20 +395,6 @@ def old_rim(natural: np.ndarray, manipulated: np.ndarray, keep: np.ndarray) -> f
     return round(float(flagged.sum() / max(1, outline.sum())), 6)
 
 
-def _lab(image: np.ndarray) -> np.ndarray:
-    return np.asarray(cv2.cvtColor(image.astype(np.float32) / 255, cv2.COLOR_RGB2LAB), np.float32)
-
-
-def _local_mean(lab: np.ndarray, region: np.ndarray, reach: int) -> tuple[np.ndarray, np.ndarray]:
-    """The mean CIELAB colour of ``region``'s pixels within ``reach`` of each pixel (a square window), and how many
-    there are."""
-    window = (2 * reach + 1, 2 * reach + 1)
-    weight = region.astype(np.float32)
-    count = cv2.boxFilter(weight, -1, window, normalize=False)
-    total = np.stack([cv2.boxFilter(lab[..., c] * weight, -1, window, normalize=False) for c in range(3)], -1)
-    return total / np.maximum(count, 1e-6)[..., None], count
-
-
 def old_patch_pixels(
     natural: np.ndarray,
     keep: np.ndarray,
@@ -439,9 +416,9 @@ def old_patch_pixels(
     _check_shape("the kept subject", keep, natural.shape[:2])
     keep8 = keep.astype(np.uint8)
     inside = cv2.distanceTransform(keep8, cv2.DIST_L2, 3)
-    lab = _lab(natural)
-    old, n_old = _local_mean(lab, ~keep, reach)
-    subject, n_subject = _local_mean(lab, keep & (inside >= deep), reach)
+    lab = lab_of(natural)
+    old, n_old = local_mean(lab, ~keep, reach)
+    subject, n_subject = local_mean(lab, keep & (inside >= deep), reach)
     to_old = np.linalg.norm(lab - old, axis=-1)
     to_subject = np.where(n_subject > 2, np.linalg.norm(lab - subject, axis=-1), np.inf)
     found = keep & (inside >= skip) & (n_old > 2) & (to_old < near) & (2 * to_old < to_subject)
@@ -475,21 +452,14 @@ def seam_pixels(
     from every blend of the subject beside it and the new background beside it (each sampled ``gap`` to ``reach``
     pixels from the cut), a dark or light line drawn along the outline. A matte's blend lies between the two."""
     _check_shape("the kept subject", keep, manipulated.shape[:2])
-    lab = _lab(manipulated)
-    window = (2 * reach + 1, 2 * reach + 1)
-
-    def local_mean(region: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        weight = region.astype(np.float32)
-        count = cv2.boxFilter(weight, -1, window, normalize=False)
-        total = np.stack([cv2.boxFilter(lab[..., c] * weight, -1, window, normalize=False) for c in range(3)], -1)
-        return total / np.maximum(count, 1e-6)[..., None], count
+    lab = lab_of(manipulated)
 
     keep8 = keep.astype(np.uint8)
     inside = cv2.distanceTransform(keep8, cv2.DIST_L2, 3)
     outside = cv2.distanceTransform(1 - keep8, cv2.DIST_L2, 3)
-    line, n_line = local_mean((keep & (inside <= 1)) | (~keep & (outside <= 1)))
-    subject, n_subject = local_mean(keep & (inside >= gap) & (inside <= reach))
-    new, n_new = local_mean(~keep & (outside >= gap) & (outside <= reach))
+    line, n_line = local_mean(lab, (keep & (inside <= 1)) | (~keep & (outside <= 1)), reach)
+    subject, n_subject = local_mean(lab, keep & (inside >= gap) & (inside <= reach), reach)
+    new, n_new = local_mean(lab, ~keep & (outside >= gap) & (outside <= reach), reach)
     # the distance from the line's colour to the segment between the two sides' colours
     span = new - subject
     t = np.clip(((line - subject) * span).sum(-1) / np.maximum((span * span).sum(-1), 1e-6), 0, 1)
