@@ -173,7 +173,9 @@ _NOUN = r"(?:option|choice|point|box|picture)"
 # the nouns a named letter follows: "Point B", "box B", "option (C)"
 _NOUNS = ("point", "box", "option", "choice", "picture", "image", "figure")
 _NAMED = "(?:" + "|".join(_NOUNS) + ")"
-_NAMED_AFTER_NOUN = re.compile(r"\s*[\"'“(]?([a-h])\b")  # on the lower-case text; the letter checked there
+# A noun and the letter after it, on the lower-case text (the letter checked as written there): one pattern
+# per noun, opening with the noun itself, which the engine finds in C; no word character before the noun.
+_NAMED_LETTERS = tuple((noun, re.compile(noun + r"(?<!\w" + noun + r")\s*[\"'“(]?([a-h])\b")) for noun in _NOUNS)
 # "A or B", "A, B, C, or D" (the capital first, its boundary after it: the engine scans for a character class)
 _LETTER_LIST = re.compile(r"[A-H](?<!\w.)\)?(?:\s*(?:,|/|,?\s*or\b|,?\s*and\b)\s*\(?[A-H]\b)+")
 _BRACKETED_LETTER = re.compile(r"\(([A-H])\)")
@@ -294,16 +296,12 @@ def _find_mentions(text: str, lower: str, valid: str, start: int, end: int) -> l
     if "[" in text:
         found += [(m.start(1), m.end(1), m.group(1)) for m in square.finditer(text, start, end)]
     whole = start == 0 and end == len(lower)
-    for noun in _NOUNS:
+    for noun, named in _NAMED_LETTERS:
         if whole and noun not in lower:
             continue
-        at = lower.find(noun, start, end)
-        while at >= 0:
-            if at == 0 or not (lower[at - 1].isalnum() or lower[at - 1] == "_"):
-                m = _NAMED_AFTER_NOUN.match(lower, at + len(noun), end)
-                if m and text[m.start(1)] in valid:
-                    found.append((m.start(1), m.end(1), text[m.start(1)]))
-            at = lower.find(noun, at + 1, end)
+        for m in named.finditer(lower, start, end):
+            if text[m.start(1)] in valid:
+                found.append((m.start(1), m.end(1), text[m.start(1)]))
     return sorted(set(found))
 
 
@@ -661,20 +659,15 @@ def _opens_list(text: str, end: int, letter: str, valid: str) -> bool:
 _LIST_ITEM = re.compile(r"\s*[-*]?\s*(?:option\s+)?[\(\[]?([A-H])[\)\]\.:]", re.I)
 
 
-@cache
-def _other_letters(valid: str, letter: str) -> re.Pattern[str] | None:
-    """Any valid capital but ``letter`` (one scan in C); None when there is none."""
-    others = valid.replace(letter, "")
-    return re.compile("[" + others + "]") if others else None
-
-
 def _concludes_several(c: ChoiceText, after: int, letter: str) -> bool:
     """Whether a concluding sentence after the one at ``after`` (declaring ``letter``) names several options
     together as its answer: "So, the corresponding points are (B) Point B and (C) Point C."."""
-    others = _other_letters(c.valid, letter)
-    if others is None or not others.search(c.text, after):
-        return False  # most declarations come last: nothing after them names another letter
     text = c.text
+    for other in c.valid:  # one str.find per letter, in C
+        if other != letter and text.find(other, after) >= 0:
+            break
+    else:
+        return False  # most declarations come last: nothing after them names another letter
     breaks = _breaks(text, after)
     for start, end in _pieces(text, breaks[1:], breaks[0][1]) if breaks else ():
         mentions = c.mentions_between(start, end)
