@@ -404,6 +404,7 @@ class _Labels:
 
     def __init__(self, options: tuple[str, ...]) -> None:
         self.options = options
+        self.phrases = {f"o{k}": o for k, o in enumerate(options) if o}  # an option's group: its text
         phrases = [f"(?P<o{k}>{_phrase_pattern(o)})" for k, o in enumerate(options) if o]
         # the word each label ends with, for a test before the search for one before a letter: the words in any
         # case (lower-cased here), a label's capital as written
@@ -531,7 +532,8 @@ class ChoiceText:
             label = after.match(text, m.end()) or labels.label_before(text, m.start(), ascii)
             if label is None:
                 continue
-            letter, phrase = m.group(1), labels.labelled(label)
+            letter = m.group(1)
+            phrase = labels.phrases.get(label.lastgroup) or labels.labelled(label)
             if letter in valid and self.options[valid.index(letter)] == phrase:
                 paired = True
             elif letter in valid:
@@ -618,19 +620,17 @@ def _declarations(c: ChoiceText) -> list[tuple[int, str]]:
         while at >= 0:
             for pattern, offsets in patterns:
                 for k in offsets:
-                    if at + k >= 0:
-                        m = pattern.match(text, at + k)
-                        if m:
-                            _declared(m, text, valid, found)
+                    m = pattern.match(text, at + k) if at + k >= 0 else None
+                    if m and _declares(m, text, valid):
+                        found.append((m.start(), m.group(m.lastindex or 1)))
             at = lower.find(word, at + 1)
     if ":" in lower:
         # a colon is a declaration only when a bracketed letter follows it (up to six spaces on): "… is: (A)"
         for bracket in _COLON_BRACKET.finditer(lower):
             for start in _verb_before_colon(text, bracket.start()):
-                if start >= 0:
-                    m = colon.match(text, start)
-                    if m:
-                        _declared(m, text, valid, found)
+                m = colon.match(text, start) if start >= 0 else None
+                if m and _declares(m, text, valid):
+                    found.append((m.start(), m.group(1)))
     return found
 
 
@@ -638,12 +638,12 @@ def _declarations(c: ChoiceText) -> list[tuple[int, str]]:
 _COLON_BRACKET = re.compile(r":\s{0,6}[(\[]")
 
 
-def _declared(m: re.Match[str], text: str, valid: str, found: list[tuple[int, str]]) -> None:
-    """Adds a declaration's (start, letter) to ``found``, unless its letter is lower case or opens a list of
-    the options."""
-    letter = m.group(m.lastindex or 1)
-    if letter.isupper() and not _opens_list(text, m.end(m.lastindex or 1), letter, valid):
-        found.append((m.start(), letter))
+def _declares(m: re.Match[str], text: str, valid: str) -> bool:
+    """Whether a declaration pattern's match declares: its letter a capital, not opening a list of the
+    options."""
+    group = m.lastindex or 1
+    letter = m.group(group)
+    return letter.isupper() and not _opens_list(text, m.end(group), letter, valid)
 
 
 def _opens_list(text: str, end: int, letter: str, valid: str) -> bool:
@@ -1078,7 +1078,12 @@ def extract_choice(output: str | None, n_options: int = 4, options: Sequence[str
         # Models repeat their short answers ("(A) Point A", "(A) A is closer to the camera."): each is read
         # once per process
         key = (text, n_options, tuple(options) if options else None)
-        return _remembered(key, lambda: _extract_text(text, n_options, options))
+        known = _SHORT.get(key)
+        if known is None:
+            if len(_SHORT) >= _SHORT_MAX:
+                _SHORT.clear()
+            known = _SHORT[key] = _extract_text(text, n_options, options)
+        return known
     return _extract_text(text, n_options, options)
 
 
