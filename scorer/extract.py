@@ -533,7 +533,7 @@ class ChoiceText:
             if label is None:
                 continue
             letter = m.group(1)
-            phrase = labels.phrases.get(label.lastgroup) or labels.labelled(label)
+            phrase = labels.phrases.get(str(label.lastgroup)) or labels.labelled(label)
             if letter in valid and self.options[valid.index(letter)] == phrase:
                 paired = True
             elif letter in valid:
