@@ -613,17 +613,18 @@ def _declarations(c: ChoiceText) -> list[tuple[int, str]]:
     text, lower, valid = c.text, c.lower, c.valid
     found: list[tuple[int, str]] = []
     words, colon = _declaration_plan(valid)
+    find = lower.find
     for word, patterns in words:
         if word not in lower:  # most words are absent: "in" costs less than a call of find
             continue
-        at = lower.find(word)
+        at = find(word)
         while at >= 0:
             for pattern, offsets in patterns:
                 for k in offsets:
                     m = pattern.match(text, at + k) if at + k >= 0 else None
                     if m and _declares(m, text, valid):
                         found.append((m.start(), m.group(m.lastindex or 1)))
-            at = lower.find(word, at + 1)
+            at = find(word, at + 1)
     if ":" in lower:
         # a colon is a declaration only when a bracketed letter follows it (up to six spaces on): "… is: (A)"
         for bracket in _COLON_BRACKET.finditer(lower):
@@ -659,6 +660,17 @@ def _opens_list(text: str, end: int, letter: str, valid: str) -> bool:
 _LIST_ITEM = re.compile(r"\s*[-*]?\s*(?:option\s+)?[\(\[]?([A-H])[\)\]\.:]", re.I)
 
 
+def _two_capitals(text: str, letters: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` holds two different ``letters``."""
+    seen = False
+    for letter in letters:
+        if text.find(letter, start, end) >= 0:
+            if seen:
+                return True
+            seen = True
+    return False
+
+
 def _concludes_several(c: ChoiceText, after: int, letter: str) -> bool:
     """Whether a concluding sentence after the one at ``after`` (declaring ``letter``) names several options
     together as its answer: "So, the corresponding points are (B) Point B and (C) Point C."."""
@@ -670,6 +682,8 @@ def _concludes_several(c: ChoiceText, after: int, letter: str) -> bool:
         return False  # most declarations come last: nothing after them names another letter
     breaks = _breaks(text, after)
     for start, end in _pieces(text, breaks[1:], breaks[0][1]) if breaks else ():
+        if not _two_capitals(text, c.valid, start, end):
+            continue  # a sentence names two letters only where it holds two (str.find, in C)
         mentions = c.mentions_between(start, end)
         if len({letter for _, _, letter in mentions}) < 2:
             continue
