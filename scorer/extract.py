@@ -67,8 +67,9 @@ UNPARSED_EMPTY = Extraction(None, "empty")
 # How the rules stay fast on long outputs (a BLINK answer runs to 2,000 characters): a case-insensitive
 # pattern that opens with an alternation makes Python's regex engine try every position of the text, so
 # the words a pattern needs are found with ``str.find`` on the lower-case text and the pattern is matched
-# there, anchored; scans left to the engine open with one character class (``[.!?\n]``, ``[(\[]``),
-# which it runs in C.
+# there, anchored; scans left to the engine open with one character (``\(``, ``:``, a noun), which it finds
+# far faster than a character class it tests at every position, or with one class where a break needs it
+# (``[.!?\n]``); a capital standing alone is found with ``str.find`` per letter.
 
 _REFUSAL = re.compile(
     r"^\W*+(i\s*(?:'m| am)\s*(?:sorry|unable)|i\s+(?:can(?:not|'t)|am not able to)|sorry\b|unable to|"
