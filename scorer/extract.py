@@ -67,8 +67,9 @@ UNPARSED_EMPTY = Extraction(None, "empty")
 # How the rules stay fast on long outputs (a BLINK answer runs to 2,000 characters): a case-insensitive
 # pattern that opens with an alternation makes Python's regex engine try every position of the text, so
 # the words a pattern needs are found with ``str.find`` on the lower-case text and the pattern is matched
-# there, anchored; scans left to the engine open with one character class (``[.!?\n]``, ``[(\[]``),
-# which it runs in C.
+# there, anchored; scans left to the engine open with one character (``\(``, ``:``, a noun), which it finds
+# far faster than a character class it tests at every position, or with one class where a break needs it
+# (``[.!?\n]``); a capital standing alone is found with ``str.find`` per letter.
 
 _REFUSAL = re.compile(
     r"^\W*+(i\s*(?:'m| am)\s*(?:sorry|unable)|i\s+(?:can(?:not|'t)|am not able to)|sorry\b|unable to|"
@@ -114,29 +115,41 @@ def _norm_options(options: tuple[str, ...]) -> tuple[str, ...]:
 
 # --- sentences ----------------------------------------------------------------------------------------------
 
-# A newline, or ".", "!" or "?" before a space: scanned far faster than "(?<=[.!?])\s+|\n+", and a run of
-# dots is passed over in C rather than visited one by one.
-_BREAK_CHAR = re.compile(r"[.!?\n](?:(?<=\n)|(?=\s))")
-_SPACES = re.compile(r"\s+")
-_NEWLINES = re.compile(r"\n+")
+# A run of newlines, or ".", "!" or "?" and the spaces after it: one scan in C for the character class (far
+# faster than "(?<=[.!?])\s+|\n+"; a run of dots is passed over in C rather than visited one by one), the
+# break's whole run matched in the same step.
+_BREAK = re.compile(r"[.!?\n](?:(?<=\n)\n*|\s+)")
 
 
 def _breaks(text: str, pos: int = 0, first: bool = False) -> list[tuple[int, int]]:
     """Where sentences break from ``pos`` on: the spaces after ".", "!" or "?", and runs of newlines (spans,
     in order; only the first with ``first``)."""
-    spans: list[tuple[int, int]] = []
-    done = pos
-    for m in _BREAK_CHAR.finditer(text, pos):
+    if first:
+        m = _BREAK.search(text, pos)
+        return [] if m is None else [_break_span(text, m)]
+    return [_break_span(text, m) for m in _BREAK.finditer(text, pos)]
+
+
+def _break_span(text: str, m: re.Match[str]) -> tuple[int, int]:
+    """The break a ``_BREAK`` match makes: the newlines, or the spaces after the full stop."""
+    at, end = m.span()
+    return (at, end) if text[at] == "\n" else (at + 1, end)
+
+
+def _sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """The sentences of ``text`` as spans (the empty ones, only spaces, left out)."""
+    spans = []
+    pos = 0
+    for m in _BREAK.finditer(text):
         at = m.start()
-        if at < done:
-            continue
-        gap = _NEWLINES.match(text, at) if text[at] == "\n" else _SPACES.match(text, at + 1)
-        if gap:  # always: the pattern saw the newline or the space
-            spans.append(gap.span())
-            if first:
-                break
-            done = gap.end()
-    return spans
+        if text[at] != "\n":
+            at += 1
+        if text[pos:at].strip():
+            spans.append((pos, at))
+        pos = m.end()
+    if text[pos:].strip():
+        spans.append((pos, len(text)))
+    return tuple(spans)
 
 
 def _pieces(text: str, breaks: list[tuple[int, int]], pos: int = 0) -> list[tuple[int, int]]:
@@ -161,7 +174,9 @@ _NOUN = r"(?:option|choice|point|box|picture)"
 # the nouns a named letter follows: "Point B", "box B", "option (C)"
 _NOUNS = ("point", "box", "option", "choice", "picture", "image", "figure")
 _NAMED = "(?:" + "|".join(_NOUNS) + ")"
-_NAMED_AFTER_NOUN = re.compile(r"\s*[\"'“(]?([a-h])\b")  # on the lower-case text; the letter checked there
+# A noun and the letter after it, on the lower-case text (the letter checked as written there): one pattern
+# per noun, opening with the noun itself, which the engine finds in C; no word character before the noun.
+_NAMED_LETTERS = tuple((noun, re.compile(noun + r"(?<!\w" + noun + r")\s*[\"'“(]?([a-h])\b")) for noun in _NOUNS)
 # "A or B", "A, B, C, or D" (the capital first, its boundary after it: the engine scans for a character class)
 _LETTER_LIST = re.compile(r"[A-H](?<!\w.)\)?(?:\s*(?:,|/|,?\s*or\b|,?\s*and\b)\s*\(?[A-H]\b)+")
 _BRACKETED_LETTER = re.compile(r"\(([A-H])\)")
@@ -174,10 +189,14 @@ def _verb_before_colon(text: str, at: int) -> tuple[int, ...]:
     return (end - 2, end - 3)
 
 
+_Plan = tuple[tuple[str, tuple[tuple[re.Pattern[str], tuple[int, ...]], ...]], ...]
+
+
 @cache
-def _declaration_plan(valid: str) -> tuple[tuple[str, tuple[tuple[re.Pattern[str], tuple[int, ...] | None], ...]], ...]:
+def _declaration_plan(valid: str) -> tuple[_Plan, re.Pattern[str]]:
     """Each word a declaration needs, the patterns it may open, and where a match may start relative to the
-    word (None: before the colon, see ``_verb_before_colon``). A text without the words declares nothing."""
+    word; and the pattern matched before a colon that a bracket follows (see ``_verb_before_colon``). A text
+    without the words or such a colon declares nothing."""
     L = _letter_class(valid)
     end = r"(?=[\)\]\.:,;!?]|\s|$)"
     # "Therefore:\n\n(B) B is darker"; "Therefore, the corresponding point for the reference point is Point B.",
@@ -208,19 +227,35 @@ def _declaration_plan(valid: str) -> tuple[tuple[str, tuple[tuple[re.Pattern[str
     )
     at_word = (0,)
     i_before = (-2, -4, -5, -7, -8)  # "i ", "i'd ", "i'll ", "i will ", "i would "
-    return (
+    words = (
         *((word, ((concluding, at_word),)) for word in ("therefore", "thus", "hence", "so,")),
         *((word, ((answer, at_word),)) for word in ("answer", "choice", "option", "response")),
         ("select", ((answer, at_word), (chosen, i_before))),  # "selection is B", "I would select B"
-        (":", ((colon, None),)),
         *((word, ((chosen, i_before),)) for word in ("choose", "pick", "go with")),
     )
+    return words, colon
 
 
-@cache
-def _standalone_capital(valid: str) -> re.Pattern[str]:
-    """A valid capital with no letter on either side ("(B)", "is B.", "B"), in text read either way."""
-    return re.compile(r"[" + valid + r"](?![A-Za-z])(?<![A-Za-z].)")
+_ASCII_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+def _standalone(text: str, letters: str, start: int = 0, end: int | None = None) -> int:
+    """Where the first of ``letters`` (capitals) with no ASCII letter on either side ("(B)", "is B.", "B")
+    stands in ``text[start:end]``, or -1; the text ends at ``end`` (what follows is not looked at), not at
+    ``start``. One ``str.find`` per letter: a regex opening with a character class visits every character,
+    at about three times the cost."""
+    end = len(text) if end is None else end
+    first = limit = -1
+    for letter in letters:
+        at = text.find(letter, start, end if limit < 0 else limit)
+        while at >= 0:
+            if (at == 0 or text[at - 1] not in _ASCII_LETTERS) and (
+                at + 1 == end or text[at + 1] not in _ASCII_LETTERS
+            ):
+                first = limit = at  # another letter counts only before this one
+                break
+            at = text.find(letter, at + 1, end if limit < 0 else limit)
+    return first
 
 
 @cache
@@ -241,11 +276,14 @@ def _lead_subject(valid: str) -> re.Pattern[str]:
 
 
 @cache
-def _naming_patterns(valid: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    """ "(B)" or "[B]"; "Point B", "box B"; and "(B)" alone."""
+def _naming_patterns(valid: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """ "(B)" or "(B]"; "[B]" or "[B)"; "Point B", "box B"; and "(B)" alone. A bracketed letter is found with a
+    pattern per opening bracket: a regex that opens with one character is scanned for it in C, about three
+    times as fast as one that opens with a class of both brackets."""
     L = _letter_class(valid)
     return (
-        re.compile(r"[\(\[](" + L + r")[\)\]]"),
+        re.compile(r"\((" + L + r")[\)\]]"),
+        re.compile(r"\[(" + L + r")[\)\]]"),
         re.compile(r"\b" + _NAMED + r"\s*[\"'“(]?(" + L + r")\b", re.I),
         re.compile(r"\((" + L + r")\)"),
     )
@@ -253,19 +291,18 @@ def _naming_patterns(valid: str) -> tuple[re.Pattern[str], re.Pattern[str], re.P
 
 def _find_mentions(text: str, lower: str, valid: str, start: int, end: int) -> list[tuple[int, int, str]]:
     """Where ``text[start:end]`` names a valid letter — "(B)", "[B]", "Point B", "box B" — as (start, end,
-    letter) of the letter, in order (the second of ``_naming_patterns``, found from its nouns)."""
-    found = [(m.start(1), m.end(1), m.group(1)) for m in _naming_patterns(valid)[0].finditer(text, start, end)]
+    letter) of the letter, in order (the third of ``_naming_patterns``, found from its nouns)."""
+    paren, square, _, _ = _naming_patterns(valid)
+    found = [(m.start(1), m.end(1), m.group(1)) for m in paren.finditer(text, start, end)]
+    if "[" in text:
+        found += [(m.start(1), m.end(1), m.group(1)) for m in square.finditer(text, start, end)]
     whole = start == 0 and end == len(lower)
-    for noun in _NOUNS:
+    for noun, named in _NAMED_LETTERS:
         if whole and noun not in lower:
             continue
-        at = lower.find(noun, start, end)
-        while at >= 0:
-            if at == 0 or not (lower[at - 1].isalnum() or lower[at - 1] == "_"):
-                m = _NAMED_AFTER_NOUN.match(lower, at + len(noun), end)
-                if m and text[m.start(1)] in valid:
-                    found.append((m.start(1), m.end(1), text[m.start(1)]))
-            at = lower.find(noun, at + 1, end)
+        for m in named.finditer(lower, start, end):
+            if text[m.start(1)] in valid:
+                found.append((m.start(1), m.end(1), text[m.start(1)]))
     return sorted(set(found))
 
 
@@ -357,27 +394,57 @@ def _option_texts(options: tuple[str, ...]) -> _OptionTexts | None:
     return _OptionTexts(options) if any(options) else None
 
 
-@lru_cache(maxsize=256)
-def _label_patterns(options: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+# what may stand between a label and the bracketed letter after it: a quote, spaces, a comma, colon or dash
+_LABEL_TAIL = "\"'”’ \t,:-–—"
+
+
+class _Labels:
     """What a bracketed letter may label, for a set of normalised options: an option's text (group ``o<k>``)
     or an ordinal image (group ``image``, where the options are images), right after the letter ("(B) the
     third image") or right before it ("the third image (C)")."""
-    phrases = [f"(?P<o{k}>{_phrase_pattern(o)})" for k, o in enumerate(options) if o]
-    if not phrases:
-        return None
-    if any("image" in o for o in options):
-        phrases.append(r"(?P<image>(?i:first|second|third|fourth|fifth)[ \t]+(?i:image))")
-    either = "|".join(phrases)
-    after = re.compile(r"[ \t]*[:\-–—]?[ \t]*[\"'“‘]?(?:(?i:the|an?)[ \t]+)?(?:" + either + r")(?!\w)")
-    before = re.compile(r"(?<!\w)(?:" + either + r")[\"'”’]?[ \t]*[,:\-–—]?[ \t]*\Z")
-    return after, before
+
+    def __init__(self, options: tuple[str, ...]) -> None:
+        self.options = options
+        self.phrases = {f"o{k}": o for k, o in enumerate(options) if o}  # an option's group: its text
+        phrases = [f"(?P<o{k}>{_phrase_pattern(o)})" for k, o in enumerate(options) if o]
+        # the word each label ends with, for a test before the search for one before a letter: the words in any
+        # case (lower-cased here), a label's capital as written
+        last = [o.split()[-1] for o in options if o]
+        if any("image" in o for o in options):
+            phrases.append(r"(?P<image>(?i:first|second|third|fourth|fifth)[ \t]+(?i:image))")
+            last.append("image")
+        either = "|".join(phrases)
+        self.after = re.compile(r"[ \t]*[:\-–—]?[ \t]*[\"'“‘]?(?:(?i:the|an?)[ \t]+)?(?:" + either + r")(?!\w)")
+        self.before = re.compile(r"(?<!\w)(?:" + either + r")[\"'”’]?[ \t]*[,:\-–—]?[ \t]*\Z")
+        labels = [_LABEL_WORD.fullmatch(word) for word in last]
+        self.capitals = tuple(label.group(1).upper() for label in labels if label)
+        self.words = tuple(word for word, label in zip(last, labels) if not label)
+        # On ASCII text an ASCII word matches case-insensitively exactly where its lower case does (the engine's
+        # case folding also pairs "s" with "ſ", "k" with "K"): only then is the test exact.
+        self.ascii = all(word.isascii() for word in self.words)
+
+    def label_before(self, text: str, at: int, ascii: bool) -> re.Match[str] | None:
+        """The label ending right before the bracket at ``at`` (within 40 characters), if any."""
+        start = max(0, at - 40)
+        if ascii and self.ascii:
+            # A label ends with a word character and only _LABEL_TAIL follows it: without one of the words
+            # (or capitals) it ends with right before that tail, there is none (the regex search tries every
+            # position of the window).
+            head = text[start:at].rstrip(_LABEL_TAIL)
+            if not (head.lower().endswith(self.words) or head.endswith(self.capitals)):
+                return None
+        return self.before.search(text, start, at)
+
+    def labelled(self, label: re.Match[str]) -> str:
+        """The normalised text a label match names (an option's, or "third image")."""
+        if label.lastgroup == "image":
+            return " ".join(label.group("image").lower().split())
+        return self.options[int(str(label.lastgroup)[1:])]
 
 
-def _labelled(label: re.Match[str], options: tuple[str, ...]) -> str:
-    """The normalised text a label match names (an option's, or "third image")."""
-    if label.lastgroup == "image":
-        return " ".join(label.group("image").lower().split())
-    return options[int(str(label.lastgroup)[1:])]
+@lru_cache(maxsize=256)
+def _labels(options: tuple[str, ...]) -> _Labels | None:
+    return _Labels(options) if any(options) else None
 
 
 # --- one output, prepared once ------------------------------------------------------------------------------
@@ -418,8 +485,7 @@ class ChoiceText:
     @_computed_once
     def spans(self) -> tuple[tuple[int, int], ...]:
         """The sentences, as spans of ``text`` (the empty ones left out)."""
-        text = self.text
-        return tuple((s, e) for s, e in _pieces(text, _breaks(text)) if text[s:e].strip())
+        return _sentence_spans(self.text)
 
     @_computed_once
     def first_sentence(self) -> str:
@@ -455,19 +521,23 @@ class ChoiceText:
         the item does not have ("the third image (C)" of two options) leaves the valid letters meaning the
         options, but only where the output also pairs a letter with its own option text ("(B) the third
         image")."""
-        labels = _label_patterns(self.options)
-        if labels is None or "(" not in self.text:
+        text = self.text
+        if "(" not in text:
             return False
-        after, before = labels
+        labels = _labels(self.options)
+        if labels is None:
+            return False
+        after, valid, ascii = labels.after, self.valid, text.isascii()
         paired = own_letters = False
-        for m in _BRACKETED_LETTER.finditer(self.text):
-            label = after.match(self.text, m.end()) or before.search(self.text, max(0, m.start() - 40), m.start())
+        for m in _BRACKETED_LETTER.finditer(text):
+            label = after.match(text, m.end()) or labels.label_before(text, m.start(), ascii)
             if label is None:
                 continue
-            letter, phrase = m.group(1), _labelled(label, self.options)
-            if letter in self.valid and self.options[self.valid.index(letter)] == phrase:
+            letter = m.group(1)
+            phrase = labels.phrases.get(str(label.lastgroup)) or labels.labelled(label)
+            if letter in valid and self.options[valid.index(letter)] == phrase:
                 paired = True
-            elif letter in self.valid:
+            elif letter in valid:
                 return True
             else:
                 own_letters = True
@@ -477,8 +547,7 @@ class ChoiceText:
     def first_capital(self) -> int:
         """Where the first valid capital standing alone is (-1: none). Every letter a rule reads is one, so
         without any only the option texts can decide."""
-        found = _standalone_capital(self.valid).search(self.text)
-        return found.start() if found else -1
+        return _standalone(self.text, self.valid)
 
     @_computed_once
     def lead(self) -> tuple[str, str] | None:
@@ -525,39 +594,58 @@ def declaration(c: ChoiceText) -> bool | str | None:
     # Letters must be capitals in the text: "the answer is a pen" does not read as "A".
     if c.first_capital < 0:
         return None
-    text, lower, valid = c.text, c.lower, c.valid
-    found = []
-    find = lower.find
-    for word, patterns in _declaration_plan(valid):
-        if word not in lower:  # most words are absent: "in" costs less than a call of find
-            continue
-        at = find(word)
-        while at >= 0:
-            for pattern, offsets in patterns:
-                if offsets is None:  # the colon: a declaration only when a bracketed letter follows it
-                    bracket = lower[at + 1 : at + 8].lstrip()[:1] in ("(", "[")
-                    starts = _verb_before_colon(text, at) if bracket else ()
-                else:
-                    starts = tuple(at + k for k in offsets)
-                for start in starts:
-                    m = pattern.match(text, start) if start >= 0 else None
-                    if m:
-                        letter = m.group(m.lastindex or 1)
-                        if letter.isupper() and not _opens_list(text, m.end(m.lastindex or 1), letter, valid):
-                            found.append((m.start(), letter))
-            at = find(word, at + 1)
+    found = _declarations(c)
     if not found:
         return None
     at, letter = max(found)
     declared = {x for _, x in found}
     if len(declared) > 2:
         return False  # "the answer is (A) … the answer is (B) … the answer is (C)": one per option, none chosen
-    hedged = _HEDGED_VERB.search(lower, max(0, at - 24), at + 8)
-    if (hedged or len(declared) > 1 and _HEDGE.search(lower)) and len(c.named()) > 1:
+    hedged = _HEDGED_VERB.search(c.lower, max(0, at - 24), at + 8)
+    if (hedged or len(declared) > 1 and _HEDGE.search(c.lower)) and len(c.named()) > 1:
         return False  # "it might be (A) … but the answer could be (C)": two answers, hedged: never guess
     if _concludes_several(c, at, letter):
         return False  # "… the answer is (B). So, the corresponding points are (B) and (C).": no one answer
     return letter
+
+
+def _declarations(c: ChoiceText) -> list[tuple[int, str]]:
+    """Every declaration in the output, as (where it starts, its letter), in no order."""
+    text, lower, valid = c.text, c.lower, c.valid
+    found: list[tuple[int, str]] = []
+    words, colon = _declaration_plan(valid)
+    find = lower.find
+    for word, patterns in words:
+        if word not in lower:  # most words are absent: "in" costs less than a call of find
+            continue
+        at = find(word)
+        while at >= 0:
+            for pattern, offsets in patterns:
+                for k in offsets:
+                    m = pattern.match(text, at + k) if at + k >= 0 else None
+                    if m and _declares(m, text, valid):
+                        found.append((m.start(), m.group(m.lastindex or 1)))
+            at = find(word, at + 1)
+    if ":" in lower:
+        # a colon is a declaration only when a bracketed letter follows it (up to six spaces on): "… is: (A)"
+        for bracket in _COLON_BRACKET.finditer(lower):
+            for start in _verb_before_colon(text, bracket.start()):
+                m = colon.match(text, start) if start >= 0 else None
+                if m and _declares(m, text, valid):
+                    found.append((m.start(), m.group(1)))
+    return found
+
+
+# a colon with a bracket among the next seven characters, after spaces only: "is: (A)", "is:\n\n(D)"
+_COLON_BRACKET = re.compile(r":\s{0,6}[(\[]")
+
+
+def _declares(m: re.Match[str], text: str, valid: str) -> bool:
+    """Whether a declaration pattern's match declares: its letter a capital, not opening a list of the
+    options."""
+    group = m.lastindex or 1
+    letter = m.group(group)
+    return letter.isupper() and not _opens_list(text, m.end(group), letter, valid)
 
 
 def _opens_list(text: str, end: int, letter: str, valid: str) -> bool:
@@ -573,14 +661,30 @@ def _opens_list(text: str, end: int, letter: str, valid: str) -> bool:
 _LIST_ITEM = re.compile(r"\s*[-*]?\s*(?:option\s+)?[\(\[]?([A-H])[\)\]\.:]", re.I)
 
 
+def _two_capitals(text: str, letters: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` holds two different ``letters``."""
+    seen = False
+    for letter in letters:
+        if text.find(letter, start, end) >= 0:
+            if seen:
+                return True
+            seen = True
+    return False
+
+
 def _concludes_several(c: ChoiceText, after: int, letter: str) -> bool:
     """Whether a concluding sentence after the one at ``after`` (declaring ``letter``) names several options
     together as its answer: "So, the corresponding points are (B) Point B and (C) Point C."."""
-    if not any(c.text.find(other, after) >= 0 for other in c.valid if other != letter):
-        return False  # most declarations come last: nothing after them names another letter
     text = c.text
+    for other in c.valid:  # one str.find per letter, in C
+        if other != letter and text.find(other, after) >= 0:
+            break
+    else:
+        return False  # most declarations come last: nothing after them names another letter
     breaks = _breaks(text, after)
     for start, end in _pieces(text, breaks[1:], breaks[0][1]) if breaks else ():
+        if not _two_capitals(text, c.valid, start, end):
+            continue  # a sentence names two letters only where it holds two (str.find, in C)
         mentions = c.mentions_between(start, end)
         if len({letter for _, _, letter in mentions}) < 2:
             continue
@@ -639,7 +743,7 @@ def leading(c: ChoiceText) -> str | None:
 
 
 def sole_paren(c: ChoiceText) -> str | None:
-    parens = {m.group(1) for m in _naming_patterns(c.valid)[2].finditer(c.text)}
+    parens = {m.group(1) for m in _naming_patterns(c.valid)[3].finditer(c.text)}
     return parens.pop() if len(parens) == 1 else None
 
 
@@ -892,11 +996,10 @@ def final_statement(c: ChoiceText) -> str | None:
         return None  # every letter this rule reads is a capital standing alone
     said, closing, subject, labelled, after_colon = _final_patterns(c.valid)
     text = c.text
-    capital = _standalone_capital(LETTERS)
     for k in range(len(c.spans) - 1, -1, -1):
         start, end = c.spans[k]
-        if not capital.search(text, start, end):
-            continue  # a sentence without a capital letter standing alone names nothing (one scan in C)
+        if _standalone(text, LETTERS, start, end) < 0:
+            continue  # a sentence without a capital letter standing alone names nothing
         named = c.named(start, end)
         if _names_another_letter(c, start, end):
             return None  # "Therefore, the answer is (E)." on four options: the last word is no valid answer
@@ -955,7 +1058,7 @@ _BARE_LETTER = re.compile(r"[\(\[]?([A-H])(?:[\)\]]?\.?\Z|[\)\]\.:]\s*(.*?)\.?\Z
 # "b", "(e)", "b.", "[c]": a lone lower-case letter, which every official script reads as that letter (MVP-Bench
 # compares case-insensitively, BLINK's judge and MME-RealWorld's option match land on it)
 _BARE_LOWER = re.compile(r"[\(\[]?([a-h])[\)\]]?\.?\Z")
-_DECLARATION_WORDS = (*(word for word, _ in _declaration_plan(LETTERS)), "i ")
+_DECLARATION_WORDS = (*(word for word, _ in _declaration_plan(LETTERS)[0]), ":", "i ")
 
 
 def _holds_any(text: str, words: tuple[str, ...]) -> bool:
@@ -990,7 +1093,12 @@ def extract_choice(output: str | None, n_options: int = 4, options: Sequence[str
         # Models repeat their short answers ("(A) Point A", "(A) A is closer to the camera."): each is read
         # once per process
         key = (text, n_options, tuple(options) if options else None)
-        return _remembered(key, lambda: _extract_text(text, n_options, options))
+        known = _SHORT.get(key)
+        if known is None:
+            if len(_SHORT) >= _SHORT_MAX:
+                _SHORT.clear()
+            known = _SHORT[key] = _extract_text(text, n_options, options)
+        return known
     return _extract_text(text, n_options, options)
 
 

@@ -1,6 +1,8 @@
 """Answer extraction on real outputs (BLINK saved_outputs of GPT-4V and LLaVA-1.5, MVP-Bench, MME-RealWorld
 failure cases from the reference README) and on the formats evaluators meet."""
 
+import re
+
 import pytest
 
 from perceptforge.scorer.extract import extract_choice, extract_yes_no, normalise_answer
@@ -439,3 +441,23 @@ def test_disclaims_only_and_hedged():
     assert not _hedged("if i had to choose, i would pick (a)", 0, 37)
     assert not _hedged("i might lean towards (a)", 0, 24)
     assert _hedged("it might be (a)", 0, 15)
+
+
+def test_scan_helpers_read_as_the_patterns_they_replace():
+    """The str.find scans behind the rules (issue 45's speed) read exactly as the regexes they replaced."""
+    from perceptforge.scorer.extract import _find_mentions, _sentence_spans, _standalone, _two_capitals
+
+    standalone = re.compile(r"[ABCD](?![A-Za-z])(?<![A-Za-z].)")
+    for text, start, end in [
+        ("Based on (B), A is", 0, 18),
+        ("xA Bx C.", 0, 8),
+        ("AB", 0, 1),
+        ("aB c", 2, 4),
+        ("", 0, 0),
+    ]:
+        found = standalone.search(text, start, end)
+        assert _standalone(text, "ABCD", start, end) == (found.start() if found else -1), text
+    assert _sentence_spans("One. Two!\n\n  \nThree...  four? ") == ((0, 4), (5, 9), (14, 22), (24, 29))
+    assert _two_capitals("A and B", "AB", 0, 7) and not _two_capitals("A and B", "AB", 0, 6)
+    text = "Point A, [B] and image (C]"
+    assert [m[2] for m in _find_mentions(text, text.lower(), "ABC", 0, len(text))] == ["A", "B", "C"]
