@@ -504,7 +504,6 @@ BUILDERS: dict[str, Builder] = {
 }
 
 
-@cache
 class Unloadable:
     """Stands in for a plug-in builder whose entry point failed to load: the error, kept for the tasks that use it."""
 
@@ -515,6 +514,7 @@ class Unloadable:
         raise self.error
 
 
+@cache
 def builders() -> dict[str, Builder]:
     """Every builder by name: the built-ins, then the entry points (which may not take a built-in's name). Read
     once per process: scanning the entry points cost 6.7 ms, once per item when it was done for each."""
