@@ -32,7 +32,7 @@ from PIL import Image, ImageDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the folder `gate_corpus` is found
 
-from gate_corpus.defects import BACKGROUND_DEFECTS, HAIR_DEFECTS, Base, NotApplicable, draw  # noqa: E402
+from gate_corpus.defects import BACKGROUND_DEFECTS, HAIR_DEFECTS, Base, Drawn, NotApplicable, draw  # noqa: E402
 
 from perceptforge.configs.profile import Gates, load_profile  # noqa: E402
 from perceptforge.data.schema import Candidate, EditRecord, Grounding, Rendering  # noqa: E402
@@ -198,6 +198,24 @@ class RunPair:
     grounding: Grounding
     manipulated_sha256: str
 
+    def judged_as(self, pid: str, label: str, defect: str, drawn: Drawn | None = None, seen: str = "") -> CorpusPair:
+        """This pair as the corpus judges it: as the run made it, or with a synthetic defect ``drawn`` into it."""
+        return CorpusPair(
+            pid,
+            label,
+            defect,
+            self.natural,
+            self.manipulated if drawn is None else Image.fromarray(drawn.manipulated),
+            self.mask if drawn is None else drawn.mask,
+            self.candidate,
+            self.rendered,
+            self.grounding.subject.box.xyxy,
+            "run" if drawn is None else "synthetic",
+            None if drawn is None else drawn.region,
+            seen,
+            grounding=self.grounding,
+        )
+
 
 def run_pairs(run_path: Path) -> dict[str, RunPair]:
     """Every pair the run made (``edits/``), passed or quarantined by the gates, by unit."""
@@ -311,22 +329,7 @@ def build(labels: dict, pairs: dict[str, RunPair]) -> tuple[list[CorpusPair], li
         if pair.manipulated_sha256 != entry["manipulated"]:
             problems.append(f"{unit}: the pair changed since it was labelled: look again")
             continue
-        corpus.append(
-            CorpusPair(
-                unit,
-                entry["label"],
-                entry.get("defect", ""),
-                pair.natural,
-                pair.manipulated,
-                pair.mask,
-                pair.candidate,
-                pair.rendered,
-                pair.grounding.subject.box.xyxy,
-                "run",
-                seen=entry.get("seen", ""),
-                grounding=pair.grounding,
-            )
-        )
+        corpus.append(pair.judged_as(unit, entry["label"], entry.get("defect", ""), seen=entry.get("seen", "")))
     for entry in labels.get("synthetic", []):
         base_unit, kind = entry["id"].rsplit("~", 1)
         pair = pairs.get(base_unit)
@@ -341,27 +344,11 @@ def build(labels: dict, pairs: dict[str, RunPair]) -> tuple[list[CorpusPair], li
         except NotApplicable as exc:
             problems.append(f"{entry['id']}: {exc}")
             continue
-        manipulated = Image.fromarray(drawn.manipulated)
-        if entry.get("manipulated") and pixels_sha256(manipulated) != entry["manipulated"]:
+        if entry.get("manipulated") and pixels_sha256(Image.fromarray(drawn.manipulated)) != entry["manipulated"]:
             problems.append(f"{entry['id']}: the drawn pair changed since it was labelled: look again")
             continue
-        corpus.append(
-            CorpusPair(
-                entry["id"],
-                entry["label"],
-                entry.get("defect", kind) if entry["label"] == "bad" else "",
-                pair.natural,
-                manipulated,
-                drawn.mask,
-                pair.candidate,
-                pair.rendered,
-                pair.grounding.subject.box.xyxy,
-                "synthetic",
-                drawn.region,
-                entry.get("seen", ""),
-                grounding=pair.grounding,
-            )
-        )
+        defect = entry.get("defect", kind) if entry["label"] == "bad" else ""
+        corpus.append(pair.judged_as(entry["id"], entry["label"], defect, drawn, entry.get("seen", "")))
     return corpus, problems
 
 
@@ -373,20 +360,7 @@ def unlabelled(labels: dict, pairs: dict[str, RunPair]) -> list[CorpusPair]:
     out = []
     for unit, pair in pairs.items():
         if unit not in labelled:
-            out.append(
-                CorpusPair(
-                    unit,
-                    "?",
-                    "",
-                    pair.natural,
-                    pair.manipulated,
-                    pair.mask,
-                    pair.candidate,
-                    pair.rendered,
-                    pair.grounding.subject.box.xyxy,
-                    grounding=pair.grounding,
-                )
-            )
+            out.append(pair.judged_as(unit, "?", ""))
         if unit not in good:
             continue
         for kind in defects_for(pair):
@@ -397,22 +371,7 @@ def unlabelled(labels: dict, pairs: dict[str, RunPair]) -> list[CorpusPair]:
                 drawn = draw(kind, base_of(pair), synthetic_seed(unit, kind))
             except NotApplicable:
                 continue
-            out.append(
-                CorpusPair(
-                    sid,
-                    "?",
-                    kind,
-                    pair.natural,
-                    Image.fromarray(drawn.manipulated),
-                    drawn.mask,
-                    pair.candidate,
-                    pair.rendered,
-                    pair.grounding.subject.box.xyxy,
-                    "synthetic",
-                    drawn.region,
-                    grounding=pair.grounding,
-                )
-            )
+            out.append(pair.judged_as(sid, "?", kind, drawn))
     return out
 
 
