@@ -55,6 +55,13 @@ class ClusterLost(PerceptforgeError):
     it, and the same command on a working cluster resumes."""
 
 
+def scheduler_lost(where: str, address: str) -> ClusterLost:
+    return ClusterLost(
+        f"{where}: the Dask scheduler at {address} stopped answering; start a scheduler and its workers and run the "
+        "same command again to resume"
+    )
+
+
 class Engine:
     """The threads runner: every task runs in this process."""
 
@@ -187,10 +194,7 @@ class DaskEngine(Engine):
                 time.sleep(0.5)
             if answers(address):
                 continue
-            raise ClusterLost(
-                f"{where}: the Dask scheduler at {address} stopped answering; start a scheduler and its workers "
-                "and run the same command again to resume"
-            )
+            raise scheduler_lost(where, address)
 
     def _watch(self, stage: str, lost: dict[str, float]) -> None:
         """Stops the run when the scheduler has not answered, or has had no worker, for longer than its grace;
@@ -199,10 +203,7 @@ class DaskEngine(Engine):
         if not answers(address):
             since = lost.setdefault("scheduler", now)
             if now - since >= self.scheduler_grace_s:
-                raise ClusterLost(
-                    f"stage {stage}: the Dask scheduler at {address} stopped answering ({self.scheduler_grace_s:g} s); "
-                    "start a scheduler and its workers and run the same command again to resume"
-                )
+                raise scheduler_lost(f"stage {stage}", address)
             return
         lost.pop("scheduler", None)
         if self.client.scheduler_info(n_workers=-1).get("workers"):
