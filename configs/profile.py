@@ -178,12 +178,34 @@ class Gates(Section):
         "beside it (a strip of backdrop beside a shoulder, the sky enclosed between a face and the hands)",
     )
     max_seam: float = Field(
-        # 0.1: the demo's and the new photos' composites show 0–4.5% (a light edge beside an ear); a line drawn all
-        # along a cut is most of it
-        0.1,
+        # 0.06: each pixel of the line along the cut judged on its own (a dotted line's mean is a grey some blend
+        # matches) against the texture beside it: issue 41's good composites show 0–1.4%, the demo's 2.1–5.3% (the
+        # astronaut's collar ring), a dotted line along a third of the cut 17–61%, a one-pixel light edge of the
+        # old backdrop 7–23%
+        0.06,
         ge=0,
         le=1,
         description="background edits: the largest share of the kept outline that may show a seam",
+    )
+    max_person_cut: float = Field(
+        # 0.01: issue 41's good swaps cut 0% of the person the segmenter is sure of, the demo's 0–0.26% (the sky
+        # between the cameraman's face and camera), an ear filled with the new scene 1.9–2.3%, a chest and its lei
+        # painted out or a man cut at a podium 16–25%
+        0.01,
+        ge=0,
+        le=1,
+        description="background edits: the largest share of the person the person segmenter is sure of (a face "
+        "seen) that the edit may cut away",
+    )
+    max_background_kept: float = Field(
+        # 0.005: issue 41's good swaps keep none, the demo's 0–0.36% (the cameraman's tripod, which the segmenter
+        # does not know); a patch of the old backdrop left beside a head or a shoulder 1.9–3.6% of the kept subject
+        # (narrow pockets under an arm, 0–0.2%, are the old-patch gate's)
+        0.005,
+        ge=0,
+        le=1,
+        description="background edits: the largest share of the kept subject that the person segmenter is sure is "
+        "background (a face seen; what the subject holds or has in front of it not counted)",
     )
     max_kept_changed: float = Field(
         0.1,

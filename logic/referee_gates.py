@@ -20,6 +20,24 @@ from perceptforge.logic.gates import lab_of, local_mean
 CHANGED = 8.0
 # below this person probability (the selfie segmenter's) a pixel is background: the hair's soft tips stay above it
 BACKGROUND = 0.2
+# a background edit cuts a pixel of the subject when the pixel's colour moves this far (CIELAB ΔE): a matte blending
+# a jaw's or an ear's rim into a dark new scene moves it less (an issue-41 portrait's jaw, 2.8% of its oval moved
+# past the 8 of CHANGED, 1.6% past this, and the annotator saw it whole), an ear filled with the new scene far more
+CUT = 20.0
+# the person the selfie segmenter is sure of (the map at least SURE_PERSON, shrunk by SURE_MARGIN of the image's
+# shorter side past its uncertain rim: at a hundredth, the sky between the bundled cameraman's face and camera, which
+# the map smooths over, was 0.8% of it) must not be cut; what it is sure is background (below SURE_BACKGROUND,
+# SURE_INSIDE pixels inside the cut, past a matte's rim) must not be kept with the subject, counted in blobs a disc
+# of PATCH_SIZE of the shorter side fits in and away from the frame (a tripod's thin legs the segmenter does not
+# know, and a coat cut by the frame's edge where it is least sure, are not patches of backdrop)
+SURE_PERSON = 0.9
+SURE_MARGIN = 0.02
+SURE_BACKGROUND = 0.05
+SURE_INSIDE = 3
+PATCH_SIZE = 0.01
+# a seam's pixels lie off the blends at least this many times as far as the subject's and the new scene's own
+# pixels beside it do: white hair at a temple, or a star beside the cut, is the texture there, not a line
+SEAM_TEXTURE = 2.5
 # an ear's disc: its radius is this share of the distance between the two ears' roots, its centre half a radius
 # out from the root, so it covers the ear's inner two thirds. A twelfth, centred a radius out, reached past the
 # ear's rim into the backdrop: the bundled Grace Hopper's kept ears showed 10–40% of it changed
@@ -52,6 +70,55 @@ def changed_pixels(natural: np.ndarray, manipulated: np.ndarray, threshold: floa
         raise ValueError(f"a pair's images must be (H, W, 3) of one size, got {natural.shape} and {manipulated.shape}")
     diff = np.abs(natural.astype(np.float32) - manipulated.astype(np.float32)).mean(axis=2)
     return diff > threshold
+
+
+def cut_pixels(natural: np.ndarray, manipulated: np.ndarray, delta: float = CUT) -> np.ndarray:
+    """(H, W) bool: pixels whose colour moved ``delta`` or more (CIELAB ΔE): what a background edit took from the
+    subject, where a matte's faint blend along the rim is not counted."""
+    if natural.shape != manipulated.shape or natural.ndim != 3:
+        raise ValueError(f"a pair's images must be (H, W, 3) of one size, got {natural.shape} and {manipulated.shape}")
+    return np.linalg.norm(lab_of(natural) - lab_of(manipulated), axis=-1) >= delta
+
+
+def person_measurements(
+    cut: np.ndarray, person: np.ndarray, keep: np.ndarray | None = None, ignore: np.ndarray | None = None
+) -> dict[str, float]:
+    """What a background edit did to the person the selfie segmenter sees on the natural photo (``person``: its
+    probability map), whatever the annotation says: ``person_cut``, the share of the sure person (``SURE_PERSON``,
+    shrunk by ``SURE_MARGIN`` of the shorter side) that the edit ``cut`` (a chest and a lei painted out with the
+    new scene, a man cut at the waist where a podium was, an ear); with the kept subject ``keep`` (True where the
+    edit kept the photo), ``background_kept``, the share of it that is surely background (``SURE_BACKGROUND``,
+    ``SURE_INSIDE`` pixels or more inside the cut, outside ``ignore``: what the subject holds or has in front of
+    it), in blobs away from the frame (``background_kept_pixels``): a strip of window frame beside a head, the
+    curtain beside a shoulder."""
+    _check_shape("the person map", person, cut.shape)
+    margin = max(1, round(SURE_MARGIN * min(cut.shape)))
+    kernel = np.ones((2 * margin + 1, 2 * margin + 1), np.uint8)
+    sure = cv2.erode((person >= SURE_PERSON).astype(np.uint8), kernel).astype(bool)
+    measured = {"person_cut": _share(cut, sure)}
+    if keep is not None:
+        measured["background_kept"] = round(
+            float(background_kept_pixels(person, keep, ignore).sum() / max(1, keep.sum())), 6
+        )
+    return measured
+
+
+def background_kept_pixels(person: np.ndarray, keep: np.ndarray, ignore: np.ndarray | None = None) -> np.ndarray:
+    """(H, W) bool: the kept subject's pixels the selfie segmenter is sure are background, in blobs a disc of
+    ``PATCH_SIZE`` of the shorter side fits in, not touching the frame (``person_measurements``)."""
+    _check_shape("the kept subject", keep, person.shape)
+    inner = cv2.erode(keep.astype(np.uint8), np.ones((2 * SURE_INSIDE + 1,) * 2, np.uint8)).astype(bool)
+    found = inner & (person < SURE_BACKGROUND)
+    if ignore is not None:
+        found &= ~ignore
+    radius = max(1, round(PATCH_SIZE * min(keep.shape)))
+    disc = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
+    found = cv2.morphologyEx(found.astype(np.uint8), cv2.MORPH_OPEN, disc)
+    count, labels, stats, _ = cv2.connectedComponentsWithStats(found, connectivity=8)
+    h, w = found.shape
+    x, y, bw, bh = (stats[:, k] for k in (cv2.CC_STAT_LEFT, cv2.CC_STAT_TOP, cv2.CC_STAT_WIDTH, cv2.CC_STAT_HEIGHT))
+    away = [k for k in range(1, count) if x[k] > 0 and y[k] > 0 and x[k] + bw[k] < w and y[k] + bh[k] < h]
+    return np.isin(labels, away)
 
 
 def polygon_mask(points: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
@@ -260,7 +327,9 @@ def referee_verdict(measured: dict[str, float], limits: dict[str, float]) -> str
         "old_rim": "of the kept outline keeps a rim of the old background",
         "ear_painted": "of an ear's skin painted with the hair",
         "old_patch": "of the kept subject is old background left in or beside it",
-        "seam": "of the kept outline shows a seam",
+        "seam": "of the kept outline shows a seam (a dotted, light or dark line along the cut)",
+        "person_cut": "of the person (as the person segmenter sees it) cut away by the edit",
+        "background_kept": "of the kept subject is what the person segmenter sees as background",
         "kept_changed": "of what stands in front of the subject, or what it holds, changed",
         "kept_replaced": "of what stands in front of the subject, or what it holds, replaced with the background",
     }
@@ -317,6 +386,10 @@ def failing_region(
         out = cv2.dilate(seam_pixels(manipulated, keep).astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
     elif name in ("kept_changed", "kept_replaced") and side in (kept or {}):
         out = changed & _box_mask((kept or {})[side], shape)
+    elif name == "person_cut" and person is not None:
+        out = changed & (person >= SURE_PERSON)
+    elif name == "background_kept" and person is not None and keep is not None:
+        out = background_kept_pixels(person, keep, boxes_mask(list((kept or {}).values()), shape))
     elif name == "old_rim" and keep is not None:
         out = cv2.dilate(old_rim_pixels(natural, manipulated, keep).astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
     return out
@@ -445,30 +518,42 @@ def old_patch(natural: np.ndarray, keep: np.ndarray, ignore: np.ndarray | None =
 
 
 def seam_pixels(
-    manipulated: np.ndarray, keep: np.ndarray, reach: int = 6, gap: int = 3, min_contrast: float = 18.0
+    manipulated: np.ndarray, keep: np.ndarray, reach: int = 6, gap: int = 3, min_contrast: float = 20.0
 ) -> np.ndarray:
     """(H, W) bool: the points of the kept subject's outline (away from the image's edge) where the composite shows
-    a seam: the colour on the cut (the pixel pairs either side of it) lies ``min_contrast`` (CIELAB ΔE) or more
-    from every blend of the subject beside it and the new background beside it (each sampled ``gap`` to ``reach``
-    pixels from the cut), a dark or light line drawn along the outline. A matte's blend lies between the two."""
+    a seam: a line along the cut, one pixel on the kept side or two on the new side, whose pixels lie on average
+    ``min_contrast`` (CIELAB ΔE) or more from every blend of the subject beside it and the new background beside it
+    (each sampled ``gap`` to ``gap + reach`` pixels from the cut). Each pixel is judged on its own before they are
+    averaged: a dotted dark and light line averages to a grey that a blend of a dark suit and a pale sky can match,
+    and a one-pixel light edge of the old backdrop is diluted by the pixels beside it, but each of their pixels lies
+    off every blend; and they lie off the blends ``SEAM_TEXTURE`` times as far as the sides' own pixels do (white hair
+    at a temple beside a dark cap is the subject's texture). A matte's blend lies between the two sides."""
     _check_shape("the kept subject", keep, manipulated.shape[:2])
     lab = lab_of(manipulated)
 
     keep8 = keep.astype(np.uint8)
     inside = cv2.distanceTransform(keep8, cv2.DIST_L2, 3)
     outside = cv2.distanceTransform(1 - keep8, cv2.DIST_L2, 3)
-    line, n_line = local_mean(lab, (keep & (inside <= 1)) | (~keep & (outside <= 1)), reach)
-    subject, n_subject = local_mean(lab, keep & (inside >= gap) & (inside <= reach), reach)
-    new, n_new = local_mean(lab, ~keep & (outside >= gap) & (outside <= reach), reach)
-    # the distance from the line's colour to the segment between the two sides' colours
+    subject, n_subject = local_mean(lab, keep & (inside >= gap) & (inside <= gap + reach), reach)
+    new, n_new = local_mean(lab, ~keep & (outside >= gap) & (outside <= gap + reach), reach)
+    # each pixel's distance from the segment between the two sides' colours near it
     span = new - subject
-    t = np.clip(((line - subject) * span).sum(-1) / np.maximum((span * span).sum(-1), 1e-6), 0, 1)
-    off = np.linalg.norm(line - (subject + t[..., None] * span), axis=-1)
+    t = np.clip(((lab - subject) * span).sum(-1) / np.maximum((span * span).sum(-1), 1e-6), 0, 1)
+    off = np.repeat(np.linalg.norm(lab - (subject + t[..., None] * span), axis=-1)[..., None], 3, axis=-1)
+    near = max(1, reach // 2)
+    kept_line, n_kept = local_mean(off, keep & (inside <= 1), near)
+    new_line, n_new_line = local_mean(off, ~keep & (outside <= 2), near)
+    line = np.maximum(kept_line[..., 0], new_line[..., 0])
+    # the sides' own pixels off the same blends: the texture a line must stand out from
+    subject_off, _ = local_mean(off, keep & (inside >= gap) & (inside <= gap + reach), reach)
+    new_off, _ = local_mean(off, ~keep & (outside >= gap) & (outside <= gap + reach), reach)
+    texture = np.maximum(subject_off[..., 0], new_off[..., 0])
     outline = keep & ~cv2.erode(keep8, np.ones((3, 3), np.uint8)).astype(bool)
     away = np.zeros_like(outline)
-    away[reach:-reach, reach:-reach] = True
-    seen = outline & away & (n_line > 2) & (n_subject > 2) & (n_new > 2)
-    return seen & (off >= min_contrast)
+    margin = gap + reach
+    away[margin:-margin, margin:-margin] = True
+    seen = outline & away & (n_subject > 2) & (n_new > 2) & (n_kept > 0) & (n_new_line > 0)
+    return seen & (line >= min_contrast) & (line >= SEAM_TEXTURE * texture)
 
 
 def seam(manipulated: np.ndarray, keep: np.ndarray) -> float:
@@ -476,7 +561,9 @@ def seam(manipulated: np.ndarray, keep: np.ndarray) -> float:
     (``seam_pixels``): 0 for a cut blended into the new scene."""
     flagged = seam_pixels(manipulated, keep)
     outline = keep & ~cv2.erode(keep.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
-    return round(float(flagged.sum() / max(1, outline.sum())), 6)
+    away = np.zeros_like(outline)
+    away[9:-9, 9:-9] = True  # seam_pixels' margin: gap + reach
+    return round(float(flagged.sum() / max(1, (outline & away).sum())), 6)
 
 
 def sure_boxes(

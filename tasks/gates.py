@@ -20,6 +20,7 @@ from perceptforge.logic.referee_gates import (
     body_part_measurements,
     boxes_mask,
     changed_pixels,
+    cut_pixels,
     failing_region,
     first_failure,
     hair_spill_measurements,
@@ -27,6 +28,7 @@ from perceptforge.logic.referee_gates import (
     old_patch,
     old_rim,
     outlined_pair,
+    person_measurements,
     referee_verdict,
     seam,
 )
@@ -84,11 +86,17 @@ def referee_limits(gates: Gates, hair: bool, masked: bool) -> dict[str, float]:
     limits = {
         "face_oval_changed": gates.max_face_changed,
         "ear_changed": gates.max_ear_changed,
+        "person_cut": gates.max_person_cut,
         "kept_changed": gates.max_kept_changed,
         "kept_replaced": gates.max_kept_replaced,
     }
     if masked:
-        limits |= {"old_rim": gates.max_old_rim, "old_patch": gates.max_old_patch, "seam": gates.max_seam}
+        limits |= {
+            "old_rim": gates.max_old_rim,
+            "old_patch": gates.max_old_patch,
+            "background_kept": gates.max_background_kept,
+            "seam": gates.max_seam,
+        }
     return limits
 
 
@@ -118,11 +126,12 @@ def referee_check(
     kept: dict[str, Box] | None = None,
 ) -> tuple[dict[str, float], str | None, np.ndarray | None]:
     """The referee gates' measurements and verdict for one pair (whatever backend made it): a hair edit must not
-    paint the face's skin, the eyebrows, a frontal face's ears or the background; a background edit must leave the
-    face oval, a frontal face's ears and what it ``kept`` (label → box: what the subject holds, what stands in front
-    of it) as they were, and (with its ``mask``, True where the background was replaced) leave no rim of the old
-    background along the cut (``old_rim``), no patch of it in or beside the subject (``old_patch``) and no seam
-    (``seam``). Other edits are not judged here, nor, where no face is seen, the face and hair checks (the
+    paint the face's skin, the eyebrows, a frontal face's ears or the background; a background edit must not cut
+    the face oval, a frontal face's ears, the person the segmenter is sure of (``person_cut``) or what it ``kept``
+    (label → box: what the subject holds, what stands in front of it), and (with its ``mask``, True where the
+    background was replaced) leave no rim of the old background along the cut (``old_rim``), no patch of it in or
+    beside the subject (``old_patch``; ``background_kept``: what the segmenter is sure is background) and no seam
+    (``seam``). Other edits are not judged here, nor, where no face is seen, the face, person and hair checks (the
     measurement ``referee_face`` says whether a face was seen). The third value is, on a failure, the natural and
     manipulated images side by side with the failing region outlined."""
     hair = rendered_region == "hair"
@@ -143,15 +152,23 @@ def referee_check(
             measured |= hair_spill_measurements(changed, natural, face.oval, face.eyebrows, person, ears=face.ears)
     else:
         oval, ears = (None, None) if face is None else (face.oval, face.ears)
+        # a body part is cut where its colour moved far (the new scene shows), not where a matte blended its rim
+        changed = cut_pixels(natural, manipulated)
         measured |= body_part_measurements(changed, oval, ears, natural)
         measured |= kept_measurements(changed, kept or {}, mask)
-        if mask is not None and mask.any() and not mask.all():
-            measured["old_rim"] = old_rim(natural, manipulated, ~mask)
-            # what the subject holds or has in front of it may be the old background's colour (a grey camera
-            # against a grey sky): its box is not looked at
-            held = boxes_mask(list((kept or {}).values()), mask.shape)
-            measured["old_patch"] = old_patch(natural, ~mask, held)
-            measured["seam"] = seam(manipulated, ~mask)
+        keep = None if mask is None or not mask.any() or mask.all() else ~mask
+        # what the subject holds or has in front of it may be the old background's colour (a grey camera against a
+        # grey sky) or not a person's: its box is not looked at for old background
+        held = boxes_mask(list((kept or {}).values()), natural.shape[:2])
+        if face is not None:
+            # the person segmenter knows the people the face referee sees: the person it is sure of stays whole
+            # and what it is sure is background goes, whatever the annotation's boxes say
+            person = person_probability(natural)
+            measured |= person_measurements(changed, person, keep, held)
+        if keep is not None:
+            measured["old_rim"] = old_rim(natural, manipulated, keep)
+            measured["old_patch"] = old_patch(natural, keep, held)
+            measured["seam"] = seam(manipulated, keep)
     limits = referee_limits(gates, hair, mask is not None and bool(mask.any()) and not bool(mask.all()))
     failed = first_failure(measured, limits)
     if failed is None:

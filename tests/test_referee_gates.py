@@ -515,3 +515,104 @@ def test_sure_boxes_lie_inside_the_face_oval_and_the_ears_it_shows():
     for (x0, y0, x1, y1), part in zip(boxes[-2:], parts):
         assert part[int(y0) : int(np.ceil(y1)), int(x0) : int(np.ceil(x1))].all()
     assert sure_boxes(oval, (None, None), (96, 96)) == boxes[:-2]
+
+
+# --- dotted seams, faint one-pixel halos, the person cut, background kept, a matte's rim (issue 41's corpus) -------
+
+
+def test_a_dotted_seam_along_the_cut_is_quarantined():
+    """A dotted line of dark and light dashes just outside the cut averages to a grey that a blend of a dark subject
+    and a pale new scene matches; each of its pixels lies off every blend, so it is a seam. A soft matte is not."""
+    from perceptforge.logic.referee_gates import failing_region, seam
+
+    natural, keep, r = disc_scene(subject=(40, 40, 60))  # a dark suit
+    manipulated = natural.copy()
+    manipulated[~keep] = (170, 190, 230)  # a pale sky
+    soft = manipulated.astype(np.float32)
+    rim = (r > 29) & (r <= 32)
+    soft[rim] = (np.array((40, 40, 60)) + np.array((170, 190, 230))) / 2
+    assert seam(soft.astype(np.uint8), keep) == 0.0
+    dotted = manipulated.copy()
+    line = ~keep & (r <= 32)
+    ys, xs = np.nonzero(line)
+    dotted[ys, xs] = np.where((((xs + ys) // 3) % 2 == 0)[:, None], 25, 230)
+    measured = {"seam": seam(dotted, keep)}
+    assert measured["seam"] > GATES.max_seam
+    assert "shows a seam" in (referee_verdict(measured, {"seam": GATES.max_seam}) or "")
+    assert failing_region("seam", changed_pixels(natural, dotted), natural, dotted, keep=keep).any()
+
+
+def test_a_faint_one_pixel_halo_of_the_old_backdrop_is_quarantined():
+    """A pale one-pixel edge of the old backdrop kept along a dark head over a dark new sky is too thin for the rim
+    gate's band; the seam gate sees it. The same cut without it passes."""
+    from perceptforge.logic.referee_gates import seam
+
+    natural, keep, r = disc_scene(subject=(110, 50, 30))  # red-brown hair
+    natural[~keep] = (110, 145, 160)  # a pale steel-blue backdrop
+    clean = natural.copy()
+    clean[~keep] = (40, 55, 90)  # a navy sky
+    assert seam(clean, keep) == 0.0
+    halo = clean.copy()
+    edge = keep & (r > 29)
+    halo[edge] = (125, 130, 134)  # the old backdrop's blend with the hair's edge, left on the kept side
+    assert seam(halo, keep) > GATES.max_seam
+
+
+def test_a_person_cut_where_an_object_in_front_was_painted_out_is_quarantined():
+    """A lei (a thin object in front of the chest, not annotated) painted out with the new scene cuts the person
+    the segmenter is sure of, whatever the boxes say; a swap behind the person cuts nothing."""
+    from perceptforge.logic.referee_gates import cut_pixels, failing_region, person_measurements
+
+    natural, keep, r = disc_scene()
+    person = np.where(r <= 30, 1.0, 0.0).astype(np.float32)
+    clean = natural.copy()
+    clean[~keep] = BLUE
+    limits = {"person_cut": GATES.max_person_cut}
+    measured = person_measurements(cut_pixels(natural, clean), person, keep)
+    assert measured == {"person_cut": 0.0, "background_kept": 0.0}
+    assert referee_verdict(measured, limits) is None
+    painted = clean.copy()
+    painted[70:80, 40:80] = BLUE  # the lei's band across the chest, filled with the new scene
+    measured = person_measurements(cut_pixels(natural, painted), person, keep)
+    assert measured["person_cut"] > GATES.max_person_cut
+    assert "of the person" in (referee_verdict(measured, limits) or "")
+    region = failing_region("person_cut", cut_pixels(natural, painted), natural, painted, person=person)
+    assert region[75, 60] and not region[30, 60]
+
+
+def test_background_the_person_segmenter_is_sure_of_kept_with_the_subject_is_quarantined():
+    """A strip of window frame kept beside the head (the segmenter sure it is background) is old background left
+    with the subject, however varied the old backdrop's colours; what the subject holds is not looked at."""
+    from perceptforge.logic.referee_gates import background_kept_pixels, cut_pixels, person_measurements
+
+    natural, keep, r = disc_scene()
+    person = np.where(r <= 30, 1.0, 0.0).astype(np.float32)
+    strip = keep.copy()
+    strip[40:80, 88:100] = True  # 12 px of the backdrop kept beside the disc
+    manipulated = natural.copy()
+    manipulated[~strip] = BLUE
+    measured = person_measurements(cut_pixels(natural, manipulated), person, strip)
+    assert measured["background_kept"] > GATES.max_background_kept
+    assert "sees as background" in (referee_verdict(measured, {"background_kept": GATES.max_background_kept}) or "")
+    held = np.zeros_like(keep)
+    held[30:90, 85:105] = True  # a camera held there: its box is not old background
+    assert not background_kept_pixels(person, strip, held).any()
+
+
+def test_a_mattes_faint_blend_along_the_jaw_is_not_a_cut():
+    """A matte darkening a jaw's rim by a few ΔE into a dark new scene changes pixels past the 8 a recolour counts
+    but cuts nothing; the jaw filled with the new scene is cut."""
+    from perceptforge.logic.referee_gates import cut_pixels
+
+    image, oval, _, ears, _ = portrait()
+    edited = image.copy()
+    face = polygon_mask(oval, (96, 96))
+    rim = face & ~polygon_mask(ellipse(48, 50, 17, 23), (96, 96))
+    edited[rim] = (image[rim] * 0.9).astype(np.uint8)  # the matte's blend: 10% of a black sky
+    # counted as a recolour counts (a change past 8 of 255) the blend fails the face oval's limit
+    assert body_part_measurements(changed_pixels(image, edited), oval, ears, image)["face_oval_changed"] > 0.1
+    measured = body_part_measurements(cut_pixels(image, edited), oval, ears, image)
+    assert referee_verdict(measured, BODY_LIMITS) is None
+    edited[60:, 56:] = BLUE
+    measured = body_part_measurements(cut_pixels(image, edited), oval, ears, image)
+    assert "of the face oval changed" in (referee_verdict(measured, BODY_LIMITS) or "")
