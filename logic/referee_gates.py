@@ -113,9 +113,9 @@ def background_kept_pixels(person: np.ndarray, keep: np.ndarray, ignore: np.ndar
         found &= ~ignore
     radius = max(1, round(PATCH_SIZE * min(keep.shape)))
     disc = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
-    found = cv2.morphologyEx(found.astype(np.uint8), cv2.MORPH_OPEN, disc)
-    count, labels, stats, _ = cv2.connectedComponentsWithStats(found, connectivity=8)
-    h, w = found.shape
+    blobs = cv2.morphologyEx(found.astype(np.uint8), cv2.MORPH_OPEN, disc)
+    count, labels, stats, _ = cv2.connectedComponentsWithStats(blobs, connectivity=8)
+    h, w = blobs.shape
     x, y, bw, bh = (stats[:, k] for k in (cv2.CC_STAT_LEFT, cv2.CC_STAT_TOP, cv2.CC_STAT_WIDTH, cv2.CC_STAT_HEIGHT))
     away = [k for k in range(1, count) if x[k] > 0 and y[k] > 0 and x[k] + bw[k] < w and y[k] + bh[k] < h]
     return np.isin(labels, away)
