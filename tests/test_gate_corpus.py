@@ -95,6 +95,9 @@ def tiny_corpus(candidates) -> list:
         pair("i1-forehead", "bad", "spill_forehead", nat, painted, hair, i1, BLUE),
         pair("i1-faint", "bad", "too_little", nat, faint, hair, i1, BLUE),
         pair("b1-good~seam", "bad", "seam", nat, seamed.manipulated, seamed.mask, b1, origin="synthetic"),
+        # the good swap's pixels labelled bad for what no gate measures (a cut an annotator saw and the referees
+        # did not): a miss the table must show
+        pair("b1-cut", "bad", "subject_cut", nat, swapped, mask, b1),
         # a defect drawn into a pair the gates already stop says nothing of the defect: left out
         pair("i1-faint~spill_skin", "bad", "spill_skin", nat, painted, hair, i1, BLUE, origin="synthetic"),
     ]
@@ -118,25 +121,27 @@ def test_tiny_pairs_are_judged_by_pair_gates_and_tabulated(candidates):
     assert not by_id["b1-good"].stopped and not by_id["i1-good"].stopped
     assert by_id["i1-forehead"].gate == "too much change outside the edit region"
     assert by_id["i1-faint"].gate == "too little change inside the edit region"
-    # a dotted seam inside the replaced background: no gate looks for one here, a miss the table must show
-    assert not by_id["b1-good~seam"].stopped
+    # a dotted seam along the cut: its dashes, each off every blend of the sides, are a seam
+    assert by_id["b1-good~seam"].gate == "of the kept outline shows a seam (a dotted, light or dark line along the cut)"
+    assert not by_id["b1-cut"].stopped
     assert "i1-faint~spill_skin" not in by_id and doc["not_judged"] == [
         "i1-faint~spill_skin: its base pair is stopped (too little change inside the edit region: 4.0 < 12.0)"
     ]
-    assert doc["pairs"] == 5 and doc["bad"] == 3 and doc["good"] == 2
-    assert doc["recall"]["stopped"] == 2 and doc["recall"]["overall %"] == 66.7
-    assert doc["recall"]["by_defect"]["seam"] == {"pairs": 1, "stopped": 0, "recall %": 0.0}
+    assert doc["pairs"] == 6 and doc["bad"] == 4 and doc["good"] == 2
+    assert doc["recall"]["stopped"] == 3 and doc["recall"]["overall %"] == 75.0
+    assert doc["recall"]["by_defect"]["seam"] == {"pairs": 1, "stopped": 1, "recall %": 100.0}
+    assert doc["recall"]["by_defect"]["subject_cut"] == {"pairs": 1, "stopped": 0, "recall %": 0.0}
     assert doc["false_quarantines"] == {"stopped": 0, "share %": 0.0}
-    assert doc["misses"] == [{"id": "b1-good~seam", "defect": "seam"}]
+    assert doc["misses"] == [{"id": "b1-cut", "defect": "subject_cut"}]
     assert doc["gates"]["too much change outside the edit region"] == {
         "stopped_bad": {"spill_forehead": 1},
         "stopped_good": 0,
     }
     assert doc["limits_fingerprint"] == limits_fingerprint(gates.model_dump(mode="json"))
-    assert doc["origins"] == {"run/bad": 2, "run/good": 2, "synthetic/bad": 1}
+    assert doc["origins"] == {"run/bad": 3, "run/good": 2, "synthetic/bad": 1}
     text = measure.table(doc)
-    assert "| too little change inside the edit region | 0 | 0 | 1 | 0 |" in text
-    assert "recall on bad pairs: 2/3 = 66.7%" in text and "- b1-good~seam (seam)" in text
+    assert "| too little change inside the edit region | 0 | 0 | 0 | 1 | 0 |" in text
+    assert "recall on bad pairs: 3/4 = 75.0%" in text and "- b1-cut (subject_cut)" in text
     # a limit the other way round makes a false quarantine: the good recolour is stopped
     strict = Gates(min_inside_change=200.0)
     doc, _ = measure.measure(tiny_corpus(candidates)[:2], strict, "strict", date="2026-11-29")
