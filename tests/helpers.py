@@ -25,6 +25,8 @@ OPEN_GATES = {
     "max_old_rim": 1.0,
     "max_old_patch": 1.0,
     "max_seam": 1.0,
+    "max_person_cut": 1.0,
+    "max_background_kept": 1.0,
     "max_kept_changed": 1.0,
     "max_kept_replaced": 1.0,
 }
