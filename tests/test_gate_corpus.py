@@ -138,10 +138,15 @@ def test_tiny_pairs_are_judged_by_pair_gates_and_tabulated(candidates):
         "stopped_good": 0,
     }
     assert doc["limits_fingerprint"] == limits_fingerprint(gates.model_dump(mode="json"))
+    # each gate on its own: the faint recolour fails its inside change and its region changed, both counted
+    assert doc["alone"]["seam"] == {"stopped_bad": {"seam": 1}, "stopped_good": 0}
+    assert doc["alone"]["inside_change"]["stopped_bad"] == {"too_little": 1}
+    assert doc["alone"]["region_changed"]["stopped_bad"] == {"too_little": 1}
     assert doc["origins"] == {"run/bad": 3, "run/good": 2, "synthetic/bad": 1}
     text = measure.table(doc)
     assert "| too little change inside the edit region | 0 | 0 | 0 | 1 | 0 |" in text
     assert "recall on bad pairs: 3/4 = 75.0%" in text and "- b1-cut (subject_cut)" in text
+    assert "| `seam` | 1 | 0 | 0 | 0 | 0 |" in text  # each gate on its own, after the first-gate table
     # a limit the other way round makes a false quarantine: the good recolour is stopped
     strict = Gates(min_inside_change=200.0)
     doc, _ = measure.measure(tiny_corpus(candidates)[:2], strict, "strict", date="2026-11-29")

@@ -40,7 +40,7 @@ from perceptforge.logic.edit_region import kept_objects  # noqa: E402
 from perceptforge.logic.gate_corpus import limits_fingerprint  # noqa: E402
 from perceptforge.store.images import load_rgb  # noqa: E402
 from perceptforge.store.rundir import RunDir, safe_name  # noqa: E402
-from perceptforge.tasks.gates import pair_gates  # noqa: E402
+from perceptforge.tasks.gates import pair_gates, pair_limits  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LABELS = HERE / "labels.json"
@@ -77,6 +77,7 @@ class Verdict:
     gate: str | None
     reason: str
     measurements: dict[str, float] = field(default_factory=dict)
+    over: list[str] = field(default_factory=list)  # every limit the pair fails on its own (not only the first)
 
 
 def gate_name(reason: str) -> str:
@@ -96,6 +97,8 @@ def judge(pair: CorpusPair, gates: Gates, clip: Any = None) -> Verdict:
     measured, reason, _, _ = pair_gates(
         pair.natural, pair.manipulated, pair.mask, pair.candidate, pair.rendered, gates, clip, pair.subject_box, kept
     )
+    masked = pair.mask is not None and bool(pair.mask.any()) and not bool(pair.mask.all())
+    limits = pair_limits(gates, pair.candidate, pair.rendered, masked)
     return Verdict(
         pair.id,
         pair.label,
@@ -105,7 +108,22 @@ def judge(pair: CorpusPair, gates: Gates, clip: Any = None) -> Verdict:
         None if reason is None else gate_name(reason),
         reason or "",
         measured,
+        over_limits(measured, limits),
     )
+
+
+def over_limits(measured: dict[str, float], limits: dict[str, Any]) -> list[str]:
+    """The names of the limits (``GateLimit``s by measurement name; ``ear_changed`` covers ``ear_changed:left``)
+    that the measurements fail, each gate on its own."""
+    out = []
+    for name, limit in limits.items():
+        values = [v for k, v in measured.items() if k == name or k.startswith(name + ":")]
+        if any(
+            (limit.at_most is not None and v > limit.at_most) or (limit.at_least is not None and v < limit.at_least)
+            for v in values
+        ):
+            out.append(name)
+    return out
 
 
 def figures(verdicts: Sequence[Verdict], fingerprint: str, date: str, profile: str) -> dict:
@@ -129,6 +147,15 @@ def figures(verdicts: Sequence[Verdict], fingerprint: str, date: str, profile: s
         stopped = sum(v.stopped for v in of_kind)
         by_defect[kind] = {"pairs": len(of_kind), "stopped": stopped, "recall %": _pct(stopped, len(of_kind))}
     stopped_bad, stopped_good = sum(v.stopped for v in bad), sum(v.stopped for v in good)
+    # each gate on its own: every pair whose measurement is over its limit, whichever gate a run would name first
+    alone: dict[str, dict] = {}
+    for v in verdicts:
+        for name in v.over:
+            row = alone.setdefault(name, {"stopped_bad": {}, "stopped_good": 0})
+            if v.label == "bad":
+                row["stopped_bad"][v.defect] = row["stopped_bad"].get(v.defect, 0) + 1
+            else:
+                row["stopped_good"] += 1
     return {
         "date": date,
         "profile": profile,
@@ -139,6 +166,7 @@ def figures(verdicts: Sequence[Verdict], fingerprint: str, date: str, profile: s
         "origins": dict(Counter(f"{v.origin}/{v.label}" for v in verdicts)),
         "targets": TARGETS,
         "gates": dict(sorted(gates.items())),
+        "alone": dict(sorted(alone.items())),
         "recall": {"overall %": _pct(stopped_bad, len(bad)), "stopped": stopped_bad, "by_defect": by_defect},
         "false_quarantines": {"stopped": stopped_good, "share %": _pct(stopped_good, len(good))},
         "misses": [{"id": v.id, "defect": v.defect} for v in bad if not v.stopped],
@@ -177,6 +205,12 @@ def table(doc: dict) -> str:
         f"recall on bad pairs: {r['stopped']}/{doc['bad']} = {r['overall %']}% (target ≥ {TARGETS['recall %']}%); "
         f"false quarantines: {fq['stopped']}/{doc['good']} = {fq['share %']}% (target ≤ {TARGETS['false quarantines %']}%)",
     ]
+    if doc.get("alone"):
+        out += ["", "each gate on its own (every pair over its limit, whichever gate a run names first):", ""]
+        out += [lines[0], lines[1]]
+        for gate, row in doc["alone"].items():
+            cells = [str(row["stopped_bad"].get(k, 0)) for k in kinds] + [str(row["stopped_good"])]
+            out.append(f"| `{gate}` | " + " | ".join(cells) + " |")
     if doc["misses"]:
         out += ["", "missed (bad, passed every gate):"] + [f"- {m['id']} ({m['defect']})" for m in doc["misses"]]
     if doc["false"]:
