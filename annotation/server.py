@@ -173,6 +173,17 @@ def independent_accounts(url: str) -> list[dict]:
     return [r for r in records if r.get("main_url", "").rstrip("/") == url.rstrip("/")]
 
 
+def move_annotators(old_url: str, new_url: str) -> None:
+    """The annotators of the local server at ``old_url`` follow it to ``new_url`` (`annotate serve` started again
+    on another port): their records name the main server they belong to, and push finds them by it."""
+    folder = state_folder() / "annotators"
+    for path in sorted(folder.glob("*.json")) if folder.exists() and old_url != new_url else []:
+        record = json.loads(path.read_text())
+        if record.get("main_url", "").rstrip("/") == old_url.rstrip("/"):
+            atomic_write_text(path, json.dumps({**record, "main_url": new_url}, indent=1))
+            path.chmod(0o600)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -172,12 +174,13 @@ def _push_locked(
     by_kind: dict[str, list] = defaultdict(list)
     for item in load_items(run.path):
         by_kind[item.question.kind].append(item)
+    overlays: dict[tuple[str, str], str] = {}
     return push_groups(
         run,
         ls,
         by_kind,
         lambda kind, _: project_settings(run, kind),
-        lambda item: task_for(item, run, document_root),
+        lambda item: task_for(item, run, document_root, overlays),
         chunk_size,
         on_chunk,
     )
@@ -198,37 +201,62 @@ def push_groups(
     state_path = run.sub("annotation", "projects.json")
     known = read_json(state_path) if state_path.exists() else {}
     report: dict[str, Any] = {"server": ls.url, "projects": {}, "imported": 0, "already_there": 0}
+    made: dict[str, dict] = {}
+    making = threading.Lock()
+
+    def task_of(item: Any) -> dict:
+        """Each item's task is made once, however many servers it goes to."""
+        with making:
+            if item.id not in made:
+                made[item.id] = to_task(item)
+            return made[item.id]
+
     sample = drawn_ids(read_sample(run.path))
     if sample is not None:
         groups = {k: kept for k, v in groups.items() if (kept := [i for i in v if i.id in sample])}
         report["sample"] = len(sample)
-    for kind in sorted(groups):
-        spec, items = settings(kind, groups[kind]), sorted(groups[kind], key=lambda i: i.id)
+    ordered = {kind: sorted(groups[kind], key=lambda i: i.id) for kind in sorted(groups)}
+    specs = {kind: settings(kind, groups[kind]) for kind in ordered}
+    for kind, items in ordered.items():
         if not ls.independent:
-            known[kind] = ensure_project(ls, spec, known.get(kind, {}))
+            known[kind] = ensure_project(ls, specs[kind], known.get(kind, {}))
             write_json(state_path, known)  # recorded at once, so a crash later cannot make a second project
             ensure_storage(ls, known[kind]["id"], run.sub("images"))
-            _import_missing(ls, known[kind]["id"], items, to_task, chunk_size, on_chunk, report)
+            _import_missing(ls, known[kind]["id"], items, task_of, chunk_size, on_chunk, report)
             report["projects"][kind] = known[kind]["id"]
             continue
         record = known.get(kind, {}) if known.get(kind, {}).get("independent") else {}
-        owned = {**ensure_project(ls, adjudication_settings(spec), record), "independent": True}
+        owned = {**ensure_project(ls, adjudication_settings(specs[kind]), record), "independent": True}
         owned["annotators"] = dict(record.get("annotators", {}))
         known[kind] = owned
         write_json(state_path, known)
         ensure_storage(ls, owned["id"], run.sub("images"))  # the reviewer sees the same images
         report["projects"][kind] = owned["id"]
         report.setdefault("annotator_projects", {})[kind] = {}
-        for member in ls.independent:
-            where = server_key(member.url)
-            owned["annotators"][where] = ensure_project(
-                member, annotator_settings(spec), owned["annotators"].get(where, {})
-            )
-            write_json(state_path, known)
-            project_id = owned["annotators"][where]["id"]
-            ensure_storage(member, project_id, run.sub("images"))
-            _import_missing(member, project_id, items, to_task, chunk_size, on_chunk, report)
-            report["annotator_projects"][kind][where] = project_id
+    if ls.independent:
+        recording = threading.Lock()
+
+        def fill(member: LabelStudio) -> dict:
+            """One annotator's server, every group: a thread per server, so N servers import side by side."""
+            where, counts = server_key(member.url), {"imported": 0, "already_there": 0}
+            for kind, items in ordered.items():
+                made_there = ensure_project(
+                    member, annotator_settings(specs[kind]), known[kind]["annotators"].get(where, {})
+                )
+                with recording:
+                    known[kind]["annotators"][where] = made_there
+                    write_json(state_path, known)
+                    report["annotator_projects"][kind][where] = made_there["id"]
+                ensure_storage(member, made_there["id"], run.sub("images"))
+                _import_missing(member, made_there["id"], items, task_of, chunk_size, on_chunk, counts)
+            return counts
+
+        with ThreadPoolExecutor(len(ls.independent), thread_name_prefix="push") as pool:
+            done = [pool.submit(fill, member) for member in ls.independent]
+        for future in done:  # every server got what it could before the first failure is raised
+            counts = future.result()
+            report["imported"] += counts["imported"]
+            report["already_there"] += counts["already_there"]
     return report
 
 

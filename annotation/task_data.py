@@ -45,11 +45,21 @@ def proposed_result(item: BenchmarkItem) -> list[dict]:
     return [choice("answer", to["answer"], q.answer)]
 
 
-def task_for(item: BenchmarkItem, run: RunDir, document_root: Path) -> dict:
-    """The task to import: data (images as local-files URLs, question, lineage) and one prediction."""
+def task_for(
+    item: BenchmarkItem, run: RunDir, document_root: Path, overlays: dict[tuple[str, str], str] | None = None
+) -> dict:
+    """The task to import: data (images as local-files URLs, question, lineage) and one prediction. ``overlays``
+    keeps each pair's mask overlay for the next item of that pair (an edit gives four or five items, and drawing
+    one is most of a task's cost)."""
     q = item.question
     pair = item.pair
-    overlay = mask_overlay(run, pair.natural.path, pair.mask.path) if pair.mask else pair.natural.path
+    overlay = pair.natural.path
+    if pair.mask:
+        key = (pair.natural.path, pair.mask.path)
+        drawn = overlays.get(key) if overlays is not None else None
+        overlay = drawn or mask_overlay(run, *key)
+        if overlays is not None:
+            overlays[key] = overlay
     data = {
         "item_id": item.id,
         "item_version": item.version,

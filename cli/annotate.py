@@ -52,6 +52,7 @@ def serve(
         Account,
         add_account,
         independent_accounts,
+        move_annotators,
         read_local_credentials,
         start,
         state_folder,
@@ -78,6 +79,8 @@ def serve(
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         creds = write_local_credentials(server.url, account, document_root.resolve())
+        if local:
+            move_annotators(local["url"], server.url)
         console.print(f"Label Studio: [bold]{server.url}[/]  (log: {server.log})")
         console.print(f"sign in as {account.email}; password and API token are in {creds} (readable only by you)")
         started: set[str] = set()

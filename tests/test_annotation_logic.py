@@ -176,3 +176,44 @@ def test_a_server_that_does_not_answer_names_the_command_that_starts_it(tmp_path
     monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
     with pytest.raises(PerceptforgeError, match="start one with `perceptforge annotate serve`"):
         connect()
+
+
+def test_a_push_draws_each_pairs_mask_overlay_once(demo_run, tmp_path, monkeypatch):
+    """An edit gives four or five items and a push sends each to 1 + N servers: the overlay, most of a task's cost,
+    is drawn once per pair, and the tasks are the same as without the memo."""
+    from perceptforge.annotation import task_data
+    from perceptforge.outputs.export import load_items
+    from perceptforge.store.rundir import RunDir
+
+    run_dir, _ = demo_run
+    run = RunDir(run_dir)
+    items = list(load_items(run_dir))
+    drawn = []
+    real = task_data.mask_overlay
+    monkeypatch.setattr(task_data, "mask_overlay", lambda *a, **k: drawn.append(a[1:]) or real(*a, **k))
+    overlays: dict = {}
+    remembered = [task_data.task_for(i, run, run_dir.parent, overlays) for i in items]
+    pairs = {(i.pair.natural.path, i.pair.mask.path) for i in items if i.pair.mask}
+    assert len(drawn) == len(pairs) < len(items)
+    assert remembered == [task_data.task_for(i, run, run_dir.parent) for i in items]
+
+
+def test_annotators_follow_the_local_server_to_a_new_port(tmp_path, monkeypatch):
+    """`annotate serve --port 9000` after a run on 8080: the annotators' own servers still start and push finds
+    them; another main server's annotators stay where they were."""
+    import json
+
+    from perceptforge.annotation.server import independent_accounts, move_annotators
+
+    monkeypatch.setenv("PERCEPTFORGE_STATE_DIR", str(tmp_path))
+    folder = tmp_path / "label-studio" / "annotators"
+    folder.mkdir(parents=True)
+    for email, main in [("a@x.org", "http://127.0.0.1:8080"), ("b@x.org", "http://elsewhere:8080")]:
+        (folder / f"{email}.json").write_text(
+            json.dumps({"email": email, "url": "http://127.0.0.1:1", "main_url": main})
+        )
+    move_annotators("http://127.0.0.1:8080", "http://127.0.0.1:9000")
+    assert [a["email"] for a in independent_accounts("http://127.0.0.1:9000")] == ["a@x.org"]
+    assert independent_accounts("http://127.0.0.1:8080") == []
+    assert [a["email"] for a in independent_accounts("http://elsewhere:8080")] == ["b@x.org"]
+    assert (folder / "a@x.org.json").stat().st_mode & 0o777 == 0o600
