@@ -177,6 +177,11 @@ _NAMED = "(?:" + "|".join(_NOUNS) + ")"
 # A noun and the letter after it, on the lower-case text (the letter checked as written there): one pattern
 # per noun, opening with the noun itself, which the engine finds in C; no word character before the noun.
 _NAMED_LETTERS = tuple((noun, re.compile(noun + r"(?<!\w" + noun + r")\s*[\"'“(]?([a-h])\b")) for noun in _NOUNS)
+# the same, all nouns in one pattern (each noun's first letter checked for a word character before it, so that
+# the pattern opens with the nouns' first letters, which the engine finds in C)
+_NAMED_LETTER = re.compile(
+    "(?:" + "|".join(noun[0] + r"(?<!\w" + noun[0] + ")" + noun[1:] for noun in _NOUNS) + r")\s*[\"'“(]?([a-h])\b"
+)
 # "A or B", "A, B, C, or D" (the capital first, its boundary after it: the engine scans for a character class)
 _LETTER_LIST = re.compile(r"[A-H](?<!\w.)\)?(?:\s*(?:,|/|,?\s*or\b|,?\s*and\b)\s*\(?[A-H]\b)+")
 _BRACKETED_LETTER = re.compile(r"\(([A-H])\)")
@@ -266,6 +271,22 @@ def _standalone(text: str, letters: str, start: int = 0, end: int | None = None)
     return first
 
 
+def _last_standalone(text: str, letters: str, end: int) -> int:
+    """Where the last of ``letters`` standing alone (no ASCII letter on either side, in the whole text) is
+    before ``end``, or -1: one ``str.rfind`` per letter, each after the best so far."""
+    last = -1
+    for letter in letters:
+        at = text.rfind(letter, last + 1, end)
+        while at >= 0:
+            if (at == 0 or text[at - 1] not in _ASCII_LETTERS) and (
+                at + 1 == len(text) or text[at + 1] not in _ASCII_LETTERS
+            ):
+                last = at
+                break
+            at = text.rfind(letter, last + 1, at)
+    return last
+
+
 @cache
 def _leading_pattern(valid: str) -> re.Pattern[str]:
     L = _letter_class(valid)
@@ -304,6 +325,13 @@ def _find_mentions(text: str, lower: str, valid: str, start: int, end: int) -> l
     found = [(m.start(1), m.end(1), m.group(1)) for m in paren.finditer(text, start, end)]
     if "[" in text:
         found += [(m.start(1), m.end(1), m.group(1)) for m in square.finditer(text, start, end)]
+    if end - start < 200:
+        # a short range: one scan for all the nouns costs less than a str.find per noun (the same matches: no
+        # noun opens another's match, nor is one the start of another)
+        for m in _NAMED_LETTER.finditer(lower, start, end):
+            if text[m.start(1)] in valid:
+                found.append((m.start(1), m.end(1), text[m.start(1)]))
+        return sorted(set(found))
     whole = start == 0 and end == len(lower)
     for noun, named in _NAMED_LETTERS:
         # a noun absent from the range names nothing there: one str.find costs far less than a finditer
@@ -571,6 +599,10 @@ class ChoiceText:
         return self.option_texts.hits(sentence) if self.option_texts else set()
 
 
+# ``ChoiceText.letters_conflict`` itself: only ``conflicting_letters`` reads it, once, without the descriptor's call
+_letters_conflict = ChoiceText.__dict__["letters_conflict"].compute
+
+
 # --- the rules ----------------------------------------------------------------------------------------------
 
 
@@ -592,7 +624,7 @@ _WORD_OPENING = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 def refusal(c: ChoiceText) -> bool | str | None:
     opening = c.text[0]
     if opening in _WORD_OPENING and opening not in _REFUSAL_OPENING:
-        return None  # "Based on …", "(A) …" goes to the regex: "\W*+" passes over the bracket
+        return None  # "Based on …" (a bracket or space opening goes to the regex: "\W*+" passes over it)
     if not _REFUSAL.match(c.text):  # anchored: "search" would try every position
         return None
     return None if disclaims_only(c.first_sentence.lower(), c.lower[len(c.first_sentence) :]) else False
@@ -605,7 +637,7 @@ def disclaims_only(first: str, rest: str) -> bool:
 
 
 def conflicting_letters(c: ChoiceText) -> bool | None:
-    return False if c.letters_conflict else None
+    return False if _letters_conflict(c) else None
 
 
 def declaration(c: ChoiceText) -> bool | str | None:
@@ -1078,6 +1110,11 @@ def _names_another_letter(c: ChoiceText, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` names a letter the item does not have ("(E)", "point E" of four)."""
     if c.valid == LETTERS:
         return False
+    for letter in LETTERS[len(c.valid) :]:
+        if c.text.find(letter, start, end) >= 0:
+            break
+    else:
+        return False  # such a letter is a capital in the sentence
     return any(letter not in c.valid for _, _, letter in _find_mentions(c.text, c.lower, LETTERS, start, end))
 
 
@@ -1090,12 +1127,17 @@ def final_statement(c: ChoiceText) -> str | None:
     if c.first_capital < 0:
         return None  # every letter this rule reads is a capital standing alone
     said, closing, subject, labelled, after_colon = _final_patterns(c.valid)
-    text = c.text
+    text, spans = c.text, c.spans
     ascii = text.isascii()
-    for k in range(len(c.spans) - 1, -1, -1):
-        start, end = c.spans[k]
-        if _standalone(text, LETTERS, start, end) < 0:
-            continue  # a sentence without a capital letter standing alone names nothing
+    # the last capital standing alone before the sentence's end: a sentence without one names nothing, and
+    # those are passed over without a look (a capital's neighbours are read in the whole text: a sentence
+    # ends before a space or a line break)
+    capital = _last_standalone(text, LETTERS, len(text))
+    for k in range(len(spans) - 1, -1, -1):
+        start, end = spans[k]
+        if capital < start:
+            continue
+        capital = _last_standalone(text, LETTERS, start)
         named = c.named(start, end)
         if _names_another_letter(c, start, end):
             return None  # "Therefore, the answer is (E)." on four options: the last word is no valid answer
@@ -1267,9 +1309,12 @@ def _extract(text: str, valid: str, options: Sequence[str] | None) -> Extraction
     """The rules over a prepared output."""
     n_options = len(valid)
     prepared = ChoiceText(text, valid, _norm_options(tuple(options[:n_options])) if options else ())
+    known = prepared.__dict__
     lower = text.lower()
     if len(lower) == len(text):  # else ChoiceText.lower keeps the offsets
-        prepared.__dict__["lower"] = lower
+        known["lower"] = lower
+    # every output the first two rules leave reads this: set here rather than through the descriptor's calls
+    known["first_capital"] = _standalone(text, valid)
     for rule in CHOICE_RULES:
         decided = rule(prepared)
         if decided is False:
