@@ -394,21 +394,28 @@ class _OptionTexts:
         self.pattern = re.compile("|".join(f"(?:{a})" for a in alternatives), re.I)
         self.starts = tuple(sorted(starts))  # every match opens with one of these words
 
-    def hits(self, text: str) -> set[str]:
-        """The letters of the options the text names."""
-        lower = text.lower()
+    def hits(self, text: str, lower: str | None = None, most: int = 0) -> set[str]:
+        """The letters of the options the text names. ``lower``: the text's lower case, where the caller has it
+        (ASCII text); with ``most``, the reading stops once it has found more letters than that (a caller that
+        needs exactly one learns no more from the rest of a long output)."""
+        lower = text.lower() if lower is None else lower
         if len(lower) != len(text):  # the rare characters whose lower case is longer: scan it whole
             return self._read(self.pattern.finditer(text))
         matches = []
+        found: set[str] = set()
         for word in self.starts:
             at = lower.find(word)
             while at >= 0:
                 if at == 0 or not (lower[at - 1].isalnum() or lower[at - 1] == "_"):
                     m = self.pattern.match(text, at)
-                    if m:
+                    if m and most:
+                        found |= self._read((m,))
+                        if len(found) > most:
+                            return found
+                    elif m:
                         matches.append(m)
                 at = lower.find(word, at + 1)
-        return self._read(matches)
+        return found if most else self._read(matches)
 
     def _read(self, matches: Iterable[re.Match[str]]) -> set[str]:
         found = set()
@@ -595,8 +602,8 @@ class ChoiceText:
     def option_texts(self) -> _OptionTexts | None:
         return _option_texts(self.options)
 
-    def option_hits(self, sentence: str) -> set[str]:
-        return self.option_texts.hits(sentence) if self.option_texts else set()
+    def option_hits(self, sentence: str, most: int = 0) -> set[str]:
+        return self.option_texts.hits(sentence, most=most) if self.option_texts else set()
 
 
 # ``ChoiceText.letters_conflict`` itself: only ``conflicting_letters`` reads it, once, without the descriptor's call
@@ -829,7 +836,7 @@ def lead_contradicted(c: ChoiceText) -> bool | None:
         return None
     letter, rest = lead
     statement = _first_sentence(rest.lstrip(" )].:,\n"))
-    hits = c.option_hits(statement)
+    hits = c.option_hits(statement, most=1)  # one option or not: two letters are enough to know
     return False if len(hits) == 1 and letter not in hits and not _NEGATION.search(statement.lower()) else None
 
 
@@ -863,7 +870,7 @@ def lead_subject(c: ChoiceText) -> str | None:
 def option_text_lead(c: ChoiceText) -> bool | str | None:
     if not any(c.options):
         return None
-    hits = c.option_hits(c.first_sentence)
+    hits = c.option_hits(c.first_sentence, most=1)  # one option or not: two letters are enough to know
     if len(hits) != 1 or _NEGATION.search(c.lower, 0, len(c.first_sentence)):
         return None
     # "The first image shows a wok, while the second image is empty. … Therefore, the third image is most
@@ -907,7 +914,10 @@ def conclusion(c: ChoiceText) -> bool | str | None:
 
 
 def option_text(c: ChoiceText) -> str | None:
-    hits = c.option_hits(c.text) if any(c.options) else set()
+    if not any(c.options) or c.option_texts is None:
+        return None
+    # the whole output's lower case is at hand where it is ASCII; two letters found are enough to say "not one"
+    hits = c.option_texts.hits(c.text, c.lower if c.text.isascii() else None, most=1)
     return hits.pop() if len(hits) == 1 else None
 
 
