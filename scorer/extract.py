@@ -51,7 +51,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 LETTERS = "ABCDEFGH"
 
@@ -177,6 +177,11 @@ _NAMED = "(?:" + "|".join(_NOUNS) + ")"
 # A noun and the letter after it, on the lower-case text (the letter checked as written there): one pattern
 # per noun, opening with the noun itself, which the engine finds in C; no word character before the noun.
 _NAMED_LETTERS = tuple((noun, re.compile(noun + r"(?<!\w" + noun + r")\s*[\"'“(]?([a-h])\b")) for noun in _NOUNS)
+# the same, all nouns in one pattern (each noun's first letter checked for a word character before it, so that
+# the pattern opens with the nouns' first letters, which the engine finds in C)
+_NAMED_LETTER = re.compile(
+    "(?:" + "|".join(noun[0] + r"(?<!\w" + noun[0] + ")" + noun[1:] for noun in _NOUNS) + r")\s*[\"'“(]?([a-h])\b"
+)
 # "A or B", "A, B, C, or D" (the capital first, its boundary after it: the engine scans for a character class)
 _LETTER_LIST = re.compile(r"[A-H](?<!\w.)\)?(?:\s*(?:,|/|,?\s*or\b|,?\s*and\b)\s*\(?[A-H]\b)+")
 _BRACKETED_LETTER = re.compile(r"\(([A-H])\)")
@@ -189,14 +194,20 @@ def _verb_before_colon(text: str, at: int) -> tuple[int, ...]:
     return (end - 2, end - 3)
 
 
-_Plan = tuple[tuple[str, tuple[tuple[re.Pattern[str], tuple[int, ...]], ...]], ...]
+class _DeclarationPlan(NamedTuple):
+    """The patterns a declaration may match, for one set of valid letters, and the words that open them."""
+
+    opening: tuple[tuple[str, re.Pattern[str]], ...]  # a word, and the pattern matched where it starts
+    answer: re.Pattern[str]  # "the answer is (B)", also matched where "select" starts ("selection is B")
+    chosen: re.Pattern[str]  # "I would choose (C)": matched before "choose", "pick", "select", "go with"
+    colon: re.Pattern[str]  # "… is: (A)": matched at the verb before a colon that a bracket follows
 
 
 @cache
-def _declaration_plan(valid: str) -> tuple[_Plan, re.Pattern[str]]:
-    """Each word a declaration needs, the patterns it may open, and where a match may start relative to the
-    word; and the pattern matched before a colon that a bracket follows (see ``_verb_before_colon``). A text
-    without the words or such a colon declares nothing."""
+def _declaration_plan(valid: str) -> _DeclarationPlan:
+    """Each word a declaration needs and the pattern it opens; the pattern of a chosen letter, matched before
+    the words of ``_CHOOSING``; and the pattern matched before a colon that a bracket follows (see
+    ``_verb_before_colon``). A text without the words or such a colon declares nothing."""
     L = _letter_class(valid)
     end = r"(?=[\)\]\.:,;!?]|\s|$)"
     # "Therefore:\n\n(B) B is darker"; "Therefore, the corresponding point for the reference point is Point B.",
@@ -225,15 +236,17 @@ def _declaration_plan(valid: str) -> tuple[_Plan, re.Pattern[str]]:
         + end,
         re.I,
     )
-    at_word = (0,)
-    i_before = (-2, -4, -5, -7, -8)  # "i ", "i'd ", "i'll ", "i will ", "i would "
-    words = (
-        *((word, ((concluding, at_word),)) for word in ("therefore", "thus", "hence", "so,")),
-        *((word, ((answer, at_word),)) for word in ("answer", "choice", "option", "response")),
-        ("select", ((answer, at_word), (chosen, i_before))),  # "selection is B", "I would select B"
-        *((word, ((chosen, i_before),)) for word in ("choose", "pick", "go with")),
+    opening = (
+        *((word, concluding) for word in ("therefore", "thus", "hence", "so,")),
+        *((word, answer) for word in ("answer", "choice", "option", "response")),
     )
-    return words, colon
+    return _DeclarationPlan(opening, answer, chosen, colon)
+
+
+# the words a chosen letter follows, and where "i" may stand before them: "i ", "i'd ", "i'll ", "i will ", "i
+# would " (the pattern has a space right before the word)
+_CHOOSING = ("select", "choose", "pick", "go with")
+_I_BEFORE = (-2, -4, -5, -7, -8)
 
 
 _ASCII_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
@@ -256,6 +269,22 @@ def _standalone(text: str, letters: str, start: int = 0, end: int | None = None)
                 break
             at = text.find(letter, at + 1, end if limit < 0 else limit)
     return first
+
+
+def _last_standalone(text: str, letters: str, end: int) -> int:
+    """Where the last of ``letters`` standing alone (no ASCII letter on either side, in the whole text) is
+    before ``end``, or -1: one ``str.rfind`` per letter, each after the best so far."""
+    last = -1
+    for letter in letters:
+        at = text.rfind(letter, last + 1, end)
+        while at >= 0:
+            if (at == 0 or text[at - 1] not in _ASCII_LETTERS) and (
+                at + 1 == len(text) or text[at + 1] not in _ASCII_LETTERS
+            ):
+                last = at
+                break
+            at = text.rfind(letter, last + 1, at)
+    return last
 
 
 @cache
@@ -296,9 +325,17 @@ def _find_mentions(text: str, lower: str, valid: str, start: int, end: int) -> l
     found = [(m.start(1), m.end(1), m.group(1)) for m in paren.finditer(text, start, end)]
     if "[" in text:
         found += [(m.start(1), m.end(1), m.group(1)) for m in square.finditer(text, start, end)]
+    if end - start < 200:
+        # a short range: one scan for all the nouns costs less than a str.find per noun (the same matches: no
+        # noun opens another's match, nor is one the start of another)
+        for m in _NAMED_LETTER.finditer(lower, start, end):
+            if text[m.start(1)] in valid:
+                found.append((m.start(1), m.end(1), text[m.start(1)]))
+        return sorted(set(found))
     whole = start == 0 and end == len(lower)
     for noun, named in _NAMED_LETTERS:
-        if whole and noun not in lower:
+        # a noun absent from the range names nothing there: one str.find costs far less than a finditer
+        if (noun not in lower) if whole else lower.find(noun, start, end) < 0:
             continue
         for m in named.finditer(lower, start, end):
             if text[m.start(1)] in valid:
@@ -357,21 +394,28 @@ class _OptionTexts:
         self.pattern = re.compile("|".join(f"(?:{a})" for a in alternatives), re.I)
         self.starts = tuple(sorted(starts))  # every match opens with one of these words
 
-    def hits(self, text: str) -> set[str]:
-        """The letters of the options the text names."""
-        lower = text.lower()
+    def hits(self, text: str, lower: str | None = None, most: int = 0) -> set[str]:
+        """The letters of the options the text names. ``lower``: the text's lower case, where the caller has it
+        (ASCII text); with ``most``, the reading stops once it has found more letters than that (a caller that
+        needs exactly one learns no more from the rest of a long output)."""
+        lower = text.lower() if lower is None else lower
         if len(lower) != len(text):  # the rare characters whose lower case is longer: scan it whole
             return self._read(self.pattern.finditer(text))
         matches = []
+        found: set[str] = set()
         for word in self.starts:
             at = lower.find(word)
             while at >= 0:
                 if at == 0 or not (lower[at - 1].isalnum() or lower[at - 1] == "_"):
                     m = self.pattern.match(text, at)
-                    if m:
+                    if m and most:
+                        found |= self._read((m,))
+                        if len(found) > most:
+                            return found
+                    elif m:
                         matches.append(m)
                 at = lower.find(word, at + 1)
-        return self._read(matches)
+        return found if most else self._read(matches)
 
     def _read(self, matches: Iterable[re.Match[str]]) -> set[str]:
         found = set()
@@ -558,8 +602,12 @@ class ChoiceText:
     def option_texts(self) -> _OptionTexts | None:
         return _option_texts(self.options)
 
-    def option_hits(self, sentence: str) -> set[str]:
-        return self.option_texts.hits(sentence) if self.option_texts else set()
+    def option_hits(self, sentence: str, most: int = 0) -> set[str]:
+        return self.option_texts.hits(sentence, most=most) if self.option_texts else set()
+
+
+# ``ChoiceText.letters_conflict`` itself: only ``conflicting_letters`` reads it, once, without the descriptor's call
+_letters_conflict = ChoiceText.__dict__["letters_conflict"].compute
 
 
 # --- the rules ----------------------------------------------------------------------------------------------
@@ -574,7 +622,16 @@ _SCOPED_REFUSAL = re.compile(
 _TURN = re.compile(r"\b(?:however|but)\b")
 
 
+# What an output opening with a letter or digit must open with to refuse ("I", "Sorry", "Unable", "As an AI",
+# "There is no", "None of"): ASCII letters fold only to each other, so any other opens no refusal.
+_REFUSAL_OPENING = frozenset("iIsSuUaAtTnN")
+_WORD_OPENING = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+
+
 def refusal(c: ChoiceText) -> bool | str | None:
+    opening = c.text[0]
+    if opening in _WORD_OPENING and opening not in _REFUSAL_OPENING:
+        return None  # "Based on …" (a bracket or space opening goes to the regex: "\W*+" passes over it)
     if not _REFUSAL.match(c.text):  # anchored: "search" would try every position
         return None
     return None if disclaims_only(c.first_sentence.lower(), c.lower[len(c.first_sentence) :]) else False
@@ -587,7 +644,7 @@ def disclaims_only(first: str, rest: str) -> bool:
 
 
 def conflicting_letters(c: ChoiceText) -> bool | None:
-    return False if c.letters_conflict else None
+    return False if _letters_conflict(c) else None
 
 
 def declaration(c: ChoiceText) -> bool | str | None:
@@ -601,7 +658,8 @@ def declaration(c: ChoiceText) -> bool | str | None:
     declared = {x for _, x in found}
     if len(declared) > 2:
         return False  # "the answer is (A) … the answer is (B) … the answer is (C)": one per option, none chosen
-    hedged = _HEDGED_VERB.search(c.lower, max(0, at - 24), at + 8)
+    # "… might be (A)": without "be" in the window (one str.find) the pattern cannot match there
+    hedged = c.lower.find("be", max(0, at - 24), at + 8) >= 0 and _HEDGED_VERB.search(c.lower, max(0, at - 24), at + 8)
     if (hedged or len(declared) > 1 and _HEDGE.search(c.lower)) and len(c.named()) > 1:
         return False  # "it might be (A) … but the answer could be (C)": two answers, hedged: never guess
     if _concludes_several(c, at, letter):
@@ -612,27 +670,69 @@ def declaration(c: ChoiceText) -> bool | str | None:
 def _declarations(c: ChoiceText) -> list[tuple[int, str]]:
     """Every declaration in the output, as (where it starts, its letter), in no order."""
     text, lower, valid = c.text, c.lower, c.valid
-    found: list[tuple[int, str]] = []
-    words, colon = _declaration_plan(valid)
+    plan = _declaration_plan(valid)
+    found = _opening_declarations(text, lower, valid, plan.opening)
+    for word in _CHOOSING:
+        if word in lower:  # rare words: most outputs hold none
+            found += _chosen_declarations(text, lower, valid, word, plan)
+    if ":" in lower:
+        found += _colon_declarations(text, lower, valid, plan.colon)
+    return found
+
+
+def _opening_declarations(
+    text: str, lower: str, valid: str, opening: tuple[tuple[str, re.Pattern[str]], ...]
+) -> list[tuple[int, str]]:
+    """The declarations that open with a word ("therefore", "answer", …); ``_declares`` written out, as this
+    runs for most long outputs."""
+    found = []
     find = lower.find
-    for word, patterns in words:
+    for word, pattern in opening:
         if word not in lower:  # most words are absent: "in" costs less than a call of find
             continue
         at = find(word)
         while at >= 0:
-            for pattern, offsets in patterns:
-                for k in offsets:
-                    m = pattern.match(text, at + k) if at + k >= 0 else None
-                    if m and _declares(m, text, valid):
-                        found.append((m.start(), m.group(m.lastindex or 1)))
+            m = pattern.match(text, at)
+            if m is not None:
+                group = m.lastindex or 1
+                letter = m.group(group)
+                if letter.isupper() and not _opens_list(text, m.end(group), letter, valid):
+                    found.append((at, letter))
             at = find(word, at + 1)
-    if ":" in lower:
-        # a colon is a declaration only when a bracketed letter follows it (up to six spaces on): "… is: (A)"
-        for bracket in _COLON_BRACKET.finditer(lower):
-            for start in _verb_before_colon(text, bracket.start()):
-                m = colon.match(text, start) if start >= 0 else None
-                if m and _declares(m, text, valid):
-                    found.append((m.start(), m.group(1)))
+    return found
+
+
+def _chosen_declarations(text: str, lower: str, valid: str, word: str, plan: _DeclarationPlan) -> list[tuple[int, str]]:
+    """ "I would choose (C)" at each ``word`` of ``_CHOOSING``; "the selection is B" at each "select"."""
+    found = []
+    at = lower.find(word)
+    while at >= 0:
+        if word == "select":
+            m = plan.answer.match(text, at)
+            if m is not None and _declares(m, text, valid):
+                found.append((at, m.group(1)))
+        if at >= 2 and text[at - 1] == " ":  # the pattern's space before the word
+            for k in _I_BEFORE:
+                if at + k >= 0:
+                    m = plan.chosen.match(text, at + k)
+                    if m is not None and _declares(m, text, valid):
+                        found.append((m.start(), m.group(1)))
+        at = lower.find(word, at + 1)
+    return found
+
+
+def _colon_declarations(text: str, lower: str, valid: str, colon: re.Pattern[str]) -> list[tuple[int, str]]:
+    """A colon is a declaration only when a bracketed letter follows it (up to six spaces on): "… is: (A)"; the
+    letter right after the bracket, a valid capital, or none is declared there."""
+    found = []
+    for bracket in _COLON_BRACKET.finditer(lower):
+        after = bracket.end()
+        if after == len(text) or text[after] not in valid:
+            continue
+        for start in _verb_before_colon(text, bracket.start()):
+            m = colon.match(text, start) if start >= 0 else None
+            if m and _declares(m, text, valid):
+                found.append((m.start(), m.group(1)))
     return found
 
 
@@ -714,6 +814,9 @@ def _lead_letter(c: ChoiceText) -> tuple[str, str] | None:
 
 
 def _find_lead(c: ChoiceText) -> tuple[str, str] | None:
+    opening = c.text[0]
+    if opening in _WORD_OPENING and opening not in "oc" and opening not in c.valid:
+        return None  # "Based on …": the pattern opens with spaces, "option", "choice", a bracket or the letter
     lead = _leading_pattern(c.valid).match(c.text)
     if not lead or not lead.group(1).isupper():
         return None
@@ -733,7 +836,7 @@ def lead_contradicted(c: ChoiceText) -> bool | None:
         return None
     letter, rest = lead
     statement = _first_sentence(rest.lstrip(" )].:,\n"))
-    hits = c.option_hits(statement)
+    hits = c.option_hits(statement, most=1)  # one option or not: two letters are enough to know
     return False if len(hits) == 1 and letter not in hits and not _NEGATION.search(statement.lower()) else None
 
 
@@ -743,13 +846,17 @@ def leading(c: ChoiceText) -> str | None:
 
 
 def sole_paren(c: ChoiceText) -> str | None:
+    if c.first_capital < 0:
+        return None  # a valid letter in brackets is a capital standing alone
     parens = {m.group(1) for m in _naming_patterns(c.valid)[3].finditer(c.text)}
     return parens.pop() if len(parens) == 1 else None
 
 
 def lead_subject(c: ChoiceText) -> str | None:
+    if c.first_capital < 0:
+        return None  # no capital standing alone: the first sentence names no letter (and is not looked for)
     first_sentence = c.first_sentence
-    if not 0 <= c.first_capital < len(first_sentence):
+    if c.first_capital >= len(first_sentence):
         return None
     first = _lead_subject(c.valid).match(first_sentence)
     named = c.named(0, len(first_sentence))
@@ -763,7 +870,7 @@ def lead_subject(c: ChoiceText) -> str | None:
 def option_text_lead(c: ChoiceText) -> bool | str | None:
     if not any(c.options):
         return None
-    hits = c.option_hits(c.first_sentence)
+    hits = c.option_hits(c.first_sentence, most=1)  # one option or not: two letters are enough to know
     if len(hits) != 1 or _NEGATION.search(c.lower, 0, len(c.first_sentence)):
         return None
     # "The first image shows a wok, while the second image is empty. … Therefore, the third image is most
@@ -798,16 +905,19 @@ def conclusion(c: ChoiceText) -> bool | str | None:
         start, end = spans[k]
         if at >= end:
             continue
-        named = c.named(start, end)
         # "The third image (B) is an illustration and thus differs …" concludes against B, not for it.
         if _CONCLUSION.search(c.lower, start, end) and not _CONTRAST.search(c.lower, start, end):
+            named = c.named(start, end)  # only for the sentence that concludes
             return named.pop() if len(named) == 1 else None
         k -= 1
     return None
 
 
 def option_text(c: ChoiceText) -> str | None:
-    hits = c.option_hits(c.text) if any(c.options) else set()
+    if not any(c.options) or c.option_texts is None:
+        return None
+    # the whole output's lower case is at hand where it is ASCII; two letters found are enough to say "not one"
+    hits = c.option_texts.hits(c.text, c.lower if c.text.isascii() else None, most=1)
     return hits.pop() if len(hits) == 1 else None
 
 
@@ -979,10 +1089,42 @@ def _hedged(lower: str, start: int, end: int) -> bool:
     return bool(_HEDGED.search(_FORCED.sub(" ", lower[start:end])))
 
 
+def _ends_with_letter(text: str, start: int, end: int, valid: str) -> bool:
+    """Whether ``text[start:end]`` ends as the second of ``_final_patterns`` must: a valid capital, then at most
+    a quote, spaces, "." or "!", a quote and spaces (peeled from the end, in the pattern's order)."""
+    k = end
+    while k > start and text[k - 1].isspace():  # ``\s`` is what str.isspace() holds
+        k -= 1
+    if k > start and text[k - 1] in "\"'”":
+        k -= 1
+    if k > start and text[k - 1] in ".!":
+        k -= 1
+    while k > start and text[k - 1].isspace():
+        k -= 1
+    if k > start and text[k - 1] in "\"'”":
+        k -= 1
+    return k > start and text[k - 1] in valid
+
+
+def _holds_label_word(lower: str, start: int, end: int) -> bool:
+    """Whether ``lower[start:end]`` holds a word the fourth of ``_final_patterns`` needs ("labeled", "marked",
+    "circled"); exact on ASCII text, where the pattern's case folding is the lower case."""
+    return (
+        lower.find("label", start, end) >= 0
+        or lower.find("marked", start, end) >= 0
+        or (lower.find("circled", start, end) >= 0)
+    )
+
+
 def _names_another_letter(c: ChoiceText, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` names a letter the item does not have ("(E)", "point E" of four)."""
     if c.valid == LETTERS:
         return False
+    for letter in LETTERS[len(c.valid) :]:
+        if c.text.find(letter, start, end) >= 0:
+            break
+    else:
+        return False  # such a letter is a capital in the sentence
     return any(letter not in c.valid for _, _, letter in _find_mentions(c.text, c.lower, LETTERS, start, end))
 
 
@@ -995,18 +1137,26 @@ def final_statement(c: ChoiceText) -> str | None:
     if c.first_capital < 0:
         return None  # every letter this rule reads is a capital standing alone
     said, closing, subject, labelled, after_colon = _final_patterns(c.valid)
-    text = c.text
-    for k in range(len(c.spans) - 1, -1, -1):
-        start, end = c.spans[k]
-        if _standalone(text, LETTERS, start, end) < 0:
-            continue  # a sentence without a capital letter standing alone names nothing
+    text, spans = c.text, c.spans
+    ascii = text.isascii()
+    # the last capital standing alone before the sentence's end: a sentence without one names nothing, and
+    # those are passed over without a look (a capital's neighbours are read in the whole text: a sentence
+    # ends before a space or a line break)
+    capital = _last_standalone(text, LETTERS, len(text))
+    for k in range(len(spans) - 1, -1, -1):
+        start, end = spans[k]
+        if capital < start:
+            continue
+        capital = _last_standalone(text, LETTERS, start)
         named = c.named(start, end)
         if _names_another_letter(c, start, end):
             return None  # "Therefore, the answer is (E)." on four options: the last word is no valid answer
-        closed = closing.search(text, start, end)
         # "… is A.": a bare capital ending the sentence, not the other side of a comparison ("… closer to the
-        # camera than the boy labeled "B".")
-        closed = closed or labelled.search(text, start, end)
+        # camera than the boy labeled "B"."). Each pattern is searched only where the sentence can hold it (the
+        # search tries every position): one that ends with a valid capital, one with the word labelled by.
+        closed = closing.search(text, start, end) if _ends_with_letter(text, start, end, c.valid) else None
+        if closed is None and (not ascii or _holds_label_word(c.lower, start, end)):
+            closed = labelled.search(text, start, end)
         if closed and named <= {closed.group(1)} and not _COMPARING.search(c.lower, start, end):
             return None if _hedged(c.lower, start, end) else closed.group(1)
         if not named:
@@ -1058,7 +1208,7 @@ _BARE_LETTER = re.compile(r"[\(\[]?([A-H])(?:[\)\]]?\.?\Z|[\)\]\.:]\s*(.*?)\.?\Z
 # "b", "(e)", "b.", "[c]": a lone lower-case letter, which every official script reads as that letter (MVP-Bench
 # compares case-insensitively, BLINK's judge and MME-RealWorld's option match land on it)
 _BARE_LOWER = re.compile(r"[\(\[]?([a-h])[\)\]]?\.?\Z")
-_DECLARATION_WORDS = (*(word for word, _ in _declaration_plan(LETTERS)[0]), ":", "i ")
+_DECLARATION_WORDS = (*(word for word, _ in _declaration_plan(LETTERS).opening), *_CHOOSING, ":", "i ")
 
 
 def _holds_any(text: str, words: tuple[str, ...]) -> bool:
@@ -1103,8 +1253,8 @@ def extract_choice(output: str | None, n_options: int = 4, options: Sequence[str
 
 
 def _extract_text(text: str, n_options: int, options: Sequence[str] | None) -> Extraction:
-    if "*" in text or "_" in text or "`" in text:  # markdown emphasis is rare: skip the regex without it
-        text = _MD.sub("", text)
+    if "*" in text or "_" in text or "`" in text:  # markdown emphasis, rare: removed as _MD.sub("", text) would
+        text = text.replace("*", "").replace("_", "").replace("`", "")  # a regex visits every character
     if "（" in text:  # full-width brackets: "（C）Point C"
         text = text.replace("（", "(").replace("）", ")")
     text = text.strip()
@@ -1169,9 +1319,12 @@ def _extract(text: str, valid: str, options: Sequence[str] | None) -> Extraction
     """The rules over a prepared output."""
     n_options = len(valid)
     prepared = ChoiceText(text, valid, _norm_options(tuple(options[:n_options])) if options else ())
+    known = prepared.__dict__
     lower = text.lower()
     if len(lower) == len(text):  # else ChoiceText.lower keeps the offsets
-        prepared.__dict__["lower"] = lower
+        known["lower"] = lower
+    # every output the first two rules leave reads this: set here rather than through the descriptor's calls
+    known["first_capital"] = _standalone(text, valid)
     for rule in CHOICE_RULES:
         decided = rule(prepared)
         if decided is False:

@@ -461,3 +461,48 @@ def test_scan_helpers_read_as_the_patterns_they_replace():
     assert _two_capitals("A and B", "AB", 0, 7) and not _two_capitals("A and B", "AB", 0, 6)
     text = "Point A, [B] and image (C]"
     assert [m[2] for m in _find_mentions(text, text.lower(), "ABC", 0, len(text))] == ["A", "B", "C"]
+
+
+def test_prefilters_never_skip_what_their_pattern_would_match():
+    """Issue 45's speed: each cheap test before a regex call (an opening character, a word found with str.find,
+    a sentence's last capital) skips the call only where the pattern cannot match; one scan of all the nouns
+    finds the letters the scan per noun finds."""
+    from perceptforge.scorer.extract import (
+        _NAMED_LETTER,
+        _NAMED_LETTERS,
+        _REFUSAL,
+        _ends_with_letter,
+        _final_patterns,
+        _holds_label_word,
+        _last_standalone,
+        _standalone,
+        refusal,
+    )
+
+    closing, labelled = _final_patterns("ABCD")[1], _final_patterns("ABCD")[3]
+    sentences = ['It is A."  ', "is 'B' !", "It is (C).", "labeled D in the image", "is A. B", "is E.", "A"]
+    for sentence in sentences:
+        if closing.search(sentence):
+            assert _ends_with_letter(sentence, 0, len(sentence), "ABCD"), sentence
+        if labelled.search(sentence):
+            assert _holds_label_word(sentence.lower(), 0, len(sentence)), sentence
+    assert not _ends_with_letter("is A. B", 0, 7, "A") and _ends_with_letter('is A ."', 0, 7, "A")
+    assert closing.search('is A ."') and not closing.search('is A ".')
+    for text in ["Based on (A) B", "xA B. aC", "A", "CAB"]:
+        whole = [k for k in range(len(text)) if _standalone(text, "ABCD", k, len(text)) == k]
+        for end in range(len(text) + 1):  # neighbours read in the whole text
+            assert _last_standalone(text, "ABCD", end) == max((k for k in whole if k < end), default=-1), (text, end)
+    for text in ["Based on the image", "I'm sorry.", "(I cannot tell.)", "There is no answer.", "Unable to say."]:
+        assert (refusal(_choice_text(text)) is False) == bool(_REFUSAL.match(text)), text
+    lower = "point a, the box (b) and figure 'c'; apoint d, image\ne"
+    one = sorted((m.start(1), m.group(1)) for m in _NAMED_LETTER.finditer(lower))
+    each = sorted((m.start(1), m.group(1)) for _, pattern in _NAMED_LETTERS for m in pattern.finditer(lower))
+    assert one == each == [(6, "a"), (18, "b"), (33, "c"), (53, "e")]  # not "apoint d"
+
+
+def _choice_text(text: str):
+    from perceptforge.scorer.extract import ChoiceText
+
+    c = ChoiceText(text, "ABCD", ())
+    c.__dict__["lower"] = text.lower()
+    return c
