@@ -1,9 +1,9 @@
 """The pose referee's gate: a background edit keeps every body part the pose referee sees (the shoulder line, the
-upper arms and forearms, the hands at the wrists) whole and unchanged, whatever backend made it.
+upper arms, the forearms to the wrists) whole and unchanged, whatever backend made it.
 
 Each seen part is a capsule along its bones (``logic/body_mask.capsule``) of a radius a share of the shoulders'
 width: the part's core, well inside its outline, which no clean cut reaches. ``body_changed:<part>`` is the share
-of it the edit changed; a swap that cut off a forearm, replaced a hand with the new scene, or bit into a shoulder
+of it the edit changed; a swap that cut off a forearm, replaced a wrist with the new scene, or bit into a shoulder
 changes much of it.
 """
 
@@ -19,10 +19,10 @@ PARTS: dict[str, tuple[int, ...]] = {
     "shoulder line": (pl.LEFT_SHOULDER, pl.RIGHT_SHOULDER),
     "left upper arm": (pl.LEFT_SHOULDER, pl.LEFT_ELBOW),
     "right upper arm": (pl.RIGHT_SHOULDER, pl.RIGHT_ELBOW),
-    "left forearm": (pl.LEFT_ELBOW, pl.LEFT_WRIST),
-    "right forearm": (pl.RIGHT_ELBOW, pl.RIGHT_WRIST),
-    "left hand": (pl.LEFT_WRIST, pl.LEFT_INDEX),
-    "right hand": (pl.RIGHT_WRIST, pl.RIGHT_INDEX),
+    # to the wrist, where the hand begins: the pose's finger points fall wide of a hand that grips a camera (in
+    # the sky between it and the face), so a hand is judged by its wrist
+    "left forearm and wrist": (pl.LEFT_ELBOW, pl.LEFT_WRIST),
+    "right forearm and wrist": (pl.RIGHT_ELBOW, pl.RIGHT_WRIST),
 }
 PART_CORE = 0.05  # a part's core radius, a share of the shoulders' width (an upper arm is about a quarter of it)
 
@@ -32,7 +32,8 @@ def body_part_masks(
 ) -> dict[str, np.ndarray]:
     """(H, W) bool per seen part: its core along its bones. A part counts where the pose sees both its ends (in the
     photo, visibility at least ``LIMB_VISIBLE``) and, given the person segmenter's ``person`` probability, both
-    ends lie on the person (a hidden arm the pose model guesses behind a podium is not a part the photo shows)."""
+    ends lie on the person (a hidden arm the pose model guesses behind a podium is not a part the photo shows),
+    and only its pixels on the person are judged."""
     h, w = shape
     ls, rs = pl.LEFT_SHOULDER, pl.RIGHT_SHOULDER
     if not (pose.seen(ls, h, w, LIMB_VISIBLE) and pose.seen(rs, h, w, LIMB_VISIBLE)):
@@ -45,7 +46,8 @@ def body_part_masks(
         p, q = pose.points[i], pose.points[j]
         if person is not None and any(person[min(h - 1, int(y)), min(w - 1, int(x))] < 0.5 for x, y in (p, q)):
             continue
-        out[name] = capsule(shape, p, q, core * span)
+        part = capsule(shape, p, q, core * span)
+        out[name] = part if person is None else part & (person >= 0.5)
     return out
 
 
