@@ -197,10 +197,12 @@ def whole_ears(image: np.ndarray, keep: np.ndarray, parts: BodyParts) -> np.ndar
         around = _disc(keep.shape, centre, 2.5 * radius) & ~disc & ~keep
         skin = nearer(lab, disc & ~out, face, around, k=3, clearly=EAR_CLEARLY)
         out |= joined(out, skin)
-        # the shadowed hollow inside the rim is the ear's too: the disc's kept part closed, and its holes filled
+        # the shadowed hollow inside the rim is the ear's too: the disc's kept part closed, and its holes filled,
+        # but for what is clearly the backdrop's colour (the corner between the ear and the head)
         side = max(3, int(radius / 3) | 1)
         ear = cv2.morphologyEx((out & disc).astype(np.uint8), cv2.MORPH_CLOSE, np.ones((side, side), np.uint8))
-        out |= _filled(ear.astype(bool)) & disc
+        hollow = _filled(ear.astype(bool)) & disc & ~out
+        out |= hollow & ~nearer(lab, hollow, around, face, k=3)
     return out
 
 
@@ -248,9 +250,11 @@ def grown_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: flo
         # map misses a curl, not a block)
         unseen = grown & (parts.person < HAIR_PERSON)
         grown &= ~unseen | nearer(lab, unseen, hair, backdrop, clearly=UNSEEN_CLEARLY)
-        unseen &= grown
+        # how thick it is, judged on all of it in the box, not only on the band within reach of the outline
+        alike = nearer(lab, box & ~keep & (parts.person < HAIR_PERSON), hair, backdrop, clearly=UNSEEN_CLEARLY)
         thick = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (CURL_PX, CURL_PX))
-        grown &= ~cv2.dilate(cv2.morphologyEx(unseen.astype(np.uint8), cv2.MORPH_OPEN, thick), thick).astype(bool)
+        blocks = cv2.dilate(cv2.morphologyEx(alike.astype(np.uint8), cv2.MORPH_OPEN, thick), thick).astype(bool)
+        grown &= ~(blocks & (parts.person < HAIR_PERSON))
     return keep | joined(keep, grown)
 
 
