@@ -284,16 +284,6 @@ def trimmed(image: np.ndarray, keep: np.ndarray, parts: BodyParts, band: int = 5
         if not old.any():
             break
         out &= ~old
-    if parts.hair is not None:
-        # between the wisps at the hair's edge the old backdrop shows through, deeper than a cut's rim: in the hair
-        # box, what is clearly the backdrop's colour up to 3 × ``band`` in goes too (the new scene shows there)
-        k8 = out.astype(np.uint8)
-        x0, y0, x1, y1 = parts.hair
-        box = np.zeros(keep.shape, bool)
-        box[max(0, int(y0)) : int(np.ceil(y1)), max(0, int(x0)) : int(np.ceil(x1))] = True
-        deep = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (6 * band + 1, 6 * band + 1))
-        wisps = out & box & ~cv2.erode(k8, deep).astype(bool) & ~parts.sure & ~face & ~ears
-        out &= ~nearer(lab, wisps, ring(k8, band, 5 * band, True), ring(k8, 4 * band, 8 * band, False))
     return out
 
 
