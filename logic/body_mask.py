@@ -216,9 +216,9 @@ def _filled(mask: np.ndarray) -> np.ndarray:
 
 def grown_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: float = 0.15) -> np.ndarray:
     """``keep`` with the hair past its outline: pixels in the annotated hair box (a little wider: a curl's tip
-    leaves it) within ``reach`` × the box's longer side of the outline, whose colour is clearly the kept hair's
-    (what is kept in the box near the outline, off the face) and not the old background's beside it, joined to
-    what is kept."""
+    leaves it), below the seen ears, within ``reach`` × the box's longer side of the outline, whose colour is
+    clearly the kept hair's (what is kept in the box near the outline, off the face) and not the old background's
+    beside it, joined to what is kept."""
     if parts.hair is None:
         return keep
     h, w = keep.shape
@@ -242,8 +242,12 @@ def grown_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: flo
     face = parts.face if parts.face is not None else np.zeros((h, w), bool)
     face = cv2.dilate(face.astype(np.uint8), np.ones((9, 9), np.uint8)).astype(bool)
     hair = near_in & box & ~face & ~parts.sure
+    # only hair that falls loose below the ears (a curl on a shoulder): above them the head's outline is short hair
+    # the segmenter follows, and what lies past it there is the backdrop's (a window's blur beside a temple)
+    loose = np.zeros((h, w), bool)
+    loose[int(max(y for _, y in parts.ears)) if parts.ears else 0 :] = True
     lab = lab_of(image)
-    grown = nearer(lab, near_out & box, hair, backdrop)
+    grown = nearer(lab, near_out & box & loose, hair, backdrop)
     if parts.person is not None:
         # a dark window's blur beside short dark hair is nearly hair-coloured, but no person's: where the person
         # segmenter sees none, only what is far more the hair's colour, and as thin as a curl, is grown (its coarse
