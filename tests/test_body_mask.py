@@ -103,6 +103,14 @@ def test_hair_is_not_grown_outside_its_box_nor_as_a_block_the_person_model_does_
     )
 
 
+def test_hair_is_grown_only_below_the_ears():
+    image, keep, curl = curl_scene()  # the curl at rows 30-33
+    below = bm.BodyParts(nothing(), nothing(), ((10.0, 20.0), (50.0, 22.0)), 40.0, hair=(8.0, 8.0, 60.0, 50.0))
+    above = bm.BodyParts(nothing(), nothing(), ((10.0, 40.0), (50.0, 40.0)), 40.0, hair=(8.0, 8.0, 60.0, 50.0))
+    assert bm.grown_hair(image, keep, below)[curl].mean() > 0.95
+    assert (bm.grown_hair(image, keep, above) == keep).all()  # a temple's blur beside short hair stays out
+
+
 def test_gaps_between_curls_are_not_counted_as_bites():
     keep = np.zeros((64, 64), bool)
     keep[10:40, 10:40] = True
