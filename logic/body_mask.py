@@ -266,9 +266,14 @@ def trimmed(image: np.ndarray, keep: np.ndarray, parts: BodyParts, band: int = 5
     """``keep`` less the pixels within ``band`` of its outline whose colour is clearly the old background's beside
     them (outside the outline, ``band`` to 5 × ``band`` away) and not the subject's (inside, 3 to 6 × ``band`` in,
     past where a sliver reaches): a strip of a window kept between a jaw and a collar, peeled ``passes`` times.
-    What is surely the subject, the face oval and the ears stay."""
+    What is surely the subject, the face oval, the ears and the annotated hair box stay."""
     face = parts.face if parts.face is not None else np.zeros(keep.shape, bool)
     ears = ear_zone(parts, keep.shape)
+    # nor the hair: grey hair against a lit window is the window's colour at its tips, and the matte decides there
+    hair = np.zeros(keep.shape, bool)
+    if parts.hair is not None:
+        x0, y0, x1, y1 = parts.hair
+        hair[max(0, int(y0)) : int(np.ceil(y1)), max(0, int(x0)) : int(np.ceil(x1))] = True
     lab = lab_of(image)
     out = keep.copy()
 
@@ -281,7 +286,7 @@ def trimmed(image: np.ndarray, keep: np.ndarray, parts: BodyParts, band: int = 5
     for _ in range(passes):
         k8 = out.astype(np.uint8)
         rim = out & ~cv2.erode(k8, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * band + 1,) * 2)).astype(bool)
-        rim &= ~parts.sure & ~face & ~ears  # an ear's dark groove beside a red curtain is still the ear
+        rim &= ~parts.sure & ~face & ~ears & ~hair  # an ear's dark groove beside a red curtain is still the ear
         if not rim.any():
             break
         old = nearer(lab, rim, ring(k8, band, 5 * band, True), ring(k8, 3 * band, 6 * band, False))

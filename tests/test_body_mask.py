@@ -199,3 +199,18 @@ def test_a_swap_that_cuts_off_a_forearm_fails_the_body_part_gate_and_a_clean_one
     assert "left forearm and wrist changed" in body_verdict(measured, 0.1)
     with pytest.raises(ValueError, match="changed pixels"):
         body_changed(np.zeros((8, 8), bool), parts)
+
+
+def test_grey_hair_against_a_lit_window_is_not_trimmed():
+    shape = (64, 64)
+    image = np.full((*shape, 3), (200, 200, 205), np.uint8)  # a lit window
+    keep = np.zeros(shape, bool)
+    keep[10:64, 20:44] = True
+    image[keep] = JACKET
+    tips = np.zeros(shape, bool)
+    tips[10:14, 20:44] = True
+    image[tips] = (190, 190, 195)  # grey hair's tips, the window's colour
+    hairless = bm.BodyParts(nothing(), nothing())
+    assert not bm.trimmed(image, keep, hairless, band=2)[tips].all()  # outside a hair box they would go
+    haired = bm.BodyParts(nothing(), nothing(), hair=(18.0, 8.0, 46.0, 22.0))
+    assert bm.trimmed(image, keep, haired, band=2)[tips].all()
