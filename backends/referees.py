@@ -19,6 +19,7 @@ import numpy as np
 
 from perceptforge.backends.selfie import bundled, load_tflite
 from perceptforge.logic import face_mesh as fm
+from perceptforge.logic import pose as pl
 
 DETECTOR_SIZE, MESH_SIZE = 128, 192
 
@@ -107,6 +108,78 @@ class FaceReferee:
         return None
 
 
+class PoseReferee:
+    """The person's body as ``logic/pose.Pose`` (ears, shoulders, elbows, wrists, hands, each with its visibility),
+    by MediaPipe's pose detector (``pose_detection.tflite``, 3 MB) then its full pose landmark model
+    (``pose_landmark_full.tflite``, 6.4 MB), Apache-2.0, from the same mediapipe 0.10.14 wheel."""
+
+    name, model_id = "pose-referee", "mediapipe-pose-detection+pose-landmark-full"
+
+    def __init__(
+        self,
+        detector_path: str | Path | None = None,
+        landmark_path: str | Path | None = None,
+        min_score: float = 0.5,
+        min_pose_score: float = 0.5,
+    ):
+        self.detector_path = Path(detector_path) if detector_path else bundled("pose_detection.tflite")
+        self.landmark_path = Path(landmark_path) if landmark_path else bundled("pose_landmark_full.tflite")
+        self.min_score, self.min_pose_score = min_score, min_pose_score
+        self._nets: tuple[Any, Any] | None = None
+        self._anchors = pl.detector_anchors()
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:  # a Dask worker loads its own interpreters
+        return {k: v for k, v in self.__dict__.items() if k not in ("_nets", "_lock")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _nets=None, _lock=threading.Lock())
+
+    def load(self) -> PoseReferee:
+        if self._nets is None:
+            self._nets = (_interpreter(self.detector_path), _interpreter(self.landmark_path))
+        return self
+
+    def detect(self, image: np.ndarray) -> list[fm.Detection]:
+        """People in the whole photo, best first, in its pixels (the detector reads the photo letterboxed)."""
+        _check(image)
+        square, scale, (left, top) = fm.letterbox(image, pl.DETECTOR_SIZE)
+        detector = self.load()._nets[0]  # type: ignore[index]
+        with self._lock:
+            raw, logits = _run(detector, square.astype(np.float32) / 127.5 - 1.0)
+        found = fm.decode_faces(
+            raw[0], logits[0], self._anchors, pl.DETECTOR_SIZE, self.min_score, pl.DETECTOR_KEYPOINTS
+        )
+        return [fm.to_pixels(f, scale, (left, top)) for f in found]
+
+    def landmarks(self, image: np.ndarray, person: fm.Detection) -> pl.Pose | None:
+        """The 33 landmarks for one detection, or None where the landmark model says there is no person."""
+        _check(image)
+        roi = pl.body_roi(person)
+        patch = fm.crop(image, roi, pl.LANDMARK_SIZE).astype(np.float32) / 255.0
+        net = self.load()._nets[1]  # type: ignore[index]
+        with self._lock:
+            net.set_tensor(net.get_input_details()[0]["index"], patch[None])
+            net.invoke()
+            outputs = {d["name"]: np.array(net.get_tensor(d["index"])) for d in net.get_output_details()}
+        # by shape, not by order: LiteRT does not promise the outputs' order
+        raw = next(v for v in outputs.values() if v.size == pl.LANDMARKS * pl.LANDMARK_VALUES)
+        flag = next(v for v in outputs.values() if v.size == 1)
+        pose = pl.landmarks_to_pose(raw, flag, roi)
+        return pose if pose.score >= self.min_pose_score else None
+
+    def subject_pose(self, image: np.ndarray, box: Sequence[float] | None = None) -> pl.Pose | None:
+        """The subject's pose: of the people the detector finds, the one whose shoulders' middle (its key point 2)
+        lies in the subject's box (the whole photo without one), landmarked; None when none is found."""
+        h, w = image.shape[:2]
+        x0, y0, x1, y1 = box if box is not None else (0.0, 0.0, float(w), float(h))
+        for person in self.detect(image)[:3]:
+            sx, sy = person.keypoints[2]
+            if x0 <= sx <= x1 and y0 <= sy <= y1:
+                return self.landmarks(image, person)
+        return None
+
+
 def _check(image: np.ndarray) -> None:
     if not isinstance(image, np.ndarray) or image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
         shape = getattr(image, "shape", None)
@@ -123,6 +196,14 @@ def face_referee() -> FaceReferee:
         if "face" not in _shared:
             _shared["face"] = FaceReferee()
         return _shared["face"]
+
+
+def pose_referee() -> PoseReferee:
+    """The process's one pose referee (its models load on first use, once)."""
+    with _shared_lock:
+        if "pose" not in _shared:
+            _shared["pose"] = PoseReferee()
+        return _shared["pose"]
 
 
 def person_probability(image: np.ndarray) -> np.ndarray:

@@ -112,6 +112,9 @@ class GrabCutSegmenter:
             region[region == cv2.GC_PR_FGD] = cv2.GC_PR_BGD
         for b in hints.inside:
             seed[cells(b)] = cv2.GC_FGD
+        if hints.sure_mask is not None:  # the cores of the arms and the shoulder line the pose referee sees
+            small_sure = cv2.resize(hints.sure_mask.astype(np.uint8), (sw, sh), interpolation=cv2.INTER_NEAREST)
+            seed[small_sure.astype(bool)] = cv2.GC_FGD
         has_fg = (seed == cv2.GC_FGD).any() or (seed == cv2.GC_PR_FGD).any()
         if not has_fg or not ((seed == cv2.GC_BGD).any() or (seed == cv2.GC_PR_BGD).any()):
             # GrabCut needs pixels of both kinds to learn from (a subject box over the whole image has no background)

@@ -192,12 +192,17 @@ class SelfieSegmenter:
         # where the old background's named things stand (the shuttle model beside her shoulder), the model's
         # coarse edge would keep a sliver of them, and their colours (a flag's red stripe) may pass for the
         # subject's (her ribbons): there only what the model is sure of may be the person
+        body = hints.body_mask if hints.body_mask is not None else np.zeros((h, w), bool)
         for b in hints.outside:
             cells = box_cells(b, h, w)
-            unsure = person[cells] < self.sure
+            # but where the pose referee sees the body (a sleeve beside the flag, as red as its stripes), the model
+            # and the colours decide, as everywhere else
+            unsure = (person[cells] < self.sure) & ~body[cells]
             seed[cells][unsure] = cv2.GC_BGD
         for b in hints.inside:
             seed[box_cells(b, h, w)] = cv2.GC_FGD
+        if hints.sure_mask is not None:  # the cores of the arms and the shoulder line the pose referee sees
+            seed[hints.sure_mask] = cv2.GC_FGD
         if self.refine and (seed == cv2.GC_BGD).any() and (seed == cv2.GC_FGD).any():
             small, scale = downscaled(image, self.grabcut.max_side)
             sh, sw = small.shape[:2]

@@ -159,6 +159,17 @@ class Gates(Section):
         le=1,
         description="background edits: the largest share of either ear's disc (a frontal face's) that may change",
     )
+    max_body_changed: float = Field(
+        # 0.1: a clean swap leaves the cores of the arms and shoulder line the pose referee sees unchanged (0-0.5% on
+        # the new photos' passing swaps), but for where a foreshortened forearm's core pokes past its outline (the
+        # demo cameraman's, reaching for the camera, 5.4-7.7% along the annotator's drawn outline); a forearm cut off
+        # or a wrist replaced changes most of its core
+        0.1,
+        ge=0,
+        le=1,
+        description="background edits: the largest share of a body part's core (shoulder line, an upper arm, a "
+        "forearm to the wrist; the pose referee's) that may change",
+    )
     max_old_rim: float = Field(
         # 0.15: the demo's drawn outlines leave 1.4–7.2% (a fleck of the flag's red beside a sleeve patch, the
         # suit's shaded edge beside the red stripes); a halo all along a cut is most of it

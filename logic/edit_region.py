@@ -14,6 +14,8 @@ from typing import Protocol
 import numpy as np
 
 from perceptforge.data.schema import Grounding, Region
+from perceptforge.logic import body_mask
+from perceptforge.logic.body_mask import BodyParts
 from perceptforge.logic.mask_select import JitterParams, box_cells, jitter_box, random_resize, select_mask
 from perceptforge.logic.outline import outline_mask
 from perceptforge.logic.templates import Template
@@ -29,6 +31,10 @@ class Hints:
     inside: tuple[Box, ...] = ()
     outside: tuple[Box, ...] = ()
     extent: Box | None = None  # the subject's own box: never sure background, wherever a jittered box ends
+    # (H, W) bool, from the referees (``logic/body_mask.BodyParts``): pixels surely the subject (its limbs' cores),
+    # and where its body lies, never the old background's even inside an ``outside`` box (a sleeve beside a flag)
+    sure_mask: np.ndarray | None = None
+    body_mask: np.ndarray | None = None
 
 
 class MaskSegmenter(Protocol):
@@ -334,11 +340,14 @@ def edit_mask(
     region: str | None = None,
     sure: Sequence[Box] = (),
     face: np.ndarray | None = None,
+    parts: BodyParts | None = None,
 ) -> np.ndarray | None:
     """(H, W) bool, True = region to change; None for whole-image instruction edits. ``sure``: boxes a background
     edit's segmentation takes as surely the subject besides the grounding's (the face oval's inside and the ears
     the face referee sees: ``logic/referee_gates.sure_boxes``); ``face``: (H, W) bool, the face oval the referee
-    sees, which a background edit keeps whatever the segmentation and Eq. 1's shrinking say."""
+    sees, which a background edit keeps whatever the segmentation and Eq. 1's shrinking say; ``parts``: what the
+    referees see of the body (``logic/body_mask``): its limbs seed the segmentation, its ears and hair are kept to
+    their rims and tips, and slivers of the old background along the outline are trimmed."""
     if template.edit_kind.value == "direct_alteration":
         return None
     h, w = image.shape[:2]
@@ -353,20 +362,31 @@ def edit_mask(
         jittered = jitter_box(box, w, h, rng)
         hinted = getattr(segmenter, "hinted_candidates", None)
         hints = subject_hints(grounding, grounding.attributes.get("background", ""))
-        hints = Hints(hints.inside + tuple(sure), hints.outside, hints.extent)
+        hints = Hints(
+            hints.inside + tuple(sure),
+            hints.outside,
+            hints.extent,
+            None if parts is None else parts.sure,
+            None if parts is None else parts.body,
+        )
         candidates = hinted(image, jittered, hints) if hinted else segmenter.candidates(image, jittered)
         # Eq. 1's seeded resize, shrinking only: a grown mask keeps a rim of the old background, a halo around
         # the subject in the new scene
         keep = random_resize(candidates[select_mask(candidates, box)], rng, SHRINK_ONLY)
         if face is not None:  # the shrink takes pixels off the outline, never off the face
             keep = keep | face
+        if parts is not None:  # its limbs, its ears to their rims, its hair to its tips
+            keep = body_mask.grown(image, keep, parts)
         # the helmet she holds (the podium before him) stays with her, whole; its box's corners are not it
         for region_ in held:
             keep = keep | (segmenter.box_mask(image, region_.box.xyxy) & inscribed_ellipse(region_.box.xyxy, h, w))
         kept = subject_only(keep, [box, *(r.box.xyxy for r in held)])
         # a star of the flag GrabCut kept beside her head is not her: only what is joined to her face, body or
         # what she holds stays
-        mask = ~subject_parts(kept, list(protected_regions(grounding).values()))
+        kept = subject_parts(kept, list(protected_regions(grounding).values()))
+        if parts is not None:  # the outline's clean-up closed corners over slivers of the old background
+            kept = body_mask.trimmed(image, kept, parts)
+        mask = ~kept
     elif region is not None:
         mask = region_mask(template, grounding, image, region)
     else:

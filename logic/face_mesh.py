@@ -86,15 +86,21 @@ def letterbox(image: np.ndarray, size: int) -> tuple[np.ndarray, float, tuple[fl
 
 
 def decode_faces(
-    raw: np.ndarray, logits: np.ndarray, anchors: np.ndarray, input_size: int = 128, min_score: float = 0.5
+    raw: np.ndarray,
+    logits: np.ndarray,
+    anchors: np.ndarray,
+    input_size: int = 128,
+    min_score: float = 0.5,
+    keypoints: int = 6,
 ) -> list[Detection]:
     """The detector's raw outputs → faces in the detector's normalised [0, 1] square, best first, each one kept
     only where no better one overlaps it by more than 0.3 (IoU). ``raw``: (N, 16), per anchor the box's centre
     offset and size then six key points' offsets, in input pixels; ``logits``: (N,) or (N, 1) scores before the
-    sigmoid (clipped to ±100, as MediaPipe does)."""
+    sigmoid (clipped to ±100, as MediaPipe does). ``keypoints``: how many key points follow the box (the face
+    detector's six; the pose detector's four, ``logic/pose``)."""
     raw = np.asarray(raw, np.float32).reshape(len(anchors), -1)
     logits = np.asarray(logits, np.float64).reshape(-1)  # float64: exp(100) overflows float32
-    if raw.shape[1] < 16 or len(logits) != len(anchors):
+    if raw.shape[1] < 4 + 2 * keypoints or len(logits) != len(anchors):
         raise ValueError(f"detector outputs do not match {len(anchors)} anchors: {raw.shape}, {logits.shape}")
     scores = 1.0 / (1.0 + np.exp(-np.clip(logits, -100, 100)))
     found: list[Detection] = []
@@ -107,7 +113,7 @@ def decode_faces(
         box = (float(cx - w / 2), float(cy - h / 2), float(cx + w / 2), float(cy + h / 2))
         if any(iou(box, d.box) > 0.3 for d in found):
             continue
-        points = raw[i, 4:16].reshape(6, 2) / input_size + anchors[i]
+        points = raw[i, 4 : 4 + 2 * keypoints].reshape(keypoints, 2) / input_size + anchors[i]
         found.append(Detection(box, float(scores[i]), points))
     return found
 

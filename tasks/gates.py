@@ -16,6 +16,7 @@ from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import Candidate, EditRecord, GateLimit, GateRecord, Rendering
 from perceptforge.logic.gates import hamming, near_duplicates, pair_measurements, pair_verdict, phash
+from perceptforge.logic.pose_gates import body_changed, body_part_masks, body_verdict
 from perceptforge.logic.referee_gates import (
     body_part_measurements,
     boxes_mask,
@@ -100,6 +101,28 @@ def referee_limits(gates: Gates, hair: bool, masked: bool) -> dict[str, float]:
     return limits
 
 
+def pose_check(
+    natural: np.ndarray, manipulated: np.ndarray, candidate: Candidate, gates: Gates, subject_box: Box | None
+) -> tuple[dict[str, float], str | None, np.ndarray | None]:
+    """The pose referee's gate on one pair (``logic/pose_gates``): a background edit keeps the body parts the pose
+    referee sees on the person (shoulder line, arms, hands) unchanged. Its measurements, its verdict and, on a
+    failure, the pair with the failing part outlined; nothing for other edits or where no pose is seen."""
+    if not gates.referees or candidate.edit_kind.value != "background_substitution":
+        return {}, None, None
+    from perceptforge.backends.referees import person_probability, pose_referee
+
+    pose = pose_referee().subject_pose(natural, subject_box)
+    if pose is None:
+        return {"referee_pose": 0.0}, None, None
+    parts = body_part_masks(pose, natural.shape[:2], person_probability(natural))
+    measured = {"referee_pose": 1.0} | body_changed(changed_pixels(natural, manipulated), parts)
+    reason = body_verdict(measured, gates.max_body_changed)
+    if reason is None:
+        return measured, None, None
+    worst = max((k for k in measured if k.startswith("body_changed:")), key=lambda k: measured[k])
+    return measured, reason, outlined_pair(natural, manipulated, parts[worst.split(":", 1)[1]])
+
+
 def pair_limits(gates: Gates, candidate: Candidate, rendered: Rendering | None, masked: bool) -> dict[str, GateLimit]:
     """Every limit a pair is judged against, by measurement name: what ``gates/<unit>.json`` records beside the
     measurements, so a page can say how near each came to failing."""
@@ -112,6 +135,8 @@ def pair_limits(gates: Gates, candidate: Candidate, rendered: Rendering | None, 
     hair = rendered is not None and rendered.region == "hair"
     if gates.referees and (hair or candidate.edit_kind.value == "background_substitution"):
         limits |= {k: GateLimit(at_most=v) for k, v in referee_limits(gates, hair, masked).items()}
+    if gates.referees and candidate.edit_kind.value == "background_substitution":
+        limits["body_changed"] = GateLimit(at_most=gates.max_body_changed)
     return limits
 
 
@@ -236,6 +261,11 @@ def pair_gates(
         kept,
     )
     measured |= refereed
+    if referee_reason is None:  # the pose referee's body parts (logic/pose_gates), after the face's
+        posed, referee_reason, outlined = pose_check(
+            np.asarray(natural), np.asarray(manipulated), candidate, gates, subject_box
+        )
+        measured |= posed
     return measured, reason or referee_reason, outlined, reason is None and referee_reason is not None
 
 

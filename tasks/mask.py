@@ -17,8 +17,9 @@ from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.backends.protocols import Segmenter
 from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import BackendRef, Candidate, Grounding, IngestedSource, MaskRecord
+from perceptforge.logic.body_mask import BodyParts, between_curls, limbs, seen_ears
 from perceptforge.logic.edit_region import edit_mask, protected_regions, region_mask, standing_objects
-from perceptforge.logic.gates import mask_measurements, mask_verdict
+from perceptforge.logic.gates import mask_measurements, mask_verdict, ragged_outline
 from perceptforge.logic.ids import unit_rng
 from perceptforge.logic.referee_gates import hair_without_face
 from perceptforge.logic.templates import Template
@@ -52,6 +53,12 @@ def gate_mask(
     )
     protected = protected_regions(grounding) if kind == "background_substitution" else {}
     measured = mask_measurements(mask, grounding.subject.box.xyxy, old_boxes, protected, objects, image)
+    hair = hair_box(grounding)
+    if "ragged_outline" in measured and hair is not None and not grounding.subject.outline:
+        # the backdrop between a curl and the shoulder below it is a gap in hair, not a bite out of the subject
+        keep = ~mask
+        curls = between_curls(keep, hair, grounding.subject.box.xyxy)
+        measured["ragged_outline"] = ragged_outline(keep | curls, grounding.subject.box.xyxy)
     span = gates.mask_area.get(kind)
     reason = mask_verdict(
         measured,
@@ -96,6 +103,29 @@ def referee_sure(
         return [], None
     ears = ear_skin(image, face.oval, face.ears) if frontal(face.ears, face.oval) else ()
     return sure_boxes(face.oval, ears, image.shape[:2]), polygon_mask(face.oval, image.shape[:2])
+
+
+def hair_box(grounding: Grounding) -> tuple[float, float, float, float] | None:
+    """The box of the region labelled hair, if the annotation has one."""
+    return next((r.box.xyxy for r in grounding.regions if r.label.strip().lower() == "hair"), None)
+
+
+def body_parts(image: np.ndarray, grounding: Grounding, face: np.ndarray | None) -> BodyParts:
+    """What the referees see of the subject's body for its segmentation (``logic/body_mask``): the cores of the arms
+    and shoulder line the pose referee sees on the person (``limbs``), the body about them, its seen ears, the
+    annotated hair box and the face oval (``face``, from ``referee_sure``)."""
+    from perceptforge.backends.referees import person_probability, pose_referee
+
+    shape = image.shape[:2]
+    pose = pose_referee().subject_pose(image, grounding.subject.box.xyxy)
+    hair = hair_box(grounding)
+    if pose is None:
+        nothing = np.zeros(shape, bool)
+        return BodyParts(nothing, nothing, hair=hair, face=face, person=person_probability(image))
+    person = person_probability(image)
+    core, body = limbs(pose, shape, person)
+    ears, span = seen_ears(pose, shape)
+    return BodyParts(core, body, ears, span, hair, face, person)
 
 
 def named_region(
@@ -171,10 +201,13 @@ def make_mask(
     # what the face referee sees of the subject's face (its oval, its ears) is surely the subject: a segmenter's
     # coarse map cut ears and jaws that the gates then refused
     sure, face = referee_sure(image, grounding) if background and not drawn and gates.referees else ([], None)
+    # and what the pose referee sees of its body: its arms and shoulders seed the segmentation, its ears and hair
+    # are kept to their rims and tips (a segmenter's coarse map cut them), slivers of the old background trimmed
+    parts = body_parts(image, grounding, face) if background and not drawn and gates.referees else None
     for attempt in range(1, attempts + 1):
         tried = {"attempts": float(attempt)} if attempt > 1 else {}
         with device_lock(device):
-            mask = edit_mask(template, grounding, image, candidate.idea.old, segmenter, rng, region, sure, face)
+            mask = edit_mask(template, grounding, image, candidate.idea.old, segmenter, rng, region, sure, face, parts)
         try:
             measured = (
                 gate_mask(template, mask, grounding, candidate.idea.old, gates, objects, image)

@@ -29,6 +29,7 @@ OPEN_GATES = {
     "max_background_kept": 1.0,
     "max_kept_changed": 1.0,
     "max_kept_replaced": 1.0,
+    "max_body_changed": 1.0,
 }
 
 

@@ -616,3 +616,70 @@ def test_a_mattes_faint_blend_along_the_jaw_is_not_a_cut():
     edited[60:, 56:] = BLUE
     measured = body_part_measurements(cut_pixels(image, edited), oval, ears, image)
     assert "of the face oval changed" in (referee_verdict(measured, BODY_LIMITS) or "")
+
+
+# --- the pose referee --------------------------------------------------------------------------------------------
+
+
+def test_the_pose_detector_has_2254_anchors():
+    from perceptforge.logic import pose as pl
+
+    anchors = pl.detector_anchors()
+    assert anchors.shape == (2254, 2)
+    assert np.allclose(anchors[0], (0.5 / 28, 0.5 / 28)) and np.allclose(anchors[-1], (6.5 / 7, 6.5 / 7))
+
+
+def test_a_body_roi_is_centred_on_the_hips_and_turned_upright():
+    from perceptforge.logic import pose as pl
+
+    upright = fm.Detection((0, 0, 10, 10), 0.9, np.array([[50.0, 100.0], [50.0, 20.0], [50.0, 60.0], [50, 30]]))
+    roi = pl.body_roi(upright)
+    assert (roi.cx, roi.cy) == (50.0, 100.0) and roi.side == pytest.approx(2 * 80 * 1.25)
+    assert roi.angle == pytest.approx(0.0, abs=1e-9)  # the head straight above the hips: no turn
+    lying = fm.Detection((0, 0, 10, 10), 0.9, np.array([[50.0, 100.0], [130.0, 100.0], [0, 0], [0, 0]]))
+    assert pl.body_roi(lying).angle == pytest.approx(np.pi / 2)  # the head to the right: a quarter turn
+    with pytest.raises(ValueError, match="no size"):
+        pl.body_roi(fm.Detection((0, 0, 1, 1), 0.9, np.zeros((4, 2))))
+
+
+def test_landmarks_map_back_from_the_crop_with_their_visibility():
+    from perceptforge.logic import pose as pl
+
+    roi = fm.Roi(100.0, 200.0, 256.0, 0.0)  # one crop pixel = one image pixel, crop centred at (100, 200)
+    raw = np.zeros((39, 5))
+    raw[:, 0], raw[:, 1] = 128.0, 128.0  # every point at the crop's centre
+    raw[pl.LEFT_SHOULDER, :2] = (158.0, 128.0)
+    raw[:, 3] = raw[:, 4] = 10.0  # visible and present
+    raw[pl.LEFT_WRIST, 3] = -10.0  # hidden
+    pose = pl.landmarks_to_pose(raw.reshape(-1), np.array([[0.97]]), roi)
+    assert pose.points.shape == (33, 2) and pose.score == pytest.approx(0.97)
+    assert np.allclose(pose.points[pl.NOSE], (100, 200)) and np.allclose(pose.points[pl.LEFT_SHOULDER], (130, 200))
+    assert pose.seen(pl.LEFT_SHOULDER, 400, 400) and not pose.seen(pl.LEFT_WRIST, 400, 400)
+    assert not pose.seen(pl.LEFT_SHOULDER, 150, 120)  # outside a smaller photo
+    with pytest.raises(ValueError, match="195 values"):
+        pl.landmarks_to_pose(np.zeros(10), np.array([1.0]), roi)
+
+
+def test_the_pose_referee_finds_the_astronauts_ears_and_shoulders(portraits):
+    from perceptforge.backends.referees import PoseReferee, pose_referee
+    from perceptforge.logic import pose as pl
+
+    referee = PoseReferee()
+    assert referee.detector_path.stat().st_size > 2_000_000 and referee.landmark_path.stat().st_size > 6_000_000
+    assert pose_referee() is pose_referee()
+    image, grounding = portraits["astronaut.jpg"]
+    pose_referee().subject_pose(image, grounding.subject.box.xyxy)  # loads the models
+    started = time.process_time()
+    pose = pose_referee().subject_pose(image, grounding.subject.box.xyxy)
+    assert time.process_time() - started < 5  # tens of ms; generous for a loaded CI machine
+    assert pose is not None and pose.score > 0.5
+    h, w = image.shape[:2]
+    fx0, fy0, fx1, fy1 = next(r for r in grounding.regions if r.role == "face").box.xyxy
+    for ear in (pl.LEFT_EAR, pl.RIGHT_EAR):  # beside the annotated face, at its height
+        x, y = pose.points[ear]
+        assert fx0 - 0.3 * (fx1 - fx0) < x < fx1 + 0.3 * (fx1 - fx0) and fy0 < y < fy1
+    for shoulder in (pl.LEFT_SHOULDER, pl.RIGHT_SHOULDER):  # below the face
+        assert pose.points[shoulder][1] > fy1
+    # the subject's left is the photo's right (she faces the camera)
+    assert pose.points[pl.LEFT_SHOULDER][0] > pose.points[pl.RIGHT_SHOULDER][0]
+    assert pose_referee().subject_pose(image, (0, 0, 40, 40)) is None  # nobody's shoulders in that corner

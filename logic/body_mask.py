@@ -1,0 +1,318 @@
+"""What a background edit keeps of a person annotated with a box only, made right where a segmenter's coarse map
+goes wrong, from what the referees see (``backends/referees``: the face oval, the pose's ears, shoulders, elbows
+and wrists) and the photo's own colours near the outline.
+
+A person segmenter's 256×256 map, refined by GrabCut, cuts what is thin or lit like the backdrop: an ear's rim, a
+curl of hair, a sleeve beside a flag of the same red; and the outline's clean-up closes the corner between a jaw and
+a collar over a sliver of the old background. Here:
+
+- ``limbs``: the pose's arms and shoulder line as capsules: their cores are surely the subject, and a wider body
+  around them is never taken as the old background's, even inside the box of the flag it names;
+- ``whole_ears``: each ear the pose sees is kept out to its rim: skin-coloured pixels about it, joined to the head;
+- ``grown_hair``: hair past the outline (a curl, a wisp at a temple), inside the annotated hair box, whose colour is
+  the kept hair's and not the backdrop's;
+- ``trimmed``: pixels along the outline whose colour is clearly the old background's, and not the subject's near
+  them, go with the background (a sliver beside a neck), never what is surely the subject.
+
+All are NumPy and OpenCV on arrays, know nothing of a model, and are tested on small drawn images.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+
+from perceptforge.logic import pose as pl
+
+Box = tuple[float, float, float, float]
+# the arms' segments and the shoulder line, by pose landmark
+LIMBS = (
+    (pl.LEFT_SHOULDER, pl.RIGHT_SHOULDER),
+    (pl.LEFT_SHOULDER, pl.LEFT_ELBOW),
+    (pl.RIGHT_SHOULDER, pl.RIGHT_ELBOW),
+    (pl.LEFT_ELBOW, pl.LEFT_WRIST),
+    (pl.RIGHT_ELBOW, pl.RIGHT_WRIST),
+)
+LIMB_VISIBLE = 0.7  # a landmark the pose model is this sure it sees
+CORE, BODY = 0.06, 0.16  # a limb's sure core and its body, as shares of the shoulders' width
+# an ear's disc: its radius, and how far outwards and up from the pose's ear point its centre lies, as shares of
+# the ears' spacing (an ear is about a quarter of a head's width tall, its opening low in it)
+EAR_REACH, EAR_OUT, EAR_UP = 0.25, 0.08, 0.06
+EAR_CLEARLY = 0.7  # an ear's lit rim is less like the face's skin than the face is: a looser test, in its disc only
+# where the person segmenter sees less than HAIR_PERSON, hair grows only as thin as a curl and far nearer the hair
+HAIR_PERSON, CURL_PX, UNSEEN_CLEARLY = 0.01, 11, 0.3
+CLEARLY = 0.5  # a colour is one side's when it is at most half as far from it as from the other side
+
+
+@dataclass(frozen=True)
+class BodyParts:
+    """What the referees see of one subject, for its segmentation: ``sure`` (H, W) bool surely the subject (the face
+    oval, the limbs' cores), ``body`` (H, W) bool where its body lies (never the old background's, whatever box of
+    it), the seen ears' points, the annotated hair box, the face oval (H, W) bool whose skin the ears are, and the
+    person segmenter's probability (H, W)."""
+
+    sure: np.ndarray
+    body: np.ndarray
+    ears: tuple[tuple[float, float], ...] = ()
+    ear_span: float = 0.0
+    hair: Box | None = None
+    face: np.ndarray | None = field(default=None)
+    person: np.ndarray | None = field(default=None)  # (H, W) the person segmenter's probability
+
+
+def capsule(shape: tuple[int, int], p: Sequence[float], q: Sequence[float], radius: float) -> np.ndarray:
+    """(H, W) bool: the points within ``radius`` of the segment from ``p`` to ``q``."""
+    out = np.zeros(shape, np.uint8)
+    r = max(1, int(round(radius)))
+    a, b = (int(round(p[0])), int(round(p[1]))), (int(round(q[0])), int(round(q[1])))
+    cv2.line(out, a, b, 1, thickness=2 * r + 1)
+    cv2.circle(out, a, r, 1, -1)
+    cv2.circle(out, b, r, 1, -1)
+    return out.astype(bool)
+
+
+def limbs(pose: pl.Pose, shape: tuple[int, int], person: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(core, body), each (H, W) bool: the capsules along the seen arms and shoulder line, of radius ``CORE`` and
+    ``BODY`` × the shoulders' width. A segment counts where both its ends are seen (visible, in the photo) and,
+    given the person segmenter's ``person`` probability, both ends and its middle lie on the person (the pose
+    model guesses a hidden arm behind a podium)."""
+    h, w = shape
+    core, body = np.zeros(shape, bool), np.zeros(shape, bool)
+    if not (pose.seen(pl.LEFT_SHOULDER, h, w, LIMB_VISIBLE) and pose.seen(pl.RIGHT_SHOULDER, h, w, LIMB_VISIBLE)):
+        return core, body
+    span = float(np.hypot(*(pose.points[pl.LEFT_SHOULDER] - pose.points[pl.RIGHT_SHOULDER])))
+    for i, j in LIMBS:
+        if not (pose.seen(i, h, w, LIMB_VISIBLE) and pose.seen(j, h, w, LIMB_VISIBLE)):
+            continue
+        p, q = pose.points[i], pose.points[j]
+        if person is not None:
+            ends = (p, q, (p + q) / 2)
+            if any(person[min(h - 1, int(y)), min(w - 1, int(x))] < 0.5 for x, y in ends):
+                continue
+        core |= capsule(shape, p, q, CORE * span)
+        body |= capsule(shape, p, q, BODY * span)
+    return core, body
+
+
+def seen_ears(pose: pl.Pose, shape: tuple[int, int]) -> tuple[tuple[tuple[float, float], ...], float]:
+    """The ears the pose sees (points in the photo) and the spacing of its two ears (0 with fewer than two)."""
+    h, w = shape
+    ears = tuple(
+        (float(pose.points[i][0]), float(pose.points[i][1]))
+        for i in (pl.RIGHT_EAR, pl.LEFT_EAR)
+        if pose.seen(i, h, w, LIMB_VISIBLE)
+    )
+    span = float(np.hypot(*(pose.points[pl.LEFT_EAR] - pose.points[pl.RIGHT_EAR]))) if len(ears) == 2 else 0.0
+    return ears, span
+
+
+def lab_of(image: np.ndarray) -> np.ndarray:
+    """(H, W, 3) float32 CIELAB of an RGB uint8 image, L in [0, 100] (OpenCV's a and b, offset by 128)."""
+    return cv2.cvtColor(image, cv2.COLOR_RGB2LAB).astype(np.float32) * np.array([100 / 255, 1, 1], np.float32)
+
+
+def _centres(samples: np.ndarray, k: int) -> np.ndarray:
+    """Up to ``k`` colour centres of (N, 3) samples (k-means, seeded: the same pixels give the same centres)."""
+    k = max(1, min(k, len(samples)))
+    cv2.setRNGSeed(0)
+    criteria = (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 20, 0.5)
+    labels = np.zeros((len(samples), 1), np.int32)
+    _, _, centres = cv2.kmeans(samples.astype(np.float32), k, labels, criteria, 1, cv2.KMEANS_PP_CENTERS)
+    return np.asarray(centres, np.float32)
+
+
+def _distance(lab: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    return np.min(np.linalg.norm(lab[..., None, :] - centres, axis=-1), axis=-1)
+
+
+def nearer(
+    lab: np.ndarray,
+    where: np.ndarray,
+    ours: np.ndarray,
+    theirs: np.ndarray,
+    k: int = 4,
+    min_samples: int = 20,
+    clearly: float = CLEARLY,
+) -> np.ndarray:
+    """(H, W) bool: the pixels of ``where`` whose colour (CIELAB) is clearly that of the ``ours`` samples and not
+    of ``theirs`` (at most ``clearly`` × as far from the nearest of ``k`` centres of ours as of theirs); nothing
+    when either side has fewer than ``min_samples`` pixels to learn from."""
+    out = np.zeros(where.shape, bool)
+    if not where.any() or ours.sum() < min_samples or theirs.sum() < min_samples:
+        return out
+    d_ours = _distance(lab[where], _centres(lab[ours], k))
+    d_theirs = _distance(lab[where], _centres(lab[theirs], k))
+    out[where] = d_ours <= clearly * d_theirs
+    return out
+
+
+def joined(keep: np.ndarray, added: np.ndarray) -> np.ndarray:
+    """The pixels of ``added`` in pieces that touch ``keep`` (8-connected)."""
+    if not added.any():
+        return added
+    n, labels = cv2.connectedComponents((keep | added).astype(np.uint8), connectivity=8)
+    touching = np.unique(labels[keep])
+    return added & np.isin(labels, touching[touching > 0])
+
+
+def _disc(shape: tuple[int, int], centre: Sequence[float], radius: float) -> np.ndarray:
+    out = np.zeros(shape, np.uint8)
+    cv2.circle(out, (int(round(centre[0])), int(round(centre[1]))), max(1, int(round(radius))), 1, -1)
+    return out.astype(bool)
+
+
+def ear_centres(parts: BodyParts) -> list[tuple[float, float]]:
+    """Where each seen ear's disc is centred: the pose's ear point is the ear's opening, at the cheek's edge, and
+    the ear reaches outwards and up from it."""
+    if parts.ear_span <= 0:
+        return []
+    middle = float(np.mean([x for x, _ in parts.ears]))
+    span = parts.ear_span
+    return [(x + (EAR_OUT if x > middle else -EAR_OUT) * span, y - EAR_UP * span) for x, y in parts.ears]
+
+
+def ear_zone(parts: BodyParts, shape: tuple[int, int]) -> np.ndarray:
+    """(H, W) bool: the seen ears' discs."""
+    zone = np.zeros(shape, bool)
+    for centre in ear_centres(parts):
+        zone |= _disc(shape, centre, EAR_REACH * parts.ear_span)
+    return zone
+
+
+def whole_ears(image: np.ndarray, keep: np.ndarray, parts: BodyParts) -> np.ndarray:
+    """``keep`` with each seen ear kept out to its rim: the pixels within ``EAR_REACH`` × the ears' spacing of the
+    pose's ear point whose colour is clearly the face's skin and not the old background's about the ear, joined to
+    what is kept."""
+    if parts.face is None or not parts.face.any() or parts.ear_span <= 0:
+        return keep
+    lab = lab_of(image)
+    face = cv2.erode(parts.face.astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool)
+    out = keep.copy()
+    radius = EAR_REACH * parts.ear_span
+    for centre in ear_centres(parts):
+        disc = _disc(keep.shape, centre, radius)
+        around = _disc(keep.shape, centre, 2.5 * radius) & ~disc & ~keep
+        skin = nearer(lab, disc & ~out, face, around, k=3, clearly=EAR_CLEARLY)
+        out |= joined(out, skin)
+        # the shadowed hollow inside the rim is the ear's too: the disc's kept part closed, and its holes filled,
+        # but for what is clearly the backdrop's colour (the corner between the ear and the head)
+        side = max(3, int(radius / 3) | 1)
+        ear = cv2.morphologyEx((out & disc).astype(np.uint8), cv2.MORPH_CLOSE, np.ones((side, side), np.uint8))
+        hollow = _filled(ear.astype(bool)) & disc & ~out
+        out |= hollow & ~nearer(lab, hollow, around, face, k=3)
+    return out
+
+
+def _filled(mask: np.ndarray) -> np.ndarray:
+    """``mask`` with its holes (what the outside cannot reach) filled."""
+    padded = np.pad(mask, 1).astype(np.uint8)
+    flood = padded.copy()
+    cv2.floodFill(flood, None, (0, 0), 1)
+    return mask | (flood[1:-1, 1:-1] == 0)
+
+
+def grown_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: float = 0.15) -> np.ndarray:
+    """``keep`` with the hair past its outline: pixels in the annotated hair box (a little wider: a curl's tip
+    leaves it), below the seen ears, within ``reach`` × the box's longer side of the outline, whose colour is
+    clearly the kept hair's (what is kept in the box near the outline, off the face) and not the old background's
+    beside it, joined to what is kept."""
+    if parts.hair is None:
+        return keep
+    h, w = keep.shape
+    x0, y0, x1, y1 = parts.hair
+    side = max(x1 - x0, y1 - y0)
+    pad = 0.05 * side
+    box = np.zeros((h, w), bool)
+    box[max(0, int(y0 - pad)) : min(h, int(np.ceil(y1 + pad))), max(0, int(x0 - pad)) : min(w, int(x1 + pad) + 1)] = (
+        True
+    )
+    r = max(2, int(round(reach * side)))
+    k8 = keep.astype(np.uint8)
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))
+    near_out = cv2.dilate(k8, kernel).astype(bool) & ~keep
+    near_in = keep & ~cv2.erode(k8, kernel).astype(bool)
+    # the old background is learnt farther out than the hair may reach: the curls themselves lie near the outline
+    far = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (4 * r + 1, 4 * r + 1))
+    around = np.zeros((h, w), bool)  # the box and as far again about it: a window's frame beside it is learnt too
+    around[max(0, int(y0 - 2 * r)) : min(h, int(y1 + 2 * r)), max(0, int(x0 - 2 * r)) : min(w, int(x1 + 2 * r))] = True
+    backdrop = cv2.dilate(k8, far).astype(bool) & ~cv2.dilate(k8, kernel).astype(bool) & around
+    face = parts.face if parts.face is not None else np.zeros((h, w), bool)
+    face = cv2.dilate(face.astype(np.uint8), np.ones((9, 9), np.uint8)).astype(bool)
+    hair = near_in & box & ~face & ~parts.sure
+    # only hair that falls loose below the ears (a curl on a shoulder): above them the head's outline is short hair
+    # the segmenter follows, and what lies past it there is the backdrop's (a window's blur beside a temple)
+    loose = np.zeros((h, w), bool)
+    loose[int(max(y for _, y in parts.ears)) if parts.ears else 0 :] = True
+    lab = lab_of(image)
+    grown = nearer(lab, near_out & box & loose, hair, backdrop)
+    if parts.person is not None:
+        # a dark window's blur beside short dark hair is nearly hair-coloured, but no person's: where the person
+        # segmenter sees none, only what is far more the hair's colour, and as thin as a curl, is grown (its coarse
+        # map misses a curl, not a block)
+        unseen = grown & (parts.person < HAIR_PERSON)
+        grown &= ~unseen | nearer(lab, unseen, hair, backdrop, clearly=UNSEEN_CLEARLY)
+        # how thick it is, judged on all of it in the box, not only on the band within reach of the outline
+        alike = nearer(lab, box & ~keep & (parts.person < HAIR_PERSON), hair, backdrop, clearly=UNSEEN_CLEARLY)
+        thick = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (CURL_PX, CURL_PX))
+        blocks = cv2.dilate(cv2.morphologyEx(alike.astype(np.uint8), cv2.MORPH_OPEN, thick), thick).astype(bool)
+        grown &= ~(blocks & (parts.person < HAIR_PERSON))
+    return keep | joined(keep, grown)
+
+
+def trimmed(image: np.ndarray, keep: np.ndarray, parts: BodyParts, band: int = 5, passes: int = 2) -> np.ndarray:
+    """``keep`` less the pixels within ``band`` of its outline whose colour is clearly the old background's beside
+    them (outside the outline, ``band`` to 5 × ``band`` away) and not the subject's (inside, 3 to 6 × ``band`` in,
+    past where a sliver reaches): a strip of a window kept between a jaw and a collar, peeled ``passes`` times.
+    What is surely the subject, the face oval, the ears and the annotated hair box stay."""
+    face = parts.face if parts.face is not None else np.zeros(keep.shape, bool)
+    ears = ear_zone(parts, keep.shape)
+    # nor the hair: grey hair against a lit window is the window's colour at its tips, and the matte decides there
+    hair = np.zeros(keep.shape, bool)
+    if parts.hair is not None:
+        x0, y0, x1, y1 = parts.hair
+        hair[max(0, int(y0)) : int(np.ceil(y1)), max(0, int(x0)) : int(np.ceil(x1))] = True
+    lab = lab_of(image)
+    out = keep.copy()
+
+    def ring(k8: np.ndarray, lo: int, hi: int, grow: bool) -> np.ndarray:
+        disc = [cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)) for r in (lo, hi)]
+        op = cv2.dilate if grow else cv2.erode
+        near, far = (op(k8, d).astype(bool) for d in disc)
+        return far & ~near if grow else near & ~far
+
+    for _ in range(passes):
+        k8 = out.astype(np.uint8)
+        rim = out & ~cv2.erode(k8, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * band + 1,) * 2)).astype(bool)
+        rim &= ~parts.sure & ~face & ~ears & ~hair  # an ear's dark groove beside a red curtain is still the ear
+        if not rim.any():
+            break
+        old = nearer(lab, rim, ring(k8, band, 5 * band, True), ring(k8, 3 * band, 6 * band, False))
+        if not old.any():
+            break
+        out &= ~old
+    return out
+
+
+def grown(image: np.ndarray, keep: np.ndarray, parts: BodyParts) -> np.ndarray:
+    """What a background edit keeps of a box-annotated person, made whole along its outline: its sure parts, its
+    ears to their rims, its hair past the outline (``trimmed`` then takes the slivers of old background off, once
+    the outline is cleaned)."""
+    return grown_hair(image, whole_ears(image, keep | parts.sure, parts), parts)
+
+
+def between_curls(keep: np.ndarray, hair: Box, subject: Box, share: float = 0.07) -> np.ndarray:
+    """(H, W) bool: what closing the kept subject's outline with a disc ``share`` of the subject box's shorter side
+    (``logic/gates.ragged_outline``'s) would add inside the annotated hair box: the backdrop between a curl and the
+    shoulder below it, a gap a person sees in hair, not a bite a segmenter took out of the subject."""
+    h, w = keep.shape
+    x0, y0, x1, y1 = subject
+    side = max(3, round(share * min(x1 - x0, y1 - y0)) | 1)
+    disc = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (side, side))
+    closed = cv2.morphologyEx(keep.astype(np.uint8), cv2.MORPH_CLOSE, disc).astype(bool)
+    box = np.zeros((h, w), bool)
+    hx0, hy0, hx1, hy1 = hair
+    box[max(0, int(hy0)) : min(h, int(np.ceil(hy1))), max(0, int(hx0)) : min(w, int(np.ceil(hx1)))] = True
+    return closed & ~keep & box

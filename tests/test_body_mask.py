@@ -1,0 +1,216 @@
+"""The boxes-only segmentation's rules (logic/body_mask) and the pose referee's body-part gate (logic/pose_gates),
+each on a tiny drawn image where the failure is drawn."""
+
+import numpy as np
+import pytest
+
+from perceptforge.logic import body_mask as bm
+from perceptforge.logic import pose as pl
+from perceptforge.logic.pose_gates import body_changed, body_part_masks, body_verdict
+
+BACKDROP = (120, 150, 170)  # a grey-blue studio backdrop
+SKIN = (220, 170, 140)
+HAIR = (60, 35, 20)
+JACKET = (40, 60, 160)
+
+
+def disc(shape, centre, radius):
+    yy, xx = np.mgrid[0 : shape[0], 0 : shape[1]]
+    return np.hypot(xx - centre[0], yy - centre[1]) <= radius
+
+
+def nothing(shape=(64, 64)):
+    return np.zeros(shape, bool)
+
+
+def pose_with(points: dict[int, tuple[float, float]], visible: float = 0.99) -> pl.Pose:
+    xy = np.full((33, 2), -100.0)
+    vis = np.zeros(33)
+    for i, p in points.items():
+        xy[i], vis[i] = p, visible
+    return pl.Pose(xy, vis, 0.99)
+
+
+# --- ears kept to their rims -----------------------------------------------------------------------------------
+
+
+def head_scene():
+    """A 64×64 face (a skin disc) with an ear on each side, on a backdrop; the segmenter's kept mask cut the left
+    ear's outer half (its rim) off."""
+    shape = (64, 64)
+    image = np.full((*shape, 3), BACKDROP, np.uint8)
+    face = disc(shape, (32, 30), 14)
+    ears = disc(shape, (15, 28), 5) | disc(shape, (49, 28), 5)
+    image[face | ears] = SKIN
+    keep = face | disc(shape, (49, 28), 5) | (disc(shape, (15, 28), 5) & (np.mgrid[0:64, 0:64][1] >= 15))
+    parts = bm.BodyParts(nothing(), nothing(), ((18.0, 30.0), (46.0, 30.0)), 28.0, face=face)
+    return image, keep, ears, parts
+
+
+def test_an_ear_cut_at_its_rim_is_kept_whole():
+    image, keep, ears, parts = head_scene()
+    assert (ears & ~keep).sum() > 20  # the drawn cut: the left ear's rim is gone
+    grown = bm.whole_ears(image, keep, parts)
+    assert not (ears & ~grown).any()  # the whole ear is kept
+    assert not (grown & ~keep & ~ears).any()  # and nothing of the backdrop beside it
+
+
+def test_no_ear_seen_keeps_the_mask_as_it_is():
+    image, keep, _, parts = head_scene()
+    unseen = bm.BodyParts(nothing(), nothing(), (), 0.0, face=parts.face)
+    assert (bm.whole_ears(image, keep, unseen) == keep).all()
+
+
+# --- hair grown to its tips -----------------------------------------------------------------------------------------
+
+
+def curl_scene():
+    """Hair (a dark disc) with a curl sticking out to the right, on a backdrop; the segmenter kept the hair's disc
+    but cut the curl."""
+    shape = (64, 64)
+    image = np.full((*shape, 3), BACKDROP, np.uint8)
+    hair = disc(shape, (28, 28), 16)
+    curl = np.zeros(shape, bool)
+    curl[30:34, 40:52] = True  # within reach of the outline: 0.15 of the hair box's side
+    image[hair | curl] = HAIR
+    return image, hair, curl
+
+
+def test_a_cut_curl_is_grown_back_within_the_hair_box():
+    image, keep, curl = curl_scene()
+    parts = bm.BodyParts(nothing(), nothing(), hair=(8.0, 8.0, 60.0, 50.0))
+    grown = bm.grown_hair(image, keep, parts)
+    assert grown[curl].mean() > 0.95
+    assert not (grown & ~keep & ~curl).any()  # none of the backdrop
+
+
+def test_hair_is_not_grown_outside_its_box_nor_as_a_block_the_person_model_does_not_see():
+    image, keep, curl = curl_scene()
+    outside = bm.BodyParts(nothing(), nothing(), hair=(8.0, 8.0, 44.0, 50.0))  # the box ends before the curl
+    beyond = curl.copy()
+    beyond[:, :47] = False  # past the box and its margin (5% of its side)
+    assert not bm.grown_hair(image, keep, outside)[beyond].any()
+    # a dark block beside the hair (a window's frame) that the person segmenter gives no person
+    block = np.zeros((64, 64), bool)
+    block[20:40, 44:60] = True
+    image[block] = HAIR
+    person = np.where(keep, 0.99, 0.0)
+    parts = bm.BodyParts(nothing(), nothing(), hair=(8.0, 8.0, 62.0, 50.0), person=person)
+    assert bm.grown_hair(image, keep, parts)[block].mean() < 0.3
+    # by colour alone (no person map) the block's part within reach of the outline would pass for hair
+    assert (
+        bm.grown_hair(image, keep, bm.BodyParts(nothing(), nothing(), hair=(8.0, 8.0, 62.0, 50.0)))[block].mean() > 0.3
+    )
+
+
+def test_hair_is_grown_only_below_the_ears():
+    image, keep, curl = curl_scene()  # the curl at rows 30-33
+    below = bm.BodyParts(nothing(), nothing(), ((10.0, 20.0), (50.0, 22.0)), 40.0, hair=(8.0, 8.0, 60.0, 50.0))
+    above = bm.BodyParts(nothing(), nothing(), ((10.0, 40.0), (50.0, 40.0)), 40.0, hair=(8.0, 8.0, 60.0, 50.0))
+    assert bm.grown_hair(image, keep, below)[curl].mean() > 0.95
+    assert (bm.grown_hair(image, keep, above) == keep).all()  # a temple's blur beside short hair stays out
+
+
+def test_gaps_between_curls_are_not_counted_as_bites():
+    keep = np.zeros((64, 64), bool)
+    keep[10:40, 10:40] = True
+    keep[40:50, 10:50] = True  # a shoulder below, the gap between it and the hair is backdrop
+    gaps = bm.between_curls(keep, (10, 10, 45, 45), (0, 0, 64, 64))
+    assert gaps.any() and not (gaps & keep).any()
+    assert not bm.between_curls(keep, (0, 0, 5, 5), (0, 0, 64, 64)).any()  # outside the hair box: none
+
+
+# --- slivers of the old background trimmed -----------------------------------------------------------------------
+
+
+def test_a_sliver_of_the_old_background_beside_the_neck_is_trimmed_and_the_face_stays():
+    shape = (64, 64)
+    image = np.full((*shape, 3), BACKDROP, np.uint8)
+    body = np.zeros(shape, bool)
+    body[10:64, 20:44] = True
+    image[body] = JACKET
+    sliver = np.zeros(shape, bool)
+    sliver[20:50, 16:20] = True  # four columns of backdrop the segmenter kept beside the body
+    keep = body | sliver
+    face = np.zeros(shape, bool)
+    face[12:24, 24:40] = True
+    image[face] = SKIN
+    parts = bm.BodyParts(nothing(), nothing(), face=face)
+    trimmed = bm.trimmed(image, keep, parts, band=2)  # a 64-pixel photo: a 2-pixel band
+    assert not (trimmed & sliver).any()
+    assert trimmed[body].all()
+
+
+def test_what_is_surely_the_subject_is_never_trimmed():
+    shape = (64, 64)
+    image = np.full((*shape, 3), BACKDROP, np.uint8)
+    keep = np.zeros(shape, bool)
+    keep[10:54, 20:44] = True
+    image[keep] = JACKET
+    grey = np.zeros(shape, bool)
+    grey[20:40, 20:23] = True  # a grey sleeve edge, the backdrop's colour
+    image[grey] = BACKDROP
+    assert not bm.trimmed(image, keep, bm.BodyParts(nothing(), nothing()), band=2)[grey].all()
+    assert bm.trimmed(image, keep, bm.BodyParts(grey, nothing()), band=2)[grey].all()
+
+
+# --- the pose's limbs ----------------------------------------------------------------------------------------------
+
+
+def arms_pose():
+    return pose_with(
+        {
+            pl.LEFT_SHOULDER: (44, 20),
+            pl.RIGHT_SHOULDER: (20, 20),
+            pl.LEFT_ELBOW: (48, 40),
+            pl.RIGHT_ELBOW: (16, 40),
+            pl.LEFT_WRIST: (44, 58),
+            pl.RIGHT_WRIST: (20, 58),
+        }
+    )
+
+
+def test_limbs_are_capsules_along_the_seen_arms_on_the_person():
+    core, body = bm.limbs(arms_pose(), (64, 64))
+    assert core[20, 32] and core[40, 48] and core[58, 44]  # the shoulder line, an elbow, a wrist
+    assert not core[5, 5] and (body & ~core).any() and not (core & ~body).any()
+    person = np.zeros((64, 64))
+    person[:, :32] = 0.9  # the person segmenter sees only the photo's left half: the subject's right arm
+    core, _ = bm.limbs(arms_pose(), (64, 64), person)
+    assert core[40, 16] and not core[40, 48]
+    assert not bm.limbs(pose_with({pl.LEFT_SHOULDER: (44, 20)}), (64, 64))[0].any()  # one shoulder: nothing
+
+
+def test_a_swap_that_cuts_off_a_forearm_fails_the_body_part_gate_and_a_clean_one_passes():
+    parts = body_part_masks(arms_pose(), (64, 64))
+    assert set(parts) == {
+        "shoulder line",
+        "left upper arm",
+        "right upper arm",
+        "left forearm and wrist",
+        "right forearm and wrist",
+    }
+    clean = body_changed(np.zeros((64, 64), bool), parts)
+    assert max(clean.values()) == 0 and body_verdict(clean, 0.1) is None
+    cut = np.zeros((64, 64), bool)
+    cut[44:, 36:] = True  # the new scene drawn over the subject's left forearm
+    measured = body_changed(cut, parts)
+    assert measured["body_changed:left forearm and wrist"] > 0.4 and measured["body_changed:right upper arm"] == 0
+    assert "left forearm and wrist changed" in body_verdict(measured, 0.1)
+    with pytest.raises(ValueError, match="changed pixels"):
+        body_changed(np.zeros((8, 8), bool), parts)
+
+
+def test_grey_hair_against_a_lit_window_is_not_trimmed():
+    shape = (64, 64)
+    image = np.full((*shape, 3), (200, 200, 205), np.uint8)  # a lit window
+    keep = np.zeros(shape, bool)
+    keep[10:64, 20:44] = True
+    image[keep] = JACKET
+    tips = np.zeros(shape, bool)
+    tips[10:14, 20:44] = True
+    image[tips] = (190, 190, 195)  # grey hair's tips, the window's colour
+    hairless = bm.BodyParts(nothing(), nothing())
+    assert not bm.trimmed(image, keep, hairless, band=2)[tips].all()  # outside a hair box they would go
+    haired = bm.BodyParts(nothing(), nothing(), hair=(18.0, 8.0, 46.0, 22.0))
+    assert bm.trimmed(image, keep, haired, band=2)[tips].all()
