@@ -67,7 +67,7 @@ class TemplateWriter:
         self, template: Template, grounding: Grounding, choices: list[Rendering], rng: np.random.Generator
     ) -> Idea:
         pick = choices[int(rng.integers(0, len(choices)))]
-        subject = grounding.subject.label
+        subject = context.subject_name(grounding)
         caption = f"{grounding.caption.rstrip('.')}; the {subject}'s {template.attribute_name} is now {pick.value}."
         return Idea(
             category=template.id,
@@ -89,7 +89,8 @@ class TemplateWriter:
 
     def distractors(self, template: Template, ctx: dict, rng: np.random.Generator) -> list[str]:
         """Three other values of the same attribute, from the template's list."""
-        taken = {ctx["new_value"].lower(), ctx["original_value"].lower()}
+        # and never a value a careful annotator could also call the new one (an oil painting for a watercolour)
+        taken = {ctx["new_value"].lower(), ctx["original_value"].lower()} | template.confusable(ctx["new_value"])
         pool = [a.value for a in template.writer.alternatives if a.value.lower() not in taken]
         if len(pool) < 3:
             raise ValueError(f"template {template.id}: fewer than 3 alternatives left for distractors")
@@ -269,7 +270,7 @@ class OpenAIWriter:
         pick = by_value[reply.new_value]
         return Idea(
             category=template.id,
-            subject=grounding.subject.label,
+            subject=context.subject_name(grounding),
             attribute=template.attribute,
             old=ctx["original_value"],
             new=pick.value,

@@ -26,9 +26,35 @@ def original_value(template: Template, grounding: Grounding) -> str:
     return value
 
 
+def subject_name(grounding: Grounding) -> str:
+    """The subject as questions and prompts name it: its label, or, where another region of the photo bears the
+    same label (two men side by side), its label with its place ("man on the left"), so that "the man" means one
+    person. Raises ValueError where the place does not tell them apart (one stands behind the other)."""
+    label = grounding.subject.label
+    same = label.strip().lower()
+    others = [r.box.xyxy for r in grounding.regions if r.role != "subject" and r.label.strip().lower() == same]
+    if not others:
+        return label
+    x0, _, x1, _ = grounding.subject.box.xyxy
+    centre = (x0 + x1) / 2
+    # beside every other one: the subject's middle lies past the others' middles and outside their boxes
+    if all(centre < ox0 and centre < (ox0 + ox1) / 2 for ox0, _, ox1, _ in others):
+        return f"{label} on the left"
+    if all(centre > ox1 and centre > (ox0 + ox1) / 2 for ox0, _, ox1, _ in others):
+        return f"{label} on the right"
+    if all(centre < ox0 or centre > ox1 for ox0, _, ox1, _ in others) and len(others) == 2:
+        if any(centre < ox0 for ox0, *_ in others) and any(centre > ox1 for _, _, ox1, _ in others):
+            return f"{label} in the middle"
+    raise ValueError(
+        f"source {grounding.source_id}: {len(others) + 1} regions are labelled {label!r} and the subject does not "
+        f"stand clearly beside the others: a question about the {label} would not say which one is meant; give the "
+        f"subject a label of its own (e.g. '{label} in the grey suit')"
+    )
+
+
 def build(template: Template, grounding: Grounding, idea: Idea | None = None) -> dict[str, str]:
     ctx = {
-        "main_subject": grounding.subject.label,
+        "main_subject": subject_name(grounding),
         "original_caption": grounding.caption,
         "attribute_name": template.attribute_name,
         "high_level": template.high,

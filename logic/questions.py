@@ -58,6 +58,14 @@ def single_mcq(
     )
 
 
+def check_not_confusable(correct: str, distractors: Sequence[str], confusable: set[str]) -> None:
+    """Raises ValueError when a distractor is a value a careful annotator could also call right (``confusable``,
+    lower case: the template's ``Alternative.confusable``, e.g. an oil painting for a watercolour filter)."""
+    clash = [d for d in distractors if d.strip().lower() in confusable]
+    if clash:
+        raise ValueError(f"options: distractor {clash[0]!r} could also be called right for {correct!r}")
+
+
 def cross_mcq_low(
     question: str, description: str, other_descriptions: list[str], rng: np.random.Generator
 ) -> CrossImageMCQ:

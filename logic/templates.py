@@ -60,6 +60,11 @@ class Alternative(BaseModel):
     photo_filter: Literal["sepia", "pencil_sketch", "watercolour"] | None = Field(
         None, description="a whole-image photo filter renders this value (a filter editor: the embedded default's)"
     )
+    confusable: list[str] = Field(
+        default_factory=list,
+        description="other values a careful annotator could also call this one when it is rendered (an oil painting "
+        "for a watercolour filter): never offered beside it in one question, whichever of the two is the answer",
+    )
 
 
 class Writer(BaseModel):
@@ -124,6 +129,19 @@ class Template(BaseModel):
         "high-level meaning of its own value, other than the new one's)",
     )
     writer: Writer
+
+    def confusable(self, value: str) -> set[str]:
+        """The values (lower case) a careful annotator could also call ``value``, or that they could call by
+        ``value``'s name: an alternative's ``confusable`` list, read both ways."""
+        key = value.strip().lower()
+        out: set[str] = set()
+        for a in self.writer.alternatives:
+            named = {c.strip().lower() for c in a.confusable}
+            if a.value.strip().lower() == key:
+                out |= named
+            elif key in named:
+                out.add(a.value.strip().lower())
+        return out
 
     def category(self) -> Category:
         return Category(high=self.high, low=self.id, name=self.name)

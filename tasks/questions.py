@@ -40,10 +40,13 @@ def make_candidate(
     subject, new, old = ctx["main_subject"], idea.idea.new, idea.idea.old
     high = idea.idea.high_level_value
     high_pair = questions.natural_high_known(template.natural_high, template.attribute, grounding.attributes, high)
+    distractors = writer.distractors(template, ctx, rng)
+    # whatever writer drew them: a distractor a careful annotator could also call right makes two answers
+    questions.check_not_confusable(new, distractors, template.confusable(new))
     built = [
         questions.yes_no_pair(writer.yes_no(template, ctx, "low", high), "low"),
         *([questions.yes_no_pair(writer.yes_no(template, ctx, "high", high), "high")] if high_pair else []),
-        questions.single_mcq(writer.mcq_question(template, ctx), new, old, writer.distractors(template, ctx, rng), rng),
+        questions.single_mcq(writer.mcq_question(template, ctx), new, old, distractors, rng),
         questions.cross_mcq_low(
             load_prompt("questions/cross_low").render(), template.cross_description, cross_descriptions, rng
         ),
