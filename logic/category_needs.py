@@ -41,7 +41,7 @@ def unmet(
     except ValueError:
         value = grounding.attributes.get(template.attribute, "").strip()
         return f"'{template.attribute}' is {value!r}" if value else f"no '{template.attribute}' attribute"
-    choices = renderings.choices(list(offered), old)
+    choices = renderings.choices(list(offered), old, confusable=template.confusable)
     if not choices:
         return f"the only value the profile can render is the photo's own ({old})"
     usable = servable(choices, grounding)

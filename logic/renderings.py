@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from perceptforge.data.schema import Rendering
 from perceptforge.logic.templates import Template
 
@@ -44,9 +46,23 @@ def merge(offers: list[list[Rendering]]) -> list[Rendering]:
     return out
 
 
-def choices(offered: list[Rendering], old_value: str, old_high: str = "") -> list[Rendering]:
+def choices(
+    offered: list[Rendering],
+    old_value: str,
+    old_high: str = "",
+    confusable: Callable[[str], set[str]] | None = None,
+) -> list[Rendering]:
     """The values a unit may get: every offered one but the natural image's own, and, where the source says what
     its own value means at the high level (``<attribute>_high``), none that means the same (a black-and-white
-    photo already looks historical: a sepia filter changes nothing there)."""
+    photo already looks historical: a sepia filter changes nothing there), and none a careful annotator could
+    also call by the photo's own value once rendered (``confusable``: the template's ``Template.confusable``; a
+    pencil sketch of a black-and-white photo keeps its grey photographic detail, so "a black-and-white photograph",
+    the natural image's answer among the options, would be right too)."""
     old, high = old_value.strip().lower(), old_high.strip().lower()
-    return [r for r in offered if r.value.strip().lower() != old and not (high and r.high.strip().lower() == high)]
+    return [
+        r
+        for r in offered
+        if r.value.strip().lower() != old
+        and not (high and r.high.strip().lower() == high)
+        and not (confusable and old in confusable(r.value))
+    ]

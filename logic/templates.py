@@ -63,7 +63,14 @@ class Alternative(BaseModel):
     confusable: list[str] = Field(
         default_factory=list,
         description="other values a careful annotator could also call this one when it is rendered (an oil painting "
-        "for a watercolour filter): never offered beside it in one question, whichever of the two is the answer",
+        "for a watercolour filter): never offered beside it in one question, whichever of the two is the answer, "
+        "and never drawn for a photo whose own value is one of them (a pencil sketch of a black-and-white photo)",
+    )
+    cross_high: bool = Field(
+        True,
+        description="false: this value does not change what the category's high level names, as a careful annotator "
+        "reads it (bright blue hair does not change who someone is), so no cross-image high-level question is asked "
+        "of an edit to it",
     )
 
 
@@ -118,6 +125,12 @@ class Template(BaseModel):
         description="ask the cross-image high-level MCQ ('Which aspect … has been altered?'); false where the "
         "edit changes its high level only through another one (a background says where someone is first)",
     )
+    cross_high_prompt: str = Field(
+        "questions/cross_high",
+        description="the cross-image high-level question: 'Which aspect of the {main_subject} has been altered …?', or "
+        "for a change to the whole scene (a new scene, a photo filter) the release's own wording without the "
+        "subject ('Which aspect has been altered …?'), since the person is not what changed",
+    )
     donor_kind: Literal["scene", "object", "group"] | None = Field(
         None, description="which donor-library entries a compositing editor may paste for this category"
     )
@@ -143,6 +156,13 @@ class Template(BaseModel):
                 out.add(a.value.strip().lower())
         return out
 
+    def asks_cross_high(self, value: str) -> bool:
+        """Whether an edit to ``value`` gets the cross-image high-level question: the template asks it and the
+        value (when it is one of the template's own) does not opt out (``Alternative.cross_high``)."""
+        key = value.strip().lower()
+        own = [a for a in self.writer.alternatives if a.value.strip().lower() == key]
+        return self.cross_high and all(a.cross_high for a in own)
+
     def category(self) -> Category:
         return Category(high=self.high, low=self.id, name=self.name)
 
@@ -156,6 +176,7 @@ class Template(BaseModel):
             "questions/mcq_distractors",
             "questions/conflicting_caption",
             self.instruction_prompt,
+            *([self.cross_high_prompt] if self.cross_high else []),
         ]
 
     @property

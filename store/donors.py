@@ -9,12 +9,20 @@ from typing import Literal
 
 import yaml
 from PIL import Image
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from perceptforge.errors import InputError, describe_validation_error
 
 DonorKind = Literal["scene", "object", "group"]
 HighLevel = Literal["identity", "emotion", "scenario", "role", "behaviour"]
+# times of day only a photo's colours show: behind a black-and-white photo a scene is pasted in black and white
+TIMES_OF_DAY = ("dusk", "dawn", "sunset", "sunrise", "twilight", "golden hour")
+
+
+def colour_only_claim(text: str) -> str | None:
+    """The time of day ``text`` names that only colour shows ("a rocket launch pad at dusk" → "dusk"), or None."""
+    words = f" {' '.join(text.lower().replace('-', ' ').split())} "
+    return next((t for t in TIMES_OF_DAY if f" {t} " in words), None)
 
 
 class Donor(BaseModel):
@@ -30,6 +38,19 @@ class Donor(BaseModel):
         description="scenes: the x0, y0, x1, y1 box (photo pixels) of what makes the label true; the scene "
         "is placed so that it shows beside the subject",
     )
+
+    @model_validator(mode="after")
+    def _seen_in_black_and_white(self) -> Donor:
+        # a scene's label and meanings are asked of black-and-white photos too, where its colours are grey
+        if self.kind == "scene":
+            for text in (self.label, *self.highs.values()):
+                claim = colour_only_claim(text)
+                if claim:
+                    raise ValueError(
+                        f"donor {self.id}: {text!r} names {claim!r}, which a black-and-white photo's scene (pasted in "
+                        "black and white) cannot show; say only what shows without colour"
+                    )
+        return self
 
 
 class _LibraryFile(BaseModel):

@@ -34,6 +34,7 @@ def make_idea(
             offered,
             context.original_value(template, grounding),
             grounding.attributes.get(f"{template.attribute}_high", ""),
+            template.confusable,
         ),
         grounding,
     )

@@ -52,16 +52,12 @@ def make_candidate(
         ),
     ]
     used_prompts = ["questions/cross_low"]
-    if template.cross_high:
-        built.append(
-            questions.cross_mcq_high(
-                load_prompt("questions/cross_high").render(main_subject=subject),
-                template.high,
-                rng,
-                template.cross_high_exclude,
-            )
-        )
-        used_prompts.append("questions/cross_high")
+    if template.asks_cross_high(new):
+        prompt = load_prompt(template.cross_high_prompt)
+        # the release's wording for a change to the whole scene names no subject: render only what it names
+        named = {k: v for k, v in {"main_subject": subject}.items() if k in prompt.placeholders}
+        built.append(questions.cross_mcq_high(prompt.render(**named), template.high, rng, template.cross_high_exclude))
+        used_prompts.append(template.cross_high_prompt)
     if writer.name != "template":
         used_prompts += [
             template.idea_prompt,

@@ -14,9 +14,9 @@ def test_mvp_flow_on_local_dask_cluster(prefect_api, sample_dir, tmp_path):
     summary = run_flow("mvp", sample_dir, tmp_path / "dask", runner="dask", seed=1, limit=1, categories=["B1", "I1"])
     assert summary["runner"]["kind"] == "DaskTaskRunner"
     assert summary["engine"]["kind"] == "dask" and summary["engine"]["workers"] == 2
-    # B1 asks 4 questions (no cross-image high-level MCQ), I1 4 (is this hair dyed? is not asked of a photo that
-    # cannot show it)
-    assert summary["counts"]["candidates"] == 2 and summary["counts"]["items"] == 8 == 4 + 4
+    # B1 asks 4 questions (no cross-image high-level MCQ), I1's hair colour 3 (is this hair dyed? is not asked of a
+    # photo that cannot show it, nor "which aspect … altered?" → identity of a hair colour)
+    assert summary["counts"]["candidates"] == 2 and summary["counts"]["items"] == 7 == 4 + 3
     threads = run_flow("mvp", sample_dir, tmp_path / "threads", seed=1, limit=1, categories=["B1", "I1"])
     assert threads["counts"] == summary["counts"]
     for name in ("1-B1.json", "1-I1.json"):  # the runner does not change results

@@ -84,7 +84,7 @@ def test_flow_on_endpoint_backends(prefect_api, sample_dir, tmp_path):
     assert summary["counts"]["candidates"] == 1, summary
     assert summary["token_use"]["llm"]["requests"] >= 4 and summary["token_use"]["grounder"]["prompt_tokens"] > 0
     versions = json.loads((tmp_path / "run" / "templates.json").read_text())
-    assert versions["S1"]["version"] == 3 and {p["id"] for p in versions["S1"]["prompts"]} >= {
+    assert versions["S1"]["version"] == 4 and {p["id"] for p in versions["S1"]["prompts"]} >= {
         "idea/background_substitution"
     }
     record = json.loads((tmp_path / "run" / "candidates" / "1-S1.json").read_text())

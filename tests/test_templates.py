@@ -110,10 +110,11 @@ def test_template_writer_gives_every_kind_for_every_category(template_id, sample
     # it look historical?) is asked only of a source that annotates it (the astronaut's file does not); B1 asks
     # no "which aspect has been altered?"
     high_pair = [("yes_no_pair", "high")] if found[template_id].natural_high == "inferred" else []
-    cross_high = [("cross_mcq", "high")] if found[template_id].cross_high else []
+    idea = record["idea"]
+    # and a hair colour none (dyed hair does not change who someone is)
+    cross_high = [("cross_mcq", "high")] if found[template_id].asks_cross_high(idea["new"]) else []
     assert kinds == [("yes_no_pair", "low"), *high_pair, ("single_mcq", "low"), ("cross_mcq", "low"), *cross_high]
     assert found[template_id].cross_high == (template_id != "B1")
-    idea = record["idea"]
     assert idea["old"] != idea["new"] and idea["new"] in record["questions"][0]["question"]["question"]
     mcq = next(q["question"] for q in record["questions"] if q["question"]["kind"] == "single_mcq")
     assert mcq["options"]["ABCDE".index(mcq["answer"])] == idea["new"] and idea["old"] in mcq["options"]
@@ -212,9 +213,13 @@ def test_every_question_of_every_template_with_every_value_is_sound(subject, sam
                     wanted = rendering.value if q.level == "low" else rendering.high
                     assert wanted in text, where
                 checked += 1
-    # I1: no "is it dyed?"; B1: no cross-image high-level MCQ
-    asked = {t.id: 3 + (t.natural_high == "inferred") + t.cross_high for t in found.values()}
-    assert checked == sum(asked[t.id] * len(t.writer.alternatives) for t in found.values())
+    # I1: no "is it dyed?"; B1 and I1's hair colours: no cross-image high-level MCQ
+    asked = sum(
+        3 + (t.natural_high == "inferred") + t.asks_cross_high(a.value)
+        for t in found.values()
+        for a in t.writer.alternatives
+    )
+    assert checked == asked
 
 
 def test_a_high_level_yes_no_the_photo_cannot_show_is_asked_only_where_annotated(sample_dir):
@@ -226,4 +231,5 @@ def test_a_high_level_yes_no_the_photo_cannot_show_is_asked_only_where_annotated
     )
     record = candidate_for(found["I1"], told, "a" * 64, TemplateWriter(), found, seed=3)
     levels = [(q["question"]["kind"], q["question"].get("level")) for q in record["questions"]]
-    assert ("yes_no_pair", "high") in levels and len(levels) == 5
+    # the local profile's I1 values are hair colours: no "which aspect … altered?" → identity for them
+    assert ("yes_no_pair", "high") in levels and len(levels) == 4 and ("cross_mcq", "high") not in levels
