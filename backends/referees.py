@@ -34,7 +34,35 @@ def _run(net: Any, tensor: np.ndarray) -> list[np.ndarray]:
     return [np.array(net.get_tensor(d["index"])) for d in net.get_output_details()]
 
 
-class FaceReferee:
+class _DetectorThenModel:
+    """A detector and a second model run on the detector's crop, both loaded on first use, once per process (a Dask
+    worker loads its own: the interpreters are not pickled); one interpreter call at a time."""
+
+    def __init__(self, detector_path: Path, model_path: Path):
+        self.detector_path, self._model_path = detector_path, model_path
+        self._nets: tuple[Any, Any] | None = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_nets", "_lock")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _nets=None, _lock=threading.Lock())
+
+    def _loaded(self) -> tuple[Any, Any]:
+        if self._nets is None:
+            self._nets = (_interpreter(self.detector_path), _interpreter(self._model_path))
+        return self._nets
+
+    def _detect_square(self, square: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The detector's raw boxes and logits for a letterboxed RGB square."""
+        detector = self._loaded()[0]
+        with self._lock:
+            raw, logits = _run(detector, square.astype(np.float32) / 127.5 - 1.0)
+        return raw[0], logits[0]
+
+
+class FaceReferee(_DetectorThenModel):
     """Faces in a photo as ``logic/face_mesh.FaceParts`` (oval, eyebrows, ears), by detector then mesh."""
 
     name, model_id = "face-referee", "mediapipe-face-detection-short+face-mesh"
@@ -46,22 +74,15 @@ class FaceReferee:
         min_score: float = 0.5,
         min_mesh_score: float = 0.5,
     ):
-        self.detector_path = Path(detector_path) if detector_path else bundled("face_detection_short_range.tflite")
         self.mesh_path = Path(mesh_path) if mesh_path else bundled("face_landmark.tflite")
+        super().__init__(
+            Path(detector_path) if detector_path else bundled("face_detection_short_range.tflite"), self.mesh_path
+        )
         self.min_score, self.min_mesh_score = min_score, min_mesh_score
-        self._nets: tuple[Any, Any] | None = None
         self._anchors = fm.ssd_anchors(DETECTOR_SIZE)
-        self._lock = threading.Lock()  # one interpreter, one call at a time
-
-    def __getstate__(self) -> dict:  # a Dask worker loads its own interpreters
-        return {k: v for k, v in self.__dict__.items() if k not in ("_nets", "_lock")}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state, _nets=None, _lock=threading.Lock())
 
     def load(self) -> FaceReferee:
-        if self._nets is None:
-            self._nets = (_interpreter(self.detector_path), _interpreter(self.mesh_path))
+        self._loaded()
         return self
 
     def detect(self, image: np.ndarray, within: Sequence[float] | None = None) -> list[fm.Detection]:
@@ -78,10 +99,8 @@ class FaceReferee:
                 raise ValueError(f"the box {tuple(within)} lies outside the {w}×{h} image")
             view, ox, oy = image[y0:y1, x0:x1], x0, y0
         square, scale, (left, top) = fm.letterbox(view, DETECTOR_SIZE)
-        detector = self.load()._nets[0]  # type: ignore[index]
-        with self._lock:
-            raw, logits = _run(detector, square.astype(np.float32) / 127.5 - 1.0)
-        found = fm.decode_faces(raw[0], logits[0], self._anchors, DETECTOR_SIZE, self.min_score)
+        raw, logits = self._detect_square(square)
+        found = fm.decode_faces(raw, logits, self._anchors, DETECTOR_SIZE, self.min_score)
         return [fm.to_pixels(f, scale, (left - ox, top - oy)) for f in found]
 
     def mesh(self, image: np.ndarray, face: fm.Detection) -> fm.FaceParts | None:
@@ -89,7 +108,7 @@ class FaceReferee:
         _check(image)
         roi = fm.face_roi(face)
         patch = fm.crop(image, roi, MESH_SIZE).astype(np.float32) / 255.0
-        net = self.load()._nets[1]  # type: ignore[index]
+        net = self._loaded()[1]
         with self._lock:
             points, flag = _run(net, patch)
         score = float(1.0 / (1.0 + np.exp(-np.clip(flag.reshape(-1)[0], -100, 100))))
@@ -108,7 +127,7 @@ class FaceReferee:
         return None
 
 
-class PoseReferee:
+class PoseReferee(_DetectorThenModel):
     """The person's body as ``logic/pose.Pose`` (ears, shoulders, elbows, wrists, hands, each with its visibility),
     by MediaPipe's pose detector (``pose_detection.tflite``, 3 MB) then its full pose landmark model
     (``pose_landmark_full.tflite``, 6.4 MB), Apache-2.0, from the same mediapipe 0.10.14 wheel."""
@@ -122,34 +141,21 @@ class PoseReferee:
         min_score: float = 0.5,
         min_pose_score: float = 0.5,
     ):
-        self.detector_path = Path(detector_path) if detector_path else bundled("pose_detection.tflite")
         self.landmark_path = Path(landmark_path) if landmark_path else bundled("pose_landmark_full.tflite")
+        super().__init__(Path(detector_path) if detector_path else bundled("pose_detection.tflite"), self.landmark_path)
         self.min_score, self.min_pose_score = min_score, min_pose_score
-        self._nets: tuple[Any, Any] | None = None
         self._anchors = pl.detector_anchors()
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict:  # a Dask worker loads its own interpreters
-        return {k: v for k, v in self.__dict__.items() if k not in ("_nets", "_lock")}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state, _nets=None, _lock=threading.Lock())
 
     def load(self) -> PoseReferee:
-        if self._nets is None:
-            self._nets = (_interpreter(self.detector_path), _interpreter(self.landmark_path))
+        self._loaded()
         return self
 
     def detect(self, image: np.ndarray) -> list[fm.Detection]:
         """People in the whole photo, best first, in its pixels (the detector reads the photo letterboxed)."""
         _check(image)
         square, scale, (left, top) = fm.letterbox(image, pl.DETECTOR_SIZE)
-        detector = self.load()._nets[0]  # type: ignore[index]
-        with self._lock:
-            raw, logits = _run(detector, square.astype(np.float32) / 127.5 - 1.0)
-        found = fm.decode_faces(
-            raw[0], logits[0], self._anchors, pl.DETECTOR_SIZE, self.min_score, pl.DETECTOR_KEYPOINTS
-        )
+        raw, logits = self._detect_square(square)
+        found = fm.decode_faces(raw, logits, self._anchors, pl.DETECTOR_SIZE, self.min_score, pl.DETECTOR_KEYPOINTS)
         return [fm.to_pixels(f, scale, (left, top)) for f in found]
 
     def landmarks(self, image: np.ndarray, person: fm.Detection) -> pl.Pose | None:
@@ -157,7 +163,7 @@ class PoseReferee:
         _check(image)
         roi = pl.body_roi(person)
         patch = fm.crop(image, roi, pl.LANDMARK_SIZE).astype(np.float32) / 255.0
-        net = self.load()._nets[1]  # type: ignore[index]
+        net = self._loaded()[1]
         with self._lock:
             net.set_tensor(net.get_input_details()[0]["index"], patch[None])
             net.invoke()
