@@ -17,7 +17,7 @@ from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.backends.protocols import Segmenter
 from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import BackendRef, Candidate, Grounding, IngestedSource, MaskRecord
-from perceptforge.logic.body_mask import BodyParts, between_curls, limbs, seen_ears
+from perceptforge.logic.body_mask import BodyParts, beside_head, between_curls, limbs, seen_ears
 from perceptforge.logic.edit_region import edit_mask, protected_regions, region_mask, standing_objects
 from perceptforge.logic.gates import mask_measurements, mask_verdict, ragged_outline
 from perceptforge.logic.ids import unit_rng
@@ -125,6 +125,8 @@ def body_parts(image: np.ndarray, grounding: Grounding, face: np.ndarray | None)
     person = person_probability(image)
     core, body = limbs(pose, shape, person)
     ears, span = seen_ears(pose, shape)
+    # white hair below the ears is the body's too: the flag's box beside it does not force it to the background
+    body = body | beside_head(ears, span, shape)
     return BodyParts(core, body, ears, span, hair, face, person)
 
 
