@@ -250,3 +250,21 @@ def test_white_hair_below_an_ear_beside_a_pale_flag_is_not_trimmed_without_a_hai
     assert bm.trimmed(image, keep, eared, band=2)[wisp].all()
     unseen = bm.BodyParts(nothing(), nothing(), ears, span, person=person * ~wisp)
     assert not bm.trimmed(image, keep, unseen, band=2)[wisp].all()  # the person model sees none there: trimmed
+
+
+def test_a_swap_that_cuts_the_hair_below_an_ear_is_measured_per_ear():
+    """The hair-below-the-ears gate's measure: the share of what the person segmenter sees below an ear that the
+    edit swaps, the worse ear's; nothing seen (no ears, no person map) measures 0."""
+    shape = (64, 64)
+    ears, span = ((20.0, 24.0), (44.0, 24.0)), 24.0
+    person = np.zeros(shape, np.float32)
+    person[8:64, 14:50] = 1.0
+    parts = bm.BodyParts(nothing(), nothing(), ears, span, person=person)
+    changed = ~(person > 0)  # a clean swap: only the backdrop
+    assert bm.side_hair_cut(changed, parts) == 0.0
+    cut = changed.copy()
+    cut[24:40, 14:20] = True  # a strip of the hair below the left ear swapped
+    left = bm.beside_head((ears[0],), span, shape) & (person >= bm.SIDE_PERSON)
+    assert bm.side_hair_cut(cut, parts) == pytest.approx((left & cut).sum() / left.sum())
+    assert bm.side_hair_cut(cut, parts) > bm.MAX_SIDE_HAIR_CUT
+    assert bm.side_hair_cut(cut, bm.BodyParts(nothing(), nothing(), person=person)) == 0.0
