@@ -92,9 +92,10 @@ def side_hair_gate(mask: np.ndarray, parts: BodyParts) -> dict[str, float]:
     measured = {"side_hair_cut": cut}
     if cut > MAX_SIDE_HAIR_CUT:
         raise QualityGate(
-            f"the hair below an ear went with the background: {cut:.1%} of what the person segmenter sees beside the"
-            f" head there was swapped (at most {MAX_SIDE_HAIR_CUT:.1%}); hair as pale as the backdrop beside it, which"
-            " the segmentation cannot tell apart: annotate the subject's outline",
+            f"the side of the head below an ear (its hair, jaw or neck) went with the background: {cut:.1%} of what"
+            f" the person segmenter sees there was swapped (at most {MAX_SIDE_HAIR_CUT:.1%}); white hair or a lit jaw"
+            " as pale as the backdrop beside it, which the segmentation cannot tell apart: annotate the subject's"
+            " outline",
             measured,
         )
     return measured
