@@ -17,7 +17,15 @@ from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.backends.protocols import Segmenter
 from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import BackendRef, Candidate, Grounding, IngestedSource, MaskRecord
-from perceptforge.logic.body_mask import BodyParts, between_curls, limbs, seen_ears
+from perceptforge.logic.body_mask import (
+    MAX_SIDE_HAIR_CUT,
+    BodyParts,
+    beside_head,
+    between_curls,
+    limbs,
+    seen_ears,
+    side_hair_cut,
+)
 from perceptforge.logic.edit_region import edit_mask, protected_regions, region_mask, standing_objects
 from perceptforge.logic.gates import mask_measurements, mask_verdict, ragged_outline
 from perceptforge.logic.ids import unit_rng
@@ -76,6 +84,23 @@ def gate_mask(
     return measured
 
 
+def side_hair_gate(mask: np.ndarray, parts: BodyParts) -> dict[str, float]:
+    """A boxes-only background edit's cut of the hair below the ears (``logic/body_mask.side_hair_cut``); QualityGate
+    where it swapped more than ``MAX_SIDE_HAIR_CUT`` of what the person segmenter sees there: the segmentation could
+    not tell white hair from a backdrop as pale, and the pair would show her hair cut."""
+    cut = side_hair_cut(mask, parts)
+    measured = {"side_hair_cut": cut}
+    if cut > MAX_SIDE_HAIR_CUT:
+        raise QualityGate(
+            f"the side of the head below an ear (its hair, jaw or neck) went with the background: {cut:.1%} of what"
+            f" the person segmenter sees there was swapped (at most {MAX_SIDE_HAIR_CUT:.1%}); white hair or a lit jaw"
+            " as pale as the backdrop beside it, which the segmentation cannot tell apart: annotate the subject's"
+            " outline",
+            measured,
+        )
+    return measured
+
+
 def face_not_hair(image: np.ndarray, grounding: Grounding) -> np.ndarray:
     """(H, W) bool: what the face referee sees of the subject's face that is never hair (its skin inside the face
     oval, its eyebrows; ``logic/referee_gates.not_hair``): a drawn or colour-found hair region that reaches onto
@@ -125,6 +150,8 @@ def body_parts(image: np.ndarray, grounding: Grounding, face: np.ndarray | None)
     person = person_probability(image)
     core, body = limbs(pose, shape, person)
     ears, span = seen_ears(pose, shape)
+    # white hair below the ears is the body's too: the flag's box beside it does not force it to the background
+    body = body | beside_head(ears, span, shape)
     return BodyParts(core, body, ears, span, hair, face, person)
 
 
@@ -214,6 +241,8 @@ def make_mask(
                 if mask is not None
                 else {}
             )
+            if parts is not None and mask is not None:
+                measured |= side_hair_gate(mask, parts)
         except QualityGate as exc:
             if attempt < attempts:
                 continue

@@ -214,3 +214,57 @@ def test_grey_hair_against_a_lit_window_is_not_trimmed():
     assert not bm.trimmed(image, keep, hairless, band=2)[tips].all()  # outside a hair box they would go
     haired = bm.BodyParts(nothing(), nothing(), hair=(18.0, 8.0, 46.0, 22.0))
     assert bm.trimmed(image, keep, haired, band=2)[tips].all()
+
+
+def test_the_hair_beside_the_neck_below_each_ear_is_the_body():
+    """White hair falling below the ears, where a flag's or a backdrop's box reaches over it, is the body's (the
+    selfie segmenter does not force it to the old background's there): the zone lies below each seen ear, not above
+    it, not over the middle of the face, and is empty where no two ears are seen."""
+    shape = (64, 64)
+    zone = bm.beside_head(((20.0, 24.0), (44.0, 24.0)), 24.0, shape)
+    assert zone[34, 20] and zone[34, 44] and zone[28, 15]  # below each ear, a little outwards too
+    assert not zone[12, 20] and not zone[12, 44]  # above the ears: the head's outline, the segmenter's
+    assert not zone[30, 32]  # between them: the face and neck, which the face oval and limbs already hold
+    assert not bm.beside_head(((20.0, 24.0),), 0.0, shape).any()
+
+
+def test_white_hair_below_an_ear_beside_a_pale_flag_is_not_trimmed_without_a_hair_box():
+    """Grace Hopper's white hair below her ear, beside a flag's white stripe, with no hair box annotated: the trim
+    took it as a sliver of the flag. Below the seen ears, where the person segmenter sees a person, it stays; where
+    it sees none (a strip of the backdrop), the trim still takes it."""
+    shape = (64, 64)
+    image = np.full((*shape, 3), (235, 235, 230), np.uint8)  # the flag's white stripe
+    keep = np.zeros(shape, bool)
+    keep[8:64, 20:44] = True
+    image[keep] = JACKET
+    image[8:30, 22:42] = SKIN
+    wisp = np.zeros(shape, bool)
+    wisp[28:38, 16:20] = True  # white hair falling below the left ear, outside the head's outline
+    image[wisp] = (225, 225, 220)
+    keep |= wisp
+    ears, span = ((20.0, 24.0), (44.0, 24.0)), 24.0
+    person = keep.astype(np.float32)
+    earless = bm.BodyParts(nothing(), nothing(), person=person)
+    assert not bm.trimmed(image, keep, earless, band=2)[wisp].all()  # with no ear seen, it would go
+    eared = bm.BodyParts(nothing(), nothing(), ears, span, person=person)
+    assert bm.trimmed(image, keep, eared, band=2)[wisp].all()
+    unseen = bm.BodyParts(nothing(), nothing(), ears, span, person=person * ~wisp)
+    assert not bm.trimmed(image, keep, unseen, band=2)[wisp].all()  # the person model sees none there: trimmed
+
+
+def test_a_swap_that_cuts_the_hair_below_an_ear_is_measured_per_ear():
+    """The hair-below-the-ears gate's measure: the share of what the person segmenter sees below an ear that the
+    edit swaps, the worse ear's; nothing seen (no ears, no person map) measures 0."""
+    shape = (64, 64)
+    ears, span = ((20.0, 24.0), (44.0, 24.0)), 24.0
+    person = np.zeros(shape, np.float32)
+    person[8:64, 14:50] = 1.0
+    parts = bm.BodyParts(nothing(), nothing(), ears, span, person=person)
+    changed = ~(person > 0)  # a clean swap: only the backdrop
+    assert bm.side_hair_cut(changed, parts) == 0.0
+    cut = changed.copy()
+    cut[24:40, 14:20] = True  # a strip of the hair below the left ear swapped
+    left = bm.beside_head((ears[0],), span, shape) & (person >= bm.SIDE_PERSON)
+    assert bm.side_hair_cut(cut, parts) == pytest.approx((left & cut).sum() / left.sum())
+    assert bm.side_hair_cut(cut, parts) > bm.MAX_SIDE_HAIR_CUT
+    assert bm.side_hair_cut(cut, bm.BodyParts(nothing(), nothing(), person=person)) == 0.0
