@@ -170,6 +170,16 @@ class Gates(Section):
         description="background edits: the largest share of a body part's core (shoulder line, an upper arm, a "
         "forearm to the wrist; the pose referee's) that may change",
     )
+    max_side_hair_cut: float = Field(
+        # 0.06: past it, white hair as pale as the backdrop beside it was cut (Grace Hopper's beside a flag's white
+        # stripe, 7.8% and 13.5%; Obama's lit jaw and ear against a chandelier, 13% and 16%), where clean swaps of
+        # the boxes-only photos swap at most 4% (the person model's soft rim)
+        0.06,
+        ge=0,
+        le=1,
+        description="boxes-only background edits: the largest share of what the person segmenter sees beside the "
+        "head below an ear (hair, jaw, neck) that the mask may swap",
+    )
     max_old_rim: float = Field(
         # 0.15: the demo's drawn outlines leave 1.4–7.2% (a fleck of the flag's red beside a sleeve patch, the
         # suit's shaded edge beside the red stripes); a halo all along a cut is most of it

@@ -48,11 +48,6 @@ HAIR_PERSON, CURL_PX, UNSEEN_CLEARLY = 0.01, 11, 0.3
 # half-height and how far below the ear its centre lies, as shares of the ears' spacing
 SIDE_HALF_W, SIDE_HALF_H, SIDE_DOWN = 0.3, 0.35, 0.3
 SIDE_PERSON = 0.3  # the person segmenter's probability from which hair there is never trimmed
-# the most of what the person segmenter sees beside the head below an ear that a background edit may swap: past it,
-# white hair as pale as the backdrop beside it was cut (Grace Hopper's beside a flag's white stripe, 7.8% and 13.5%
-# of it; Obama's lit jaw and ear against a chandelier, 13% and 16%), where clean swaps of the boxes-only photos
-# swap at most 4% (the model's soft rim)
-MAX_SIDE_HAIR_CUT = 0.06
 CLEARLY = 0.5  # a colour is one side's when it is at most half as far from it as from the other side
 
 

@@ -18,7 +18,6 @@ from perceptforge.backends.protocols import Segmenter
 from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import BackendRef, Candidate, Grounding, IngestedSource, MaskRecord
 from perceptforge.logic.body_mask import (
-    MAX_SIDE_HAIR_CUT,
     BodyParts,
     beside_head,
     between_curls,
@@ -84,16 +83,16 @@ def gate_mask(
     return measured
 
 
-def side_hair_gate(mask: np.ndarray, parts: BodyParts) -> dict[str, float]:
+def side_hair_gate(mask: np.ndarray, parts: BodyParts, limit: float) -> dict[str, float]:
     """A boxes-only background edit's cut of the hair below the ears (``logic/body_mask.side_hair_cut``); QualityGate
-    where it swapped more than ``MAX_SIDE_HAIR_CUT`` of what the person segmenter sees there: the segmentation could
-    not tell white hair from a backdrop as pale, and the pair would show her hair cut."""
+    where it swapped more than ``limit`` (``Gates.max_side_hair_cut``) of what the person segmenter sees there: the
+    segmentation could not tell white hair from a backdrop as pale, and the pair would show her hair cut."""
     cut = side_hair_cut(mask, parts)
     measured = {"side_hair_cut": cut}
-    if cut > MAX_SIDE_HAIR_CUT:
+    if cut > limit:
         raise QualityGate(
             f"the side of the head below an ear (its hair, jaw or neck) went with the background: {cut:.1%} of what"
-            f" the person segmenter sees there was swapped (at most {MAX_SIDE_HAIR_CUT:.1%}); white hair or a lit jaw"
+            f" the person segmenter sees there was swapped (at most {limit:.1%}); white hair or a lit jaw"
             " as pale as the backdrop beside it, which the segmentation cannot tell apart: annotate the subject's"
             " outline",
             measured,
@@ -242,7 +241,7 @@ def make_mask(
                 else {}
             )
             if parts is not None and mask is not None:
-                measured |= side_hair_gate(mask, parts)
+                measured |= side_hair_gate(mask, parts, gates.max_side_hair_cut)
         except QualityGate as exc:
             if attempt < attempts:
                 continue

@@ -30,6 +30,7 @@ OPEN_GATES = {
     "max_kept_changed": 1.0,
     "max_kept_replaced": 1.0,
     "max_body_changed": 1.0,
+    "max_side_hair_cut": 1.0,
 }
 
 

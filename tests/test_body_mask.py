@@ -4,6 +4,7 @@ each on a tiny drawn image where the failure is drawn."""
 import numpy as np
 import pytest
 
+from perceptforge.configs.profile import Gates
 from perceptforge.logic import body_mask as bm
 from perceptforge.logic import pose as pl
 from perceptforge.logic.pose_gates import body_changed, body_part_masks, body_verdict
@@ -266,5 +267,5 @@ def test_a_swap_that_cuts_the_hair_below_an_ear_is_measured_per_ear():
     cut[24:40, 14:20] = True  # a strip of the hair below the left ear swapped
     left = bm.beside_head((ears[0],), span, shape) & (person >= bm.SIDE_PERSON)
     assert bm.side_hair_cut(cut, parts) == pytest.approx((left & cut).sum() / left.sum())
-    assert bm.side_hair_cut(cut, parts) > bm.MAX_SIDE_HAIR_CUT
+    assert bm.side_hair_cut(cut, parts) > Gates().max_side_hair_cut
     assert bm.side_hair_cut(cut, bm.BodyParts(nothing(), nothing(), person=person)) == 0.0
