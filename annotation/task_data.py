@@ -55,11 +55,10 @@ def task_for(
     pair = item.pair
     overlay = pair.natural.path
     if pair.mask:
-        key = (pair.natural.path, pair.mask.path)
-        drawn = overlays.get(key) if overlays is not None else None
-        overlay = drawn or mask_overlay(run, *key)
-        if overlays is not None:
-            overlays[key] = overlay
+        key, drawn = (pair.natural.path, pair.mask.path), overlays if overlays is not None else {}
+        if key not in drawn:
+            drawn[key] = mask_overlay(run, *key)
+        overlay = drawn[key]
     data = {
         "item_id": item.id,
         "item_version": item.version,
