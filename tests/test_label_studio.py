@@ -189,11 +189,13 @@ class DiesMidImport(httpx.HTTPTransport):
     def __init__(self, session, at_import: int):
         super().__init__()
         self.session, self.at_import, self.imports = session, at_import, 0
+        self.sizes: list[int] = []  # tasks per import, as sent
 
     def handle_request(self, request):
         response = super().handle_request(request)
         if request.method == "POST" and request.url.path.endswith("/import"):
             self.imports += 1
+            self.sizes.append(len(json.loads(request.content)))
             if self.imports == self.at_import:
                 response.read()
                 self.session.server.process.kill()  # SIGKILL: no clean shutdown
@@ -207,16 +209,22 @@ def test_server_killed_mid_import_then_push_adds_only_what_is_missing(label_stud
 
     run = make_run(tmp_path / "run", sample_dir, limit=1, categories=["S1", "I1"])
     n = len(load_items(run))
+    assert n >= 3, "two imports of up to 2 tasks need at least 3 items"
     transport = DiesMidImport(label_studio, at_import=2)
     ls = LabelStudio(label_studio.url, label_studio.admin.token, httpx_client=httpx.Client(transport=transport))
-    with pytest.raises(PerceptforgeError, match="did not answer while importing 2 tasks.*push.* again") as err:
-        push(run, ls, label_studio.document_root, chunk_size=2)
+    try:
+        with pytest.raises(PerceptforgeError, match=r"did not answer while importing (\d+) tasks.*push.* again") as err:
+            push(run, ls, label_studio.document_root, chunk_size=2)
+    finally:  # whatever the outcome, the session's server runs again for the tests after this one
+        if label_studio.server.process.poll() is not None:
+            label_studio.start()
     assert transport.imports == 2  # the import whose answer was lost was not sent again
+    assert f"importing {transport.sizes[-1]} tasks" in str(err.value)
     assert label_studio.admin.token not in str(err.value)
-    label_studio.start()
     ls = label_studio.client()
     report = push(run, ls, label_studio.document_root, chunk_size=2)
-    assert report["already_there"] == 4 and report["imported"] == n - 4  # the killed import had landed
+    landed = sum(transport.sizes)  # the killed import had landed as well
+    assert report["already_there"] == landed and report["imported"] == n - landed
     item_ids = [
         t["data"]["item_id"]
         for p in json.loads((run / "annotation" / "projects.json").read_text()).values()
