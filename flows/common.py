@@ -67,9 +67,12 @@ def renderable_values(
     used: dict[str, Template], prof: Profile, mask_editors: list[Any], editor: Any
 ) -> tuple[dict[str, list[Rendering]], dict[str, str]]:
     """(template id → the values the profile's edit backends declare they can render, template id → why
-    none can): instruction edits go to the editor, every other kind to the mask editors."""
+    none can): instruction edits go to the editor, every other kind to the mask editors. A value two
+    categories making the same change could both draw stays with the narrower one (``renderings.apart``), judged
+    over every discovered category, so a category's draws do not depend on which others a run asks for."""
+    every = {**templates(), **used}
     offers, skipped = {}, {}
-    for t in used.values():
+    for t in every.values():
         backends = ([editor] if editor else []) if t.edit_kind == EditKind.DIRECT else mask_editors
         if not backends:
             skipped[t.id] = f"edit kind {t.edit_kind.value} needs an instruction editor; profile '{prof.name}' has none"
@@ -83,7 +86,8 @@ def renderable_values(
             offers[t.id] = values
         else:
             skipped[t.id] = "; ".join(why for _, why in declared)
-    return offers, skipped
+    kept = {tid: renderings.apart(tid, offers, every) for tid in used if tid in offers}
+    return kept, {tid: why for tid, why in skipped.items() if tid in used}
 
 
 def profile_and_seed(profile: str, seed: int | None) -> tuple[Profile, int]:

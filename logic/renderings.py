@@ -66,3 +66,24 @@ def choices(
         and not (high and r.high.strip().lower() == high)
         and not (confusable and old in confusable(r.value))
     ]
+
+
+def apart(tid: str, offers: dict[str, list[Rendering]], found: dict[str, Template]) -> list[Rendering]:
+    """The values template ``tid`` may draw: its ``offers`` less those of another template that makes the same
+    change (edit kind and attribute: B1's and S1's new background) and is offered fewer (ties: the first id).
+    Both drawing one donor for a source make one image twice, and the second is quarantined as a near-duplicate;
+    the narrower category keeps its values (B1's one donor, the launch pad), the wider one takes them only where
+    it has nothing else."""
+    mine, template = offers[tid], found[tid]
+    taken: set[str] = set()
+    for oid, theirs in offers.items():
+        other = found.get(oid)
+        same = other is not None and (other.edit_kind, other.attribute) == (template.edit_kind, template.attribute)
+        if oid != tid and same and (len(theirs), oid) < (len(mine), tid):
+            taken |= {_drawn(r) for r in theirs}
+    return [r for r in mine if _drawn(r) not in taken] or mine
+
+
+def _drawn(r: Rendering) -> str:
+    """What makes two renderings one image: the donor pasted, else the value."""
+    return r.donor or r.value.strip().lower()

@@ -9,7 +9,7 @@ from perceptforge.backends.inpainters import CompositeInpainter, matte_band_px
 from perceptforge.backends.protocols import EditRequest
 from perceptforge.backends.segmenters import GrabCutSegmenter
 from perceptforge.logic.edit_region import edit_mask, pastes_into_box, target_box
-from perceptforge.logic.matting import matte
+from perceptforge.logic.matting import foreground_colours, matte
 from perceptforge.logic.templates import templates
 from perceptforge.store.images import load_rgb
 from perceptforge.store.sources import grounding_from_entry, read_source_dir
@@ -69,6 +69,25 @@ def test_matting_leaves_no_rim_of_the_old_background():
     # the edge's brightness over the dark scene: the hard cut keeps the wall's light in it, the matte does not
     assert pasted[ring].mean() < hard[ring].mean() - 20
     assert (found[np.hypot(yy - 32, xx - 32) < 14] == 1).all() and (found[np.hypot(yy - 32, xx - 32) > 26] == 0).all()
+
+
+def test_a_pale_pocket_of_a_busy_backdrop_leaves_no_colour_brighter_than_the_subject_near_it():
+    """A dark subject against a backdrop of pale and dark stripes (a window), with a pale stripe's pixel inside the
+    band at alpha 0.6: taking the backdrop's blurred (mid-grey) mean out of it left a colour brighter than anything
+    the subject has, a pale halo over a dark new scene. Its colour is now held to the subject's own near it."""
+    h, w = 40, 40
+    image = np.zeros((h, w, 3), np.uint8)
+    image[:, : w // 2] = (90, 60, 40)  # the subject, left half
+    image[:, w // 2 :: 4] = (230, 230, 235)  # pale stripes of the backdrop
+    image[:, w // 2 + 1 :: 4] = (230, 230, 235)
+    image[:, w // 2 + 2 :: 4] = (30, 30, 35)
+    image[:, w // 2 + 3 :: 4] = (30, 30, 35)
+    alpha = np.zeros((h, w))
+    alpha[:, : w // 2] = 1.0
+    alpha[:, w // 2] = 0.6  # the pale pocket, taken as part subject
+    colours = foreground_colours(image, alpha, band_px=3)
+    assert (colours[:, w // 2] <= np.array([90, 60, 40]) + 1e-6).all()
+    assert (colours[:, : w // 2] == image[:, : w // 2]).all()  # the sure subject keeps its own colours
 
 
 def test_same_seed_same_mask_and_bytes(astronaut):

@@ -51,6 +51,21 @@ def test_profile_offers_and_skips_with_reasons():
     assert sorted(offers) == sorted(templates()) and skipped == {}
 
 
+def test_two_categories_making_one_change_never_draw_one_donor():
+    """B1 and S1 both paste a new background: a source drawing the launch pad for both gave one image twice, the
+    second quarantined as a near-duplicate (two new photos lost their S1). The narrower B1 keeps its one donor;
+    S1 draws the others, and the same ones in a run of S1 alone."""
+    prof, found = load_profile("local"), templates()
+    build = (prof.build("inpainter"), prof.build("editor"))
+    offers, _ = renderable_values(found, prof, *build)
+    assert {r.donor for r in offers["B1"]} == {"launch-pad"}
+    assert {r.donor for r in offers["S1"]} == {"deep-space", "brick-wall"}
+    alone, _ = renderable_values({"S1": found["S1"]}, prof, *build)
+    assert alone == {"S1": offers["S1"]}
+    launch = offers["B1"]
+    assert renderings.apart("S1", {"B1": launch, "S1": launch}, found) == launch  # nothing else left: it shares
+
+
 def test_choices_leave_out_the_natural_value_and_merge_keeps_the_first_backend():
     found = templates()
     first = renderings.colours(found["I1"], "recolour")
