@@ -90,6 +90,28 @@ def test_a_pale_pocket_of_a_busy_backdrop_leaves_no_colour_brighter_than_the_sub
     assert (colours[:, : w // 2] == image[:, : w // 2]).all()  # the sure subject keeps its own colours
 
 
+def test_a_pixel_a_third_subject_or_less_takes_the_subjects_colour_near_it():
+    """Light-brown hair beside a blue-grey backdrop whose blurred mean is not the backdrop right behind the rim: a
+    rim pixel at alpha 0.3, the old mean taken out of it, came out orange (an orange line round the hair over a
+    black sky). Such a pixel now takes the subject's colour near it; one at alpha 0.8 keeps its own recovered one."""
+    h, w = 30, 30
+    image = np.zeros((h, w, 3), np.uint8)
+    image[:, :15] = (160, 120, 80)  # hair, two tones
+    image[::2, :15] = (120, 90, 60)
+    image[:, 16:] = (110, 130, 160)  # the backdrop
+    rim = (0.3 * np.array([160, 120, 80]) + 0.7 * np.array([150, 150, 170])).astype(np.uint8)
+    image[:, 15] = rim  # behind the rim the backdrop is paler than its mean
+    alpha = np.zeros((h, w))
+    alpha[:, :15] = 1.0
+    alpha[:, 15] = 0.3
+    near = foreground_colours(image, alpha, band_px=2)[10, 15]
+    hair_mean = image[:, 10:15].reshape(-1, 3).mean(0)
+    assert np.abs(near - hair_mean).max() < 12  # the hair's colour near it, not an over-coloured guess
+    alpha[:, 15] = 0.8
+    own = foreground_colours(image, alpha, band_px=2)[10, 15]
+    assert np.abs(own - hair_mean).max() > 12  # a mostly-subject pixel keeps its own recovered colour
+
+
 def test_same_seed_same_mask_and_bytes(astronaut):
     image, grounding, donor = astronaut
     b1 = templates()["B1"]
