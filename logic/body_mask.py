@@ -49,6 +49,7 @@ HAIR_PERSON, CURL_PX, UNSEEN_CLEARLY = 0.01, 11, 0.3
 SIDE_HALF_W, SIDE_HALF_H, SIDE_DOWN = 0.3, 0.35, 0.3
 SIDE_PERSON = 0.3  # the person segmenter's probability from which hair there is never trimmed
 CLEARLY = 0.5  # a colour is one side's when it is at most half as far from it as from the other side
+EDGE_REACH = 0.012  # how far past the cut the body is grown to its edge, as a share of the image's longer side
 
 
 @dataclass(frozen=True)
@@ -333,11 +334,38 @@ def trimmed(image: np.ndarray, keep: np.ndarray, parts: BodyParts, band: int = 5
     return out
 
 
+def grown_body(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: float = EDGE_REACH) -> np.ndarray:
+    """``keep`` grown out to the body's own edge below the ears: pixels within ``reach`` × the image's longer side
+    of the outline, where the person segmenter sees some person, whose colour is clearly that of what is kept
+    near the outline and not the old background's beyond, joined to what is kept. The segmenter's coarse map
+    and Eq. 1's shrink leave the cut a few pixels inside a sleeve; past the matte's band the sleeve was cut, a
+    ragged edge with the flag's colours taken out of it (teal flecks along a dark sleeve). Above the ears the
+    head's outline is hair the segmenter follows and what lies past it is the backdrop's: left as it is."""
+    if not parts.ears or parts.person is None:
+        return keep
+    h, w = keep.shape
+    r = max(2, int(round(reach * max(h, w))))
+    k8 = keep.astype(np.uint8)
+
+    def disc(radius: int) -> np.ndarray:
+        return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
+
+    near_out = cv2.dilate(k8, disc(r)).astype(bool) & ~keep
+    inner = keep & ~cv2.erode(k8, disc(3 * r)).astype(bool) & cv2.erode(k8, disc(r)).astype(bool)
+    beyond = cv2.dilate(k8, disc(5 * r)).astype(bool) & ~cv2.dilate(k8, disc(2 * r)).astype(bool)
+    below = np.zeros((h, w), bool)
+    below[int(max(y for _, y in parts.ears)) :] = True
+    face = parts.face if parts.face is not None else np.zeros((h, w), bool)
+    where = near_out & below & (parts.person >= SIDE_PERSON)
+    found = nearer(lab_of(image), where, inner & below & ~face, beyond & below)
+    return keep | joined(keep, found)
+
+
 def grown(image: np.ndarray, keep: np.ndarray, parts: BodyParts) -> np.ndarray:
     """What a background edit keeps of a box-annotated person, made whole along its outline: its sure parts, its
-    ears to their rims, its hair past the outline (``trimmed`` then takes the slivers of old background off, once
-    the outline is cleaned)."""
-    return grown_hair(image, whole_ears(image, keep | parts.sure, parts), parts)
+    ears to their rims, its body to its edge, its hair past the outline (``trimmed`` then takes the slivers of old
+    background off, once the outline is cleaned)."""
+    return grown_hair(image, grown_body(image, whole_ears(image, keep | parts.sure, parts), parts), parts)
 
 
 def between_curls(keep: np.ndarray, hair: Box, subject: Box, share: float = 0.07) -> np.ndarray:

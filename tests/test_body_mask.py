@@ -269,3 +269,41 @@ def test_a_swap_that_cuts_the_hair_below_an_ear_is_measured_per_ear():
     assert bm.side_hair_cut(cut, parts) == pytest.approx((left & cut).sum() / left.sum())
     assert bm.side_hair_cut(cut, parts) > Gates().max_side_hair_cut
     assert bm.side_hair_cut(cut, bm.BodyParts(nothing(), nothing(), person=person)) == 0.0
+
+
+# --- the body grown to its own edge ----------------------------------------------------------------------------------
+
+
+def sleeve_scene(shape=(400, 400)):
+    """A dark sleeve below the ears on red and white stripes (a flag); the segmenter's cut lies 4 px inside the
+    sleeve's edge, as a coarse map and Eq. 1's shrink leave it."""
+    image = np.zeros((*shape, 3), np.uint8)
+    image[:, :] = (200, 30, 40)
+    image[::8, :] = (235, 235, 235)
+    image[1::8, :] = (235, 235, 235)
+    image[2::8, :] = (235, 235, 235)
+    image[3::8, :] = (235, 235, 235)
+    sleeve = np.zeros(shape, bool)
+    sleeve[20:, 200:] = True
+    image[sleeve] = (25, 35, 60)
+    keep = np.zeros(shape, bool)
+    keep[20:, 204:] = True  # reach: 1.2% of 400 px, 5 px
+    person = np.where(sleeve, 0.9, 0.0)
+    person[20:, 196:200] = 0.5  # the coarse map's soft edge
+    parts = bm.BodyParts(nothing(shape), nothing(shape), ((250.0, 10.0), (350.0, 10.0)), 100.0, person=person)
+    return image, sleeve, keep, parts
+
+
+def test_a_sleeve_cut_inside_its_edge_is_grown_to_it_and_no_further():
+    image, sleeve, keep, parts = sleeve_scene()
+    grown = bm.grown_body(image, keep, parts)
+    assert (grown[20:, 200:]).all()  # the whole sleeve, to its edge
+    assert not (grown & ~sleeve).any()  # and none of the flag beside it
+
+
+def test_the_body_is_not_grown_above_the_ears_nor_where_no_person_is_seen():
+    image, sleeve, keep, parts = sleeve_scene()
+    high = bm.BodyParts(parts.sure, parts.body, ((250.0, 500.0), (350.0, 500.0)), 100.0, person=parts.person)
+    assert (bm.grown_body(image, keep, high) == keep).all()  # below no seen ear: the head's outline is left
+    unseen = bm.BodyParts(parts.sure, parts.body, parts.ears, 100.0, person=np.zeros(keep.shape))
+    assert (bm.grown_body(image, keep, unseen) == keep).all()
