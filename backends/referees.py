@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -55,6 +55,10 @@ class _DetectorThenModel:
             self._nets = (_interpreter(self.detector_path), _interpreter(self._model_path))
         return self._nets
 
+    def load(self) -> Self:
+        self._loaded()
+        return self
+
     def _detect_square(self, square: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The detector's raw boxes and logits for a letterboxed RGB square."""
         detector = self._loaded()[0]
@@ -81,10 +85,6 @@ class FaceReferee(_DetectorThenModel):
         )
         self.min_score, self.min_mesh_score = min_score, min_mesh_score
         self._anchors = fm.ssd_anchors(DETECTOR_SIZE)
-
-    def load(self) -> FaceReferee:
-        self._loaded()
-        return self
 
     def detect(self, image: np.ndarray, within: Sequence[float] | None = None) -> list[fm.Detection]:
         """Faces in the image (or in the box ``within``, which makes a small face large enough for the
@@ -146,10 +146,6 @@ class PoseReferee(_DetectorThenModel):
         super().__init__(Path(detector_path) if detector_path else bundled("pose_detection.tflite"), self.landmark_path)
         self.min_score, self.min_pose_score = min_score, min_pose_score
         self._anchors = pl.detector_anchors()
-
-    def load(self) -> PoseReferee:
-        self._loaded()
-        return self
 
     def detect(self, image: np.ndarray) -> list[fm.Detection]:
         """People in the whole photo, best first, in its pixels (the detector reads the photo letterboxed)."""

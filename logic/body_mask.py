@@ -136,7 +136,7 @@ def side_hair_cut(changed: np.ndarray, parts: BodyParts) -> float:
         return 0.0
     shares = []
     for ear in parts.ears:
-        zone = beside_head((ear,), parts.ear_span, changed.shape) & (parts.person >= SIDE_PERSON)
+        zone = _side_zone(parts, (ear,), changed.shape)
         if zone.any():
             shares.append(float((zone & changed).sum() / zone.sum()))
     return max(shares, default=0.0)
@@ -247,6 +247,31 @@ def _filled(mask: np.ndarray) -> np.ndarray:
     return mask | (flood[1:-1, 1:-1] == 0)
 
 
+def _kernel(radius: int) -> np.ndarray:
+    """An elliptical structuring element reaching ``radius`` pixels from its centre."""
+    return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
+
+
+def _ring(k8: np.ndarray, lo: int, hi: int, grow: bool) -> np.ndarray:
+    """(H, W) bool: the band ``lo`` to ``hi`` pixels outside (``grow``) or inside the outline of ``k8``."""
+    op = cv2.dilate if grow else cv2.erode
+    near, far = (op(k8, _kernel(r)).astype(bool) for r in (lo, hi))
+    return far & ~near if grow else near & ~far
+
+
+def _below_ears(parts: BodyParts, shape: tuple[int, int]) -> np.ndarray:
+    """(H, W) bool: the rows from the lowest seen ear down (all of them where no ear is seen)."""
+    out = np.zeros(shape, bool)
+    out[int(max(y for _, y in parts.ears)) if parts.ears else 0 :] = True
+    return out
+
+
+def _side_zone(parts: BodyParts, ears: Sequence[tuple[float, float]], shape: tuple[int, int]) -> np.ndarray:
+    """``beside_head`` of ``ears``, where the person segmenter (if known) sees a person (``SIDE_PERSON``)."""
+    zone = beside_head(ears, parts.ear_span, shape)
+    return zone & (parts.person >= SIDE_PERSON) if parts.person is not None else zone
+
+
 def grown_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: float = 0.15) -> np.ndarray:
     """``keep`` with the hair past its outline: pixels in the annotated hair box (a little wider: a curl's tip
     leaves it), below the seen ears, within ``reach`` × the box's longer side of the outline, whose colour is
@@ -264,11 +289,11 @@ def grown_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: flo
     )
     r = max(2, int(round(reach * side)))
     k8 = keep.astype(np.uint8)
-    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))
+    kernel = _kernel(r)
     near_out = cv2.dilate(k8, kernel).astype(bool) & ~keep
     near_in = keep & ~cv2.erode(k8, kernel).astype(bool)
     # the old background is learnt farther out than the hair may reach: the curls themselves lie near the outline
-    far = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (4 * r + 1, 4 * r + 1))
+    far = _kernel(2 * r)
     around = np.zeros((h, w), bool)  # the box and as far again about it: a window's frame beside it is learnt too
     around[max(0, int(y0 - 2 * r)) : min(h, int(y1 + 2 * r)), max(0, int(x0 - 2 * r)) : min(w, int(x1 + 2 * r))] = True
     backdrop = cv2.dilate(k8, far).astype(bool) & ~cv2.dilate(k8, kernel).astype(bool) & around
@@ -277,8 +302,7 @@ def grown_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: flo
     hair = near_in & box & ~face & ~parts.sure
     # only hair that falls loose below the ears (a curl on a shoulder): above them the head's outline is short hair
     # the segmenter follows, and what lies past it there is the backdrop's (a window's blur beside a temple)
-    loose = np.zeros((h, w), bool)
-    loose[int(max(y for _, y in parts.ears)) if parts.ears else 0 :] = True
+    loose = _below_ears(parts, (h, w))
     lab = lab_of(image)
     grown = nearer(lab, near_out & box & loose, hair, backdrop)
     if parts.person is not None:
@@ -308,26 +332,17 @@ def trimmed(image: np.ndarray, keep: np.ndarray, parts: BodyParts, band: int = 5
         x0, y0, x1, y1 = parts.hair
         hair[max(0, int(y0)) : int(np.ceil(y1)), max(0, int(x0)) : int(np.ceil(x1))] = True
     # nor white hair below the ears where no hair box is annotated: as pale as a flag's white stripe beside it
-    beside = beside_head(parts.ears, parts.ear_span, keep.shape)
-    if parts.person is not None:  # where the person segmenter sees some person: not a strip of the backdrop
-        beside &= parts.person >= SIDE_PERSON
-    hair |= beside
+    # (where the person segmenter sees some person: not a strip of the backdrop)
+    hair |= _side_zone(parts, parts.ears, keep.shape)
     lab = lab_of(image)
     out = keep.copy()
-
-    def ring(k8: np.ndarray, lo: int, hi: int, grow: bool) -> np.ndarray:
-        disc = [cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)) for r in (lo, hi)]
-        op = cv2.dilate if grow else cv2.erode
-        near, far = (op(k8, d).astype(bool) for d in disc)
-        return far & ~near if grow else near & ~far
-
     for _ in range(passes):
         k8 = out.astype(np.uint8)
-        rim = out & ~cv2.erode(k8, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * band + 1,) * 2)).astype(bool)
+        rim = out & ~cv2.erode(k8, _kernel(band)).astype(bool)
         rim &= ~parts.sure & ~face & ~ears & ~hair  # an ear's dark groove beside a red curtain is still the ear
         if not rim.any():
             break
-        old = nearer(lab, rim, ring(k8, band, 5 * band, True), ring(k8, 3 * band, 6 * band, False))
+        old = nearer(lab, rim, _ring(k8, band, 5 * band, True), _ring(k8, 3 * band, 6 * band, False))
         if not old.any():
             break
         out &= ~old
@@ -346,18 +361,11 @@ def grown_body(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: flo
     h, w = keep.shape
     r = max(2, int(round(reach * max(h, w))))
     k8 = keep.astype(np.uint8)
-
-    def disc(radius: int) -> np.ndarray:
-        return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
-
-    near_out = cv2.dilate(k8, disc(r)).astype(bool) & ~keep
-    inner = keep & ~cv2.erode(k8, disc(3 * r)).astype(bool) & cv2.erode(k8, disc(r)).astype(bool)
-    beyond = cv2.dilate(k8, disc(5 * r)).astype(bool) & ~cv2.dilate(k8, disc(2 * r)).astype(bool)
-    below = np.zeros((h, w), bool)
-    below[int(max(y for _, y in parts.ears)) :] = True
+    below = _below_ears(parts, (h, w))
     face = parts.face if parts.face is not None else np.zeros((h, w), bool)
-    where = near_out & below & (parts.person >= SIDE_PERSON)
-    found = nearer(lab_of(image), where, inner & below & ~face, beyond & below)
+    where = _ring(k8, 0, r, True) & below & (parts.person >= SIDE_PERSON)
+    inner = _ring(k8, r, 3 * r, False) & below & ~face
+    found = nearer(lab_of(image), where, inner, _ring(k8, 2 * r, 5 * r, True) & below)
     return keep | joined(keep, found)
 
 

@@ -690,12 +690,13 @@ def test_a_model_too_large_for_the_repository_is_taken_from_its_wheel(tmp_path, 
     once there, nothing is fetched again; before, the referee's error names the command."""
     from perceptforge.backends import wheel_models as wm
     from perceptforge.errors import PerceptforgeError
+    from perceptforge.fileio import sha256_file
 
     monkeypatch.setattr(wm, "bundled", lambda name: tmp_path / name)
     with pytest.raises(PerceptforgeError, match="fetch it with `make install"):
         wm.wheel_model("pose_landmark_full.tflite")
     assert wm.fetch() == [tmp_path / "pose_landmark_full.tflite"]
     assert (
-        wm.sha256_of(wm.wheel_model("pose_landmark_full.tflite")) == wm.FROM_WHEELS["pose_landmark_full.tflite"].sha256
+        sha256_file(wm.wheel_model("pose_landmark_full.tflite")) == wm.FROM_WHEELS["pose_landmark_full.tflite"].sha256
     )
     assert wm.fetch() == []
