@@ -182,6 +182,14 @@ def nearer(
     return out
 
 
+def boxes_mask(boxes: Sequence[tuple[float, float, float, float]], shape: tuple[int, int]) -> np.ndarray:
+    """(H, W) bool: the union of the boxes ``(x0, y0, x1, y1)``."""
+    out = np.zeros(shape, bool)
+    for x0, y0, x1, y1 in boxes:
+        out[max(0, round(y0)) : max(0, round(y1)), max(0, round(x0)) : max(0, round(x1))] = True
+    return out
+
+
 def joined(keep: np.ndarray, added: np.ndarray) -> np.ndarray:
     """The pixels of ``added`` in pieces that touch ``keep`` (8-connected)."""
     if not added.any():

@@ -14,7 +14,7 @@ from typing import Protocol
 import numpy as np
 
 from perceptforge.data.schema import Grounding, Region
-from perceptforge.logic import body_mask
+from perceptforge.logic import backdrop, body_mask
 from perceptforge.logic.body_mask import BodyParts
 from perceptforge.logic.mask_select import JitterParams, box_cells, jitter_box, random_resize, select_mask
 from perceptforge.logic.outline import outline_mask
@@ -386,6 +386,8 @@ def edit_mask(
         kept = subject_parts(kept, list(protected_regions(grounding).values()))
         if parts is not None:  # the outline's clean-up closed corners over slivers of the old background
             kept = body_mask.trimmed(image, kept, parts)
+            # on a plain backdrop: a curl past the cut is kept, the backdrop seen through a lens goes
+            kept = backdrop.see_through(image, kept, protect=body_mask.boxes_mask([r.box.xyxy for r in held], (h, w)))
         mask = ~kept
     elif region is not None:
         mask = region_mask(template, grounding, image, region)

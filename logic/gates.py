@@ -3,13 +3,16 @@ matching sizes, and no two pairs whose manipulated images are near-duplicates (p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from PIL import Image
 
 from perceptforge.logic.edit_region import subject_parts
 from perceptforge.logic.hash_index import HashIndex, hamming, hash_int  # noqa: F401  (the gates' distance)
+
+# RGB levels: two edits of one photo at least this far apart on average, where either changed it, are distinct
+DISTINCT = 12.0
 
 Box = tuple[float, float, float, float]
 
@@ -229,19 +232,35 @@ def pair_verdict(
     return None
 
 
-def near_duplicates(hashes: list[tuple[str, int]], min_distance: int) -> dict[str, str]:
+def near_duplicates(
+    hashes: list[tuple[str, int]], min_distance: int, alike: Callable[[str, str], bool] | None = None
+) -> dict[str, str]:
     """unit → the earliest kept unit whose manipulated image it nearly duplicates (units in the order given; a
-    duplicate is not kept), looked up in a band index (``logic/hash_index``) rather than against every kept unit."""
+    duplicate is not kept), looked up in a band index (``logic/hash_index``) rather than against every kept unit.
+    ``alike(unit, kept unit)``, where given, has the last word on each pair the hashes bring up."""
     dupes: dict[str, str] = {}
     if min_distance <= 0:
         return dupes
     index = HashIndex(min_distance - 1)
     kept: list[str] = []
     for unit, h in hashes:
-        near = index.near(h)
-        if near:
-            dupes[unit] = kept[near[0]]
+        near = [kept[k] for k in index.near(h)]
+        twins = [other for other in near if alike is None or alike(unit, other)]
+        if twins:
+            dupes[unit] = twins[0]
         else:
             index.add(h)
             kept.append(unit)
     return dupes
+
+
+def distinct_edits(natural: np.ndarray, first: np.ndarray, second: np.ndarray, min_gap: float = DISTINCT) -> bool:
+    """True when two edits of one photo made different images: where either changed it, they differ by ``min_gap``
+    or more on average (RGB levels). Two background swaps of one portrait change the same pixels, and the hash of
+    what changed is the subject's silhouette in both: a launch pad and deep space behind her hashed 2 apart."""
+    changed = (np.abs(first.astype(np.int16) - natural).max(axis=-1) > 0) | (
+        np.abs(second.astype(np.int16) - natural).max(axis=-1) > 0
+    )
+    if not changed.any():
+        return False
+    return float(np.abs(first.astype(np.int16) - second)[changed].mean()) >= min_gap

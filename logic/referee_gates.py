@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from perceptforge.logic.body_mask import boxes_mask
 from perceptforge.logic.gates import lab_of, local_mean
 
 # a change of more than this (of 255, mean over the channels) is a changed pixel: what ``pair_measurements``
@@ -501,14 +502,6 @@ def old_patch_pixels(
     count, labels, stats, _ = cv2.connectedComponentsWithStats(found, connectivity=8)
     big = [k for k in range(1, count) if stats[k, cv2.CC_STAT_AREA] >= min_area * keep.size]
     return np.isin(labels, big)
-
-
-def boxes_mask(boxes: Sequence[tuple[float, float, float, float]], shape: tuple[int, int]) -> np.ndarray:
-    """(H, W) bool: the union of the boxes ``(x0, y0, x1, y1)``."""
-    out = np.zeros(shape, bool)
-    for x0, y0, x1, y1 in boxes:
-        out[max(0, round(y0)) : max(0, round(y1)), max(0, round(x0)) : max(0, round(x1))] = True
-    return out
 
 
 def old_patch(natural: np.ndarray, keep: np.ndarray, ignore: np.ndarray | None = None) -> float:

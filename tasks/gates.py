@@ -15,7 +15,14 @@ from prefect.cache_policies import NO_CACHE
 from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import Candidate, EditRecord, GateLimit, GateRecord, Rendering
-from perceptforge.logic.gates import hamming, near_duplicates, pair_measurements, pair_verdict, phash
+from perceptforge.logic.gates import (
+    distinct_edits,
+    hamming,
+    near_duplicates,
+    pair_measurements,
+    pair_verdict,
+    phash,
+)
 from perceptforge.logic.pose_gates import body_changed, body_part_masks, body_verdict
 from perceptforge.logic.referee_gates import (
     body_part_measurements,
@@ -318,7 +325,20 @@ def gates_stage(
     resources = CPU_STAGE if clip is None else MODEL_STAGE
     passed = runner.map("gates", gate, units, gates=gates, clip=clip, models=[clip], resources=resources)
     hashes = dict((u.name, h) for u, h in passed)
-    dupes = near_duplicates(list(hashes.items()), gates.min_phash_distance)
+    by_name = {u.name: u.value for u, _ in passed}
+
+    def alike(unit: str, other: str) -> bool:
+        # two edits of one photo change the same pixels: their images, not the hashes of the change, decide
+        first, second = by_name[unit], by_name[other]
+        if first.candidate.lineage.source_id != second.candidate.lineage.source_id:
+            return True
+        natural, a, b = (
+            np.asarray(load_rgb(runner.run.sub(ref.path)))
+            for ref in (first.edit.pair.natural, first.edit.pair.manipulated, second.edit.pair.manipulated)
+        )
+        return a.shape != natural.shape or b.shape != natural.shape or not distinct_edits(natural, a, b)
+
+    dupes = near_duplicates(list(hashes.items()), gates.min_phash_distance, alike)
     for u, _ in passed:
         if u.name in dupes:
             twin = dupes[u.name]

@@ -1,0 +1,119 @@
+"""A plain backdrop beside a box-annotated subject (logic/backdrop), and two background swaps of one photo told
+apart by their pixels (logic/gates.distinct_edits), each on a tiny drawn image."""
+
+import numpy as np
+import pytest
+
+from perceptforge.logic import backdrop as bd
+from perceptforge.logic.body_mask import lab_of
+from perceptforge.logic.gates import distinct_edits, near_duplicates
+from perceptforge.logic.matting import matte
+
+BACKDROP = (120, 150, 170)  # a grey-blue studio backdrop
+HAIR = (60, 35, 20)
+SIZE = 200
+
+
+def disc(centre, radius, shape=(SIZE, SIZE)):
+    yy, xx = np.mgrid[0 : shape[0], 0 : shape[1]]
+    return np.hypot(xx - centre[0], yy - centre[1]) <= radius
+
+
+def painted(parts, backdrop=BACKDROP, seed=0):
+    """A 200×200 photo: ``backdrop`` with a little sensor noise, each (mask, colour) of ``parts`` painted on it."""
+    rng = np.random.default_rng(seed)
+    image = np.zeros((SIZE, SIZE, 3), np.float64) + backdrop
+    for mask, colour in parts:
+        image[mask] = colour
+    return np.clip(image + rng.normal(0, 1.5, image.shape), 0, 255).astype(np.uint8)
+
+
+def curl_scene():
+    """A dark head (a disc) and a lock of hair 5 px thick curling out 15 px past it, on a plain backdrop; the
+    segmenter kept the head only."""
+    head = disc((90, 100), 50)
+    yy, xx = np.mgrid[0:SIZE, 0:SIZE]
+    ring = np.abs(np.hypot(xx - 145, yy - 100) - 8) <= 2
+    lock = ring & (xx >= 139)  # a C open towards the head, its ends on the head's rim
+    return painted([(head, HAIR), (lock, HAIR)]), head, lock & ~head
+
+
+def test_a_lock_past_the_cut_on_a_plain_backdrop_is_kept():
+    image, head, lock = curl_scene()
+    kept = bd.see_through(image, head)
+    assert (kept & lock).sum() >= 0.9 * lock.sum()
+    assert not (kept & ~head & ~lock).any()  # not a pixel of the backdrop
+
+
+def test_a_wisp_one_pixel_wide_is_left_to_the_matte():
+    head = disc((90, 100), 50)
+    wisp = np.zeros((SIZE, SIZE), bool)
+    wisp[100, 140:170] = True  # a single hair straight out of the head
+    image = painted([(head, HAIR), (wisp, HAIR)])
+    assert (bd.see_through(image, head) == head).all()
+
+
+def test_the_backdrop_seen_through_a_lens_goes_and_protect_keeps_it():
+    head = disc((90, 100), 50)
+    lens = disc((130, 100), 6)  # 4 px inside the cut, well within the reach
+    image = painted([(head, HAIR), (lens & head, BACKDROP)])
+    kept = bd.see_through(image, head)
+    assert not (kept & lens).any()
+    assert (kept == (head & ~lens)).all()
+    assert (bd.see_through(image, head, protect=lens) == head).all()
+
+
+def test_a_speck_of_backdrop_colour_deep_in_the_subject_stays():
+    head = disc((90, 100), 50)
+    deep = disc((90, 100), 6)  # the middle of the head, beyond the pocket's reach
+    image = painted([(head, HAIR), (deep, BACKDROP)])
+    assert (bd.see_through(image, head) == head).all()
+
+
+@pytest.mark.parametrize("busy_share", [1.0, 0.3])
+def test_a_backdrop_that_is_not_plain_changes_nothing(busy_share):
+    """A window's or a painting's detail (bands of colour) beside the head: what differs from its blur past the
+    cut is no curl, and even its smooth reaches are not taken as a studio's paper when the rest is busy."""
+    image, head, _ = curl_scene()
+    rng = np.random.default_rng(1)
+    busy = np.zeros((SIZE, SIZE), bool)
+    busy[:, : int(SIZE * busy_share)] = True
+    stripes = (np.arange(SIZE)[None, :] // 3 % 2).astype(bool) & busy & ~head
+    image[stripes] = rng.integers(0, 255, 3)
+    lab = lab_of(image)
+    assert not bd.learnt(lab, head).plain.any()
+    assert (bd.see_through(image, head) == head).all()
+
+
+def test_the_matte_frees_the_lock_of_its_backdrop():
+    """The head's kept mask with the lock added, matted as any mask is: the backdrop the lock encloses stays the
+    backdrop (alpha 0), and the lock's core is the subject (alpha 1)."""
+    image, head, lock = curl_scene()
+    keep = bd.see_through(image, head)
+    alpha, _ = matte(image, keep, 2)
+    inside_c = disc((145, 100), 5) & ~head & ~lock  # the backdrop the C encloses
+    assert alpha[inside_c].max() <= 0.05
+    core = lock & ~disc((90, 100), 53)
+    assert np.median(alpha[core]) >= 0.9
+
+
+def swapped(natural, keep, donor_colour):
+    out = natural.copy()
+    out[~keep] = donor_colour
+    return out
+
+
+def test_two_scenes_behind_one_subject_are_distinct_edits():
+    image, head, _ = curl_scene()
+    launch = swapped(image, head, (30, 40, 90))
+    space = swapped(image, head, (5, 5, 10))
+    assert distinct_edits(image, launch, space)
+    assert not distinct_edits(image, launch, launch.copy())
+    assert not distinct_edits(image, image.copy(), image.copy())  # nothing changed: nothing tells them apart
+
+
+def test_near_duplicates_ask_alike_for_the_last_word():
+    hashes = [("a", 0b1111), ("b", 0b1110), ("c", 0b1111)]
+    assert near_duplicates(hashes, 4) == {"b": "a", "c": "a"}
+    assert near_duplicates(hashes, 4, alike=lambda unit, other: unit == "c") == {"c": "a"}
+    assert near_duplicates(hashes, 4, alike=lambda unit, other: False) == {}
