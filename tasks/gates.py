@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import Candidate, EditRecord, GateLimit, GateRecord, Rendering
+from perceptforge.logic.body_mask import boxes_mask
 from perceptforge.logic.gates import (
     distinct_edits,
     hamming,
@@ -26,7 +27,6 @@ from perceptforge.logic.gates import (
 from perceptforge.logic.pose_gates import body_changed, body_part_masks, body_verdict
 from perceptforge.logic.referee_gates import (
     body_part_measurements,
-    boxes_mask,
     changed_pixels,
     cut_pixels,
     failing_region,
