@@ -117,3 +117,12 @@ def test_near_duplicates_ask_alike_for_the_last_word():
     assert near_duplicates(hashes, 4) == {"b": "a", "c": "a"}
     assert near_duplicates(hashes, 4, alike=lambda unit, other: unit == "c") == {"c": "a"}
     assert near_duplicates(hashes, 4, alike=lambda unit, other: False) == {}
+
+
+@pytest.mark.parametrize("kept", ["none", "all"])
+def test_a_mask_with_nothing_or_everything_kept_comes_back_as_it_is(kept):
+    image = painted([])
+    keep = np.full((SIZE, SIZE), kept == "all")
+    assert (bd.see_through(image, keep) == keep).all()
+    tiny = painted([])[:12, :9]
+    assert (bd.see_through(tiny, keep[:12, :9]) == keep[:12, :9]).all()
