@@ -18,7 +18,7 @@ from functools import cached_property
 import cv2
 import numpy as np
 
-from perceptforge.logic.body_mask import joined, lab_of
+from perceptforge.logic.body_mask import disc_kernel, joined, lab_of
 
 LEARN_FROM = 0.02  # the backdrop is learnt this far or farther outside the cut, as a share of the longer side
 SMOOTH = 0.03  # the smooth field's Gaussian sigma, as a share of the longer side
@@ -39,10 +39,12 @@ POCKET_AREA = 0.0002  # a pocket's least area, as a share of the image (a lens's
 
 @dataclass(frozen=True)
 class Backdrop:
-    """The smooth field of the backdrop's colour (H, W, 3) CIELAB, how far its own pixels stray from it about each
-    pixel (H, W) ΔE, and where it was learnt (H, W) bool."""
+    """The smooth field of the backdrop's colour (H, W, 3) CIELAB, how far each pixel's colour is off it (H, W) ΔE
+    (0 where it has none), how far its own pixels stray from it about each pixel (H, W) ΔE, and where it was learnt
+    (H, W) bool."""
 
     colour: np.ndarray
+    off: np.ndarray
     stray: np.ndarray
     learnt: np.ndarray
     kept_share: float = 1.0  # the share of the pixels well outside the cut that it was learnt from
@@ -74,14 +76,10 @@ def _blurred(values: np.ndarray, where: np.ndarray, sigma: float) -> np.ndarray:
     return np.where(weight > 1e-6, total / np.maximum(weight, 1e-6), np.nan).astype(np.float64)
 
 
-def _disc(radius: int) -> np.ndarray:
-    return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
-
-
 def learnt(lab: np.ndarray, keep: np.ndarray) -> Backdrop:
     """The backdrop beside the kept subject, learnt from the pixels ``LEARN_FROM`` or farther outside its cut."""
     long_side = max(keep.shape)
-    far = ~cv2.dilate(keep.astype(np.uint8), _disc(max(1, round(LEARN_FROM * long_side)))).astype(bool)
+    far = ~cv2.dilate(keep.astype(np.uint8), disc_kernel(max(1, round(LEARN_FROM * long_side)))).astype(bool)
     sigma = max(1.0, SMOOTH * long_side)
     colour = _blurred(lab.astype(np.float64), far, sigma)
     # a curl reaching far past the cut is not the backdrop: learnt again without what stands off the first field
@@ -89,15 +87,10 @@ def learnt(lab: np.ndarray, keep: np.ndarray) -> Backdrop:
     outside = far.sum()
     far &= ~(np.linalg.norm(lab - colour, axis=-1) >= OFF)
     colour = _blurred(lab.astype(np.float64), far, sigma)
-    off = np.linalg.norm(lab - colour, axis=-1)
+    off = np.where(np.isnan(colour[..., 0]), 0.0, np.linalg.norm(lab - np.nan_to_num(colour), axis=-1))
     stray = _blurred(np.where(far, off, 0.0), far, sigma)
-    return Backdrop(colour, np.where(np.isnan(stray), np.inf, stray), far, float(far.sum() / max(1, outside)))
-
-
-def _off(lab: np.ndarray, backdrop: Backdrop) -> np.ndarray:
-    """(H, W) ΔE: how far each pixel's colour is off the backdrop's smooth field (0 where it has none)."""
-    colour = backdrop.colour
-    return np.where(np.isnan(colour[..., 0]), 0.0, np.linalg.norm(lab - np.nan_to_num(colour), axis=-1))
+    stray = np.where(np.isnan(stray), np.inf, stray)
+    return Backdrop(colour, off, stray, far, float(far.sum() / max(1, outside)))
 
 
 def strands(lab: np.ndarray, keep: np.ndarray, backdrop: Backdrop) -> np.ndarray:
@@ -106,8 +99,8 @@ def strands(lab: np.ndarray, keep: np.ndarray, backdrop: Backdrop) -> np.ndarray
     end within ``STRAND_REACH`` of the cut, with the pixels that tie them to the kept subject."""
     long_side = max(keep.shape)
     reach = max(1, round(STRAND_REACH * long_side))
-    near = cv2.dilate(keep.astype(np.uint8), _disc(reach)).astype(bool) & ~keep
-    off = _off(lab, backdrop)
+    near = cv2.dilate(keep.astype(np.uint8), disc_kernel(reach)).astype(bool) & ~keep
+    off = backdrop.off
     found = near & backdrop.plain & (off >= np.maximum(LOCK, STRAY * backdrop.stray))
     # the mixed pixels just past the cut are the matte's to weigh: only what reaches past its band (a curl) is
     # added, with the pixels that tie it to the subject
@@ -115,15 +108,15 @@ def strands(lab: np.ndarray, keep: np.ndarray, backdrop: Backdrop) -> np.ndarray
     away = cv2.distanceTransform((~keep).astype(np.uint8), cv2.DIST_L2, 3)
     past = away > band
     # and only as thick as a lock (a wisp a hair or two wide is half backdrop: kept whole, it was a rim of it)
-    thick = cv2.morphologyEx((found & past).astype(np.uint8), cv2.MORPH_OPEN, _disc(LOCK_PX // 2)).astype(bool)
-    locks = cv2.dilate(thick.astype(np.uint8), _disc(1)).astype(bool) & found & past
+    thick = cv2.morphologyEx((found & past).astype(np.uint8), cv2.MORPH_OPEN, disc_kernel(LOCK_PX // 2)).astype(bool)
+    locks = cv2.dilate(thick.astype(np.uint8), disc_kernel(1)).astype(bool) & found & past
     # that ends within the reach: what runs on past it (wisps to the frame's edge) is no lock, and cut at the
     # reach it was a grey blot with a round edge
     count, labels = cv2.connectedComponents(locks.astype(np.uint8), connectivity=8)
     endless = np.unique(labels[locks & (away >= reach - 1)])
     locks &= ~np.isin(labels, endless[endless > 0])
     out = joined(keep | (found & ~past), locks)
-    tie = found & ~past & cv2.dilate(out.astype(np.uint8), _disc(band + 1)).astype(bool)
+    tie = found & ~past & cv2.dilate(out.astype(np.uint8), disc_kernel(band + 1)).astype(bool)
     return joined(keep, out | tie)
 
 
@@ -132,8 +125,8 @@ def seen(lab: np.ndarray, keep: np.ndarray, backdrop: Backdrop) -> np.ndarray:
     backdrop's (within ``POCKET`` ΔE) and ``FAR`` × as far from the subject beside them (the kept pixels that are
     not the backdrop's colour, within the reach): the backdrop seen through the subject."""
     reach = max(1, round(POCKET_REACH * max(keep.shape)))
-    inside = keep & ~cv2.erode(keep.astype(np.uint8), _disc(reach)).astype(bool)
-    off = _off(lab, backdrop)
+    inside = keep & ~cv2.erode(keep.astype(np.uint8), disc_kernel(reach)).astype(bool)
+    off = backdrop.off
     like = inside & backdrop.plain & (off < POCKET)
     subject = _blurred(lab.astype(np.float64), keep & (off >= FAR * POCKET), float(reach))
     to_subject = np.where(np.isnan(subject[..., 0]), np.inf, np.linalg.norm(lab - np.nan_to_num(subject), axis=-1))
@@ -151,7 +144,7 @@ def pockets(lab: np.ndarray, keep: np.ndarray, backdrop: Backdrop, protect: np.n
     count, labels, stats, _ = cv2.connectedComponentsWithStats(found, connectivity=8)
     big = np.isin(labels, [k for k in range(1, count) if stats[k, cv2.CC_STAT_AREA] >= POCKET_AREA * keep.size])
     # out to where the lens tints it (twice as far off): a pocket cut at the strict line kept a lavender rim
-    loose = keep & backdrop.plain & (_off(lab, backdrop) < 2 * POCKET)
+    loose = keep & backdrop.plain & (backdrop.off < 2 * POCKET)
     if protect is not None:
         loose &= ~protect
     return joined(big, loose) | big

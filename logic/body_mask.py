@@ -255,7 +255,7 @@ def _filled(mask: np.ndarray) -> np.ndarray:
     return mask | (flood[1:-1, 1:-1] == 0)
 
 
-def _kernel(radius: int) -> np.ndarray:
+def disc_kernel(radius: int) -> np.ndarray:
     """An elliptical structuring element reaching ``radius`` pixels from its centre."""
     return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
 
@@ -263,7 +263,7 @@ def _kernel(radius: int) -> np.ndarray:
 def _ring(k8: np.ndarray, lo: int, hi: int, grow: bool) -> np.ndarray:
     """(H, W) bool: the band ``lo`` to ``hi`` pixels outside (``grow``) or inside the outline of ``k8``."""
     op = cv2.dilate if grow else cv2.erode
-    near, far = (op(k8, _kernel(r)).astype(bool) for r in (lo, hi))
+    near, far = (op(k8, disc_kernel(r)).astype(bool) for r in (lo, hi))
     return far & ~near if grow else near & ~far
 
 
@@ -297,11 +297,11 @@ def grown_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: flo
     )
     r = max(2, int(round(reach * side)))
     k8 = keep.astype(np.uint8)
-    kernel = _kernel(r)
+    kernel = disc_kernel(r)
     near_out = cv2.dilate(k8, kernel).astype(bool) & ~keep
     near_in = keep & ~cv2.erode(k8, kernel).astype(bool)
     # the old background is learnt farther out than the hair may reach: the curls themselves lie near the outline
-    far = _kernel(2 * r)
+    far = disc_kernel(2 * r)
     around = np.zeros((h, w), bool)  # the box and as far again about it: a window's frame beside it is learnt too
     around[max(0, int(y0 - 2 * r)) : min(h, int(y1 + 2 * r)), max(0, int(x0 - 2 * r)) : min(w, int(x1 + 2 * r))] = True
     backdrop = cv2.dilate(k8, far).astype(bool) & ~cv2.dilate(k8, kernel).astype(bool) & around
@@ -346,7 +346,7 @@ def trimmed(image: np.ndarray, keep: np.ndarray, parts: BodyParts, band: int = 5
     out = keep.copy()
     for _ in range(passes):
         k8 = out.astype(np.uint8)
-        rim = out & ~cv2.erode(k8, _kernel(band)).astype(bool)
+        rim = out & ~cv2.erode(k8, disc_kernel(band)).astype(bool)
         rim &= ~parts.sure & ~face & ~ears & ~hair  # an ear's dark groove beside a red curtain is still the ear
         if not rim.any():
             break
