@@ -41,6 +41,8 @@ CORE, BODY = 0.06, 0.16  # a limb's sure core and its body, as shares of the sho
 # an ear's disc: its radius, and how far outwards and up from the pose's ear point its centre lies, as shares of
 # the ears' spacing (an ear is about a quarter of a head's width tall, its opening low in it)
 EAR_REACH, EAR_OUT, EAR_UP = 0.25, 0.08, 0.06
+EAR_TURNED = 0.15  # an ear point this far (× the ears' spacing) inside the face oval's edge is on a turned face
+PROFILE = 0.5  # and one further in is on a face seen from the side
 EAR_CLEARLY = 0.7  # an ear's lit rim is less like the face's skin than the face is: a looser test, in its disc only
 # where the person segmenter sees less than HAIR_PERSON, hair grows only as thin as a curl and far nearer the hair
 HAIR_PERSON, CURL_PX, UNSEEN_CLEARLY = 0.01, 11, 0.3
@@ -205,21 +207,50 @@ def _disc(shape: tuple[int, int], centre: Sequence[float], radius: float) -> np.
     return out.astype(bool)
 
 
-def ear_centres(parts: BodyParts) -> list[tuple[float, float]]:
-    """Where each seen ear's disc is centred: the pose's ear point is the ear's opening, at the cheek's edge, and
-    the ear reaches outwards and up from it."""
+def out_to_oval(
+    points: np.ndarray | Sequence[Sequence[float]], face: np.ndarray | None, turned: float = EAR_TURNED
+) -> list[tuple[float, float]]:
+    """Each ear point moved out, along its row, to the face oval's edge on its side when the oval reaches further
+    by more than ``turned`` × the points' spacing: on a face turned a little, the landmarks put the ears inside the
+    cheeks (30 px in on a speaker whose ear stands 30 px out: 25% of their spacing), and a disc about the point
+    missed the ear it was to keep or judge. On faces seen from the front the point is within 2–13% of the edge,
+    and moving it took the window behind an ear for ear. Past ``PROFILE`` × the spacing the points are not a
+    little turned (a profile, whose ears are close together): they stay. Each point's side is taken from the
+    oval's middle."""
+    pts = [(float(x), float(y)) for x, y in points]
+    if face is None or not face.any() or len(pts) != 2:
+        return pts
+    span = float(np.hypot(pts[1][0] - pts[0][0], pts[1][1] - pts[0][1]))
+    cols = np.flatnonzero(face.any(axis=0))
+    middle = (cols[0] + cols[-1]) / 2
+    out = []
+    for x, y in pts:
+        row = np.flatnonzero(face[int(np.clip(round(y), 0, face.shape[0] - 1))])
+        edge = float(row[-1] if x > middle else row[0]) if row.size else x
+        gap = (edge - x) if x > middle else (x - edge)
+        out.append((edge if turned * span < gap <= PROFILE * span else x, y))
+    return out
+
+
+def ear_discs(parts: BodyParts) -> tuple[list[tuple[float, float]], float]:
+    """Each seen ear's disc, as its centres and their radius: the pose's ear point is the ear's opening, at the
+    cheek's edge (``out_to_oval``), and the ear reaches outwards and up from it, in proportion to the head's width
+    there (the ears' spacing once at the cheeks' edges: the pose's own spacing shrinks as the face turns)."""
     if parts.ear_span <= 0:
-        return []
-    middle = float(np.mean([x for x, _ in parts.ears]))
-    span = parts.ear_span
-    return [(x + (EAR_OUT if x > middle else -EAR_OUT) * span, y - EAR_UP * span) for x, y in parts.ears]
+        return [], 0.0
+    ears = out_to_oval(parts.ears, parts.face)
+    middle = float(np.mean([x for x, _ in ears]))
+    span = max(parts.ear_span, float(np.hypot(ears[1][0] - ears[0][0], ears[1][1] - ears[0][1])))
+    centres = [(x + (EAR_OUT if x > middle else -EAR_OUT) * span, y - EAR_UP * span) for x, y in ears]
+    return centres, EAR_REACH * span
 
 
 def ear_zone(parts: BodyParts, shape: tuple[int, int]) -> np.ndarray:
     """(H, W) bool: the seen ears' discs."""
     zone = np.zeros(shape, bool)
-    for centre in ear_centres(parts):
-        zone |= _disc(shape, centre, EAR_REACH * parts.ear_span)
+    centres, radius = ear_discs(parts)
+    for centre in centres:
+        zone |= _disc(shape, centre, radius)
     return zone
 
 
@@ -232,8 +263,8 @@ def whole_ears(image: np.ndarray, keep: np.ndarray, parts: BodyParts) -> np.ndar
     lab = lab_of(image)
     face = cv2.erode(parts.face.astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool)
     out = keep.copy()
-    radius = EAR_REACH * parts.ear_span
-    for centre in ear_centres(parts):
+    centres, radius = ear_discs(parts)
+    for centre in centres:
         disc = _disc(keep.shape, centre, radius)
         around = _disc(keep.shape, centre, 2.5 * radius) & ~disc & ~keep
         skin = nearer(lab, disc & ~out, face, around, k=3, clearly=EAR_CLEARLY)

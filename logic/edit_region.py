@@ -282,6 +282,26 @@ def inscribed_ellipse(box: Box, height: int, width: int, frame: float = 2.0) -> 
     return ((xx + 0.5 - cx) / rx) ** 2 + ((yy + 0.5 - cy) / ry) ** 2 <= 1.0
 
 
+def spans_frame(box: Box, height: int, width: int, frame: float = 2.0) -> bool:
+    """True when the image's frame cuts ``box`` on two opposite sides (a podium across the whole photo's width)."""
+    x0, y0, x1, y1 = box
+    return (x0 <= frame and x1 >= width - frame) or (y0 <= frame and y1 >= height - frame)
+
+
+def kept_object(segmenter: MaskSegmenter, image: np.ndarray, box: Box) -> np.ndarray:
+    """(H, W) bool: an object a background edit keeps whole (what the subject holds, what stands in front of it):
+    what the segmenter finds in its box within the ellipse inscribed in it; or, when the frame cuts it on two
+    opposite sides, its whole box. Such a box is a band across the photo with no corners of background beside
+    the thing, and the segmenter splits it: a podium's lit top and bottom mouldings went with the old background,
+    a ragged strip along the speaker's waist."""
+    h, w = image.shape[:2]
+    if spans_frame(box, h, w):
+        out = np.zeros((h, w), bool)
+        out[box_cells(box, h, w)] = True
+        return out
+    return segmenter.box_mask(image, box) & inscribed_ellipse(box, h, w)
+
+
 def subject_only(keep: np.ndarray, boxes: Sequence[Box], max_hole: float = 0.03) -> np.ndarray:
     """What a background edit keeps, cleaned as a person would: nothing outside the subject's box and what it
     holds (the annotated box is the whole subject: a flag's stripes left at the edge are old background), the
@@ -379,7 +399,7 @@ def edit_mask(
             keep = body_mask.grown(image, keep, parts)
         # the helmet she holds (the podium before him) stays with her, whole; its box's corners are not it
         for region_ in held:
-            keep = keep | (segmenter.box_mask(image, region_.box.xyxy) & inscribed_ellipse(region_.box.xyxy, h, w))
+            keep = keep | kept_object(segmenter, image, region_.box.xyxy)
         kept = subject_only(keep, [box, *(r.box.xyxy for r in held)])
         # a star of the flag GrabCut kept beside her head is not her: only what is joined to her face, body or
         # what she holds stays

@@ -307,3 +307,16 @@ def test_the_body_is_not_grown_above_the_ears_nor_where_no_person_is_seen():
     assert (bm.grown_body(image, keep, high) == keep).all()  # below no seen ear: the head's outline is left
     unseen = bm.BodyParts(parts.sure, parts.body, parts.ears, 100.0, person=np.zeros(keep.shape))
     assert (bm.grown_body(image, keep, unseen) == keep).all()
+
+
+def test_a_turned_faces_ears_are_kept_at_the_cheeks_edge():
+    """The pose's ear points 6 px inside the cheeks (a fifth of their spacing: a face turned a little) are moved out
+    to the face oval's edge, and the ear cut at its rim is kept whole there; points within a tenth of the spacing
+    of the edge (a face seen from the front) stay where they are."""
+    image, keep, ears, _ = head_scene()
+    face = disc((64, 64), (32, 30), 14)
+    turned = bm.BodyParts(nothing(), nothing(), ((24.0, 30.0), (40.0, 30.0)), 16.0, face=face)
+    assert bm.out_to_oval(turned.ears, face) == [(18.0, 30.0), (46.0, 30.0)]
+    grown = bm.whole_ears(image, keep, turned)
+    assert not (ears & ~grown).any() and not (grown & ~keep & ~ears).any()
+    assert bm.out_to_oval(((20.0, 30.0), (44.0, 30.0)), face) == [(20.0, 30.0), (44.0, 30.0)]

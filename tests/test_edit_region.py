@@ -220,3 +220,19 @@ def test_an_unknown_role_is_refused_naming_the_annotation(tmp_path):
     (tmp_path / "annotations.json").write_text(json.dumps(ann))
     (entry,) = read_source_dir(tmp_path)
     assert [r.role for r in grounding_from_entry(entry).regions] == ["occluder"]
+
+
+def test_an_occluder_across_the_whole_photo_keeps_its_whole_box():
+    """A podium whose box the frame cuts on both sides is a band across the photo: its whole box is the podium (its
+    lit moulding, which GrabCut splits off, too). A box inside the photo keeps only what the segmenter finds in its
+    inscribed ellipse."""
+    from perceptforge.logic.edit_region import kept_object, spans_frame
+
+    image = np.full((100, 120, 3), (90, 60, 40), np.uint8)  # dark wood
+    image[90:, :] = (230, 150, 60)  # its lit bottom moulding
+    segmenter = GrabCutSegmenter()
+    band = (0.0, 70.0, 120.0, 100.0)
+    assert spans_frame(band, 100, 120) and not spans_frame((10.0, 70.0, 120.0, 100.0), 100, 120)
+    assert kept_object(segmenter, image, band)[70:, :].all()
+    inside = kept_object(segmenter, image, (30.0, 20.0, 90.0, 60.0))
+    assert not inside[20, 30] and not inside[:20].any() and not inside[60:].any()

@@ -700,3 +700,16 @@ def test_a_model_too_large_for_the_repository_is_taken_from_its_wheel(tmp_path, 
         sha256_file(wm.wheel_model("pose_landmark_full.tflite")) == wm.FROM_WHEELS["pose_landmark_full.tflite"].sha256
     )
     assert wm.fetch() == []
+
+
+def test_an_ear_cut_on_a_turned_face_is_judged_where_the_ear_is():
+    """On a face turned a little the landmarks put the ears well inside the cheeks (here 6 px, a fifth of their
+    spacing); the ear stands outside the oval's edge. A cut through that ear is an ear cut, whatever the landmark
+    says: the gate judges the ear at the oval's edge on the landmark's row."""
+    image, oval, _, ears, person = portrait()
+    turned = ears + np.array([[6.0, 0.0], [-6.0, 0.0]])  # 34 and 62: 6 px inside the oval (28 to 68)
+    edited = image.copy()
+    edited[:, 70:] = BLUE  # the cut through the left ear, outside the oval
+    measured = body_part_measurements(changed_pixels(image, edited), oval, turned, image)
+    assert measured.get("ear_changed:left", 0.0) > GATES.max_ear_changed
+    assert measured.get("ear_changed:right", 0.0) == 0.0
