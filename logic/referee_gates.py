@@ -156,13 +156,12 @@ def ear_discs(
 
 
 def frontal(ears: np.ndarray, oval: np.ndarray, min_ratio: float = FRONTAL) -> bool:
-    """Whether a face is seen nearly from the front: its ear-to-ear distance is at least ``min_ratio`` of its
-    oval's height."""
+    """Whether a face is seen nearly from the front: its ear-to-ear distance (the ears taken at the oval's edges
+    where the face is turned a little, ``out_to_oval``) is at least ``min_ratio`` of its oval's height."""
     oval, ears = np.asarray(oval, np.float64), np.clip(np.asarray(ears, np.float64), 0, None)
     height = float(np.ptp(oval[:, 1]))
     if height <= 0:
         return False
-    # on a face turned a little the ears are taken at the oval's edges (``out_to_oval``): the head is that wide
     corner = np.ceil(np.maximum(oval.max(axis=0), ears.max(axis=0))).astype(int) + 2
     roots: np.ndarray = np.array(out_to_oval(ears, polygon_mask(oval, (int(corner[1]), int(corner[0])))), np.float64)
     return float(np.linalg.norm(roots[1] - roots[0])) >= min_ratio * height
@@ -298,9 +297,8 @@ def ear_skin(
     # backdrop beside a cheek's edge is not an ear's: skin is taken one pixel in from what is not skin
     tone = np.linalg.norm(lab - np.median(lab[face], axis=0), axis=-1) < delta
     tone = cv2.erode(tone.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool) & ~face
-    roots: np.ndarray = np.array(
-        out_to_oval(ears, face), np.float64
-    )  # a turned face's far ear stands out past where the landmark is
+    # on a face turned a little the ear stands out past where its landmark is, at the oval's edge
+    roots: np.ndarray = np.array(out_to_oval(ears, face), np.float64)
     return tuple(ear if (ear := disc & tone).sum() >= seen * disc.sum() else None for disc in ear_discs(roots, shape))
 
 
