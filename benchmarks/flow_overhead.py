@@ -63,7 +63,7 @@ def pure_time(source: Path, run: Path, seed: int, categories: list[str]) -> floa
     prof = load_profile("local")
     found = templates()
     used = {k: found[k] for k in categories}
-    descriptions = [t.cross_description for t in found.values()]
+    descriptions = {tid: t.cross_description for tid, t in found.items()}
     editors = prof.build("inpainter")
     segmenter, backends = prof.build("segmenter"), {b.name: b for b in editors}
     offers, _ = renderable_values(used, prof, editors, None)

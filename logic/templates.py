@@ -114,6 +114,12 @@ class Template(BaseModel):
     yes_no_prompt: str
     high_prompt: str
     cross_description: str = Field(min_length=1, description="the release's wording for cross-image MCQs")
+    cross_low_exclude: list[str] = Field(
+        default_factory=list,
+        description="ids of the templates whose cross_description a careful annotator could also pick for this "
+        "category's edit (a photo turned into a cartoon: 'Substitute the main subject with virtual character'): "
+        "never among the cross-image low-level options",
+    )
     cross_high_exclude: list[Literal["identity", "emotion", "scenario", "role", "behaviour"]] = Field(
         default_factory=list,
         description="high levels this category's edit changes as well, or that another category calls the same "
@@ -214,6 +220,10 @@ def discover() -> dict[str, tuple[Template, Path]]:
             if template.id in found:
                 raise InputError(str(path), f"template id {template.id} is already defined in {found[template.id][1]}")
             found[template.id] = (template, path)
+    for template, path in found.values():
+        unknown = sorted(set(template.cross_low_exclude) - set(found))
+        if unknown:
+            raise InputError(str(path), f"cross_low_exclude names {unknown[0]!r}, which is no template's id")
     clashes = option_clashes({k: t for k, (t, _) in found.items()})
     if clashes:
         # the file found last of the two (a folder's or a plug-in's beside the bundled ones) is the one to change

@@ -30,7 +30,7 @@ def make_candidate(
     source_sha256: str,
     idea: IdeaRecord,
     writer: QuestionWriter,
-    cross_descriptions: list[str],
+    cross_descriptions: dict[str, str],
     seed: int,
 ) -> Candidate:
     """Raises ValueError with a reason when a question cannot be made sound (e.g. too few distractors)."""
@@ -48,7 +48,10 @@ def make_candidate(
         *([questions.yes_no_pair(writer.yes_no(template, ctx, "high", high), "high")] if high_pair else []),
         questions.single_mcq(writer.mcq_question(template, ctx), new, old, distractors, rng),
         questions.cross_mcq_low(
-            load_prompt("questions/cross_low").render(), template.cross_description, cross_descriptions, rng
+            load_prompt("questions/cross_low").render(),
+            template.cross_description,
+            [d for tid, d in sorted(cross_descriptions.items()) if tid not in template.cross_low_exclude],
+            rng,
         ),
     ]
     used_prompts = ["questions/cross_low"]
@@ -107,7 +110,7 @@ class QuestionsUnit(NamedTuple):
 def write_questions(
     unit: QuestionsUnit,
     writer: ModelSpec,
-    cross_descriptions: list[str],
+    cross_descriptions: dict[str, str],
     seed: int,
     run_path: Path,
 ) -> Candidate | Exception:
@@ -133,7 +136,7 @@ def questions_stage(
         for u, rec in ideas
         for i in (u.value,)
     ]
-    descriptions = [t.cross_description for t in all_templates.values()]
+    descriptions = {tid: t.cross_description for tid, t in all_templates.items()}
     return runner.map(
         "questions",
         write_questions,

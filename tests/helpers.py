@@ -78,7 +78,7 @@ def candidate_for(template, grounding, source_sha256, writer, all_templates, see
     if offered is None:
         offered = local_offers(template) or from_alternatives(template, "sd-inpaint")
     idea = make_idea(template, grounding, writer, offered, seed)
-    descriptions = [t.cross_description for t in all_templates.values()]
+    descriptions = {tid: t.cross_description for tid, t in all_templates.items()}
     return make_candidate(template, grounding, source_sha256, idea, writer, descriptions, seed).model_dump(
         mode="json", exclude_none=True
     )

@@ -74,7 +74,7 @@ def candidate(template_id, value, grounding_=None, old="a colour photograph"):
         high_level_value=rendering.high,
         rendering=rendering,
     )
-    descriptions = [t.cross_description for t in found.values()]
+    descriptions = {tid: t.cross_description for tid, t in found.items()}
     record = IdeaRecord(unit=f"7-{template_id}", idea=idea)
     return make_candidate(template, g, "a" * 64, record, TemplateWriter(), descriptions, seed=0)
 

@@ -100,6 +100,25 @@ def test_a_category_whose_options_clash_with_another_is_refused_at_load(tmp_path
     assert "X1" in discover()
 
 
+def test_a_photo_filters_cross_image_options_hold_one_right_answer(tmp_path, monkeypatch, sample_dir):
+    """A photo turned into a cartoon (S2): "Substitute the main subject with virtual character" (R3) and "Change the
+    appearence of the main subject" (I1) were second answers a careful annotator could defend, and identity beside
+    scenario; S2 leaves them out, whatever the seed. A template id nobody defines is an error naming the file."""
+    found = templates()
+    s2 = found["S2"]
+    assert s2.cross_low_exclude == ["R3", "I1"] and "identity" not in high_options(s2.cross_high_exclude)
+    entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("astronaut.jpg"))
+    barred = {found["R3"].cross_description, found["I1"].cross_description}
+    for seed in range(8):
+        candidate = candidate_for(s2, grounding_from_entry(entry), "a" * 64, TemplateWriter(), found, seed)
+        crosses = [q["question"] for q in candidate["questions"] if q["question"]["kind"] == "cross_mcq"]
+        assert crosses and all(not barred & set(c["options"]) and "identity" not in c["options"] for c in crosses)
+    (tmp_path / "X1.yaml").write_text(scaffold("X1", "X") + "cross_low_exclude: [Z9]\n")
+    monkeypatch.setenv("PERCEPTFORGE_TEMPLATES", str(tmp_path))
+    with pytest.raises(InputError, match=r"X1.yaml: cross_low_exclude names 'Z9', which is no template's id"):
+        discover()
+
+
 @pytest.mark.parametrize("template_id", ["B1", "B2", "B3", "B4", "E1", "E2", "I1", "I2", "R1", "R2", "R3", "S1", "S2"])
 def test_template_writer_gives_every_kind_for_every_category(template_id, sample_dir):
     found = templates()
@@ -180,7 +199,7 @@ def test_every_question_of_every_template_with_every_value_is_sound(subject, sam
     entry = next(e for e in read_source_dir(sample_dir) if e.file_name.endswith("astronaut.jpg"))
     grounding = grounding_from_entry(entry)
     grounding = grounding.model_copy(update={"subject": grounding.subject.model_copy(update={"label": subject})})
-    writer, descriptions = TemplateWriter(), [t.cross_description for t in found.values()]
+    writer, descriptions = TemplateWriter(), {tid: t.cross_description for tid, t in found.items()}
     checked = 0
     for template in found.values():
         old = grounding.attributes[template.attribute]
