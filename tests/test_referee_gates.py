@@ -713,3 +713,27 @@ def test_an_ear_cut_on_a_turned_face_is_judged_where_the_ear_is():
     measured = body_part_measurements(changed_pixels(image, edited), oval, turned, image)
     assert measured.get("ear_changed:left", 0.0) > GATES.max_ear_changed
     assert measured.get("ear_changed:right", 0.0) == 0.0
+
+
+def test_a_matte_blended_into_a_whole_ears_rim_is_no_cut():
+    """The matte blends the new scene into the outermost pixel of a kept ear's skin on its outer side: the ear is
+    whole, and the gate passes it (a lit rim on a painting was 10.4% of an ear's skin). A cut through the same ear
+    is still one."""
+    import cv2
+
+    from perceptforge.logic.referee_gates import cut_pixels, ear_skin
+
+    small, oval, _, ears, _ = portrait()
+    image, oval, ears = small.repeat(4, 0).repeat(4, 1), oval * 4, ears * 4  # an ear some 12 px wide
+    left = ear_skin(image, oval, ears)[1]
+    outer = np.arange(384)[None, :] >= 280  # the ear's side away from the face
+    rim = left & ~cv2.erode(left.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool) & outer
+    blended = image.copy()
+    blended[rim] = BLUE
+    cut = cut_pixels(image, blended)
+    assert (cut & left).sum() / left.sum() > GATES.max_ear_changed  # the rim is a share of the ear's skin
+    measured = body_part_measurements(cut, oval, ears, image)
+    assert measured["ear_changed:left"] == 0.0 and referee_verdict(measured, BODY_LIMITS) is None
+    cut_through = image.copy()
+    cut_through[:, 282:] = BLUE
+    assert body_part_measurements(cut_pixels(image, cut_through), oval, ears, image)["ear_changed:left"] > 0.1
