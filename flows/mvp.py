@@ -32,7 +32,7 @@ from perceptforge.flows.family import (
     plan_inputs,
 )
 from perceptforge.logic import category_needs
-from perceptforge.logic.edit_region import kept_objects
+from perceptforge.logic.edit_region import kept_objects, worn_objects
 from perceptforge.logic.ids import unit_id
 from perceptforge.logic.templates import Template
 from perceptforge.store.rundir import RunDir
@@ -150,7 +150,8 @@ class MvpFamily(Family[MvpDetails]):
         edits = edit.edit_stage(runner, masks, by_unit, all_templates, ingested, backends, seed)
         boxes = {sid: g.subject.box.xyxy for sid, g in groundings.items()}
         kept = {sid: {r.label: r.box.xyxy for r in kept_objects(g)} for sid, g in groundings.items()}
-        passed = gates.gates_stage(runner, edits, by_unit, prof.gates, prof.clip_gate_spec(runtime), boxes, kept)
+        worn = {sid: {r.label: r.box.xyxy for r in worn_objects(g)} for sid, g in groundings.items()}
+        passed = gates.gates_stage(runner, edits, by_unit, prof.gates, prof.clip_gate_spec(runtime), boxes, kept, worn)
         made = items.items_stage(runner, passed, by_unit)
 
         per_level = dict(sorted(Counter(f"{i.category.low}/{getattr(i.question, 'level', '')}" for i in made).items()))

@@ -120,6 +120,25 @@ def standing_objects(grounding: Grounding) -> list[Region]:
     return out
 
 
+def worn_objects(grounding: Grounding) -> list[Region]:
+    """The objects on the subject (role ``object``, their box nine tenths or more inside the subject's: a lapel pin,
+    glasses, a name tag), neither kept on their own (``kept_objects``) nor named by the old background: a background
+    edit leaves them as they are, with the subject, and the gate on what it keeps judges them too (a pin the mask
+    gave to the background and the new scene painted over)."""
+    sx0, sy0, sx1, sy1 = grounding.subject.box.xyxy
+    background = grounding.attributes.get("background", "").lower()
+    kept = {r.label for r in kept_objects(grounding)}
+    out = []
+    for r in grounding.regions:
+        if r.role != "object" or r.label in kept or r.label.lower() in background:
+            continue
+        x0, y0, x1, y1 = r.box.xyxy
+        overlap = max(0.0, min(x1, sx1) - max(x0, sx0)) * max(0.0, min(y1, sy1) - max(y0, sy0))
+        if overlap >= 0.9 * max(1e-9, (x1 - x0) * (y1 - y0)):
+            out.append(r)
+    return out
+
+
 def subject_hints(grounding: Grounding, old_background: str) -> Hints:
     """The object regions the old background value names (surely not the subject: its flag, its backdrop), less
     what overlaps a protected region, and the protected regions (surely the subject: the middle of its face, its

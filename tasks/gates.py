@@ -78,6 +78,7 @@ class GateUnit(NamedTuple):
     candidate: Candidate
     subject_box: Box | None = None  # where the referees look for the subject's face
     kept: dict[str, Box] | None = None  # what a background edit keeps with the subject: held, in front of it
+    worn: dict[str, Box] | None = None  # the objects on the subject (a pin, glasses), which stay with it
 
 
 def referee_limits(gates: Gates, hair: bool, masked: bool) -> dict[str, float]:
@@ -156,6 +157,7 @@ def referee_check(
     subject_box: Box | None = None,
     mask: np.ndarray | None = None,
     kept: dict[str, Box] | None = None,
+    worn: dict[str, Box] | None = None,
 ) -> tuple[dict[str, float], str | None, np.ndarray | None]:
     """The referee gates' measurements and verdict for one pair (whatever backend made it): a hair edit must not
     paint the face's skin, the eyebrows, a frontal face's ears or the background; a background edit must not cut
@@ -187,7 +189,9 @@ def referee_check(
         # a body part is cut where its colour moved far (the new scene shows), not where a matte blended its rim
         changed = cut_pixels(natural, manipulated)
         measured |= body_part_measurements(changed, oval, ears, natural)
-        measured |= kept_measurements(changed, kept or {}, mask)
+        # what it holds, what stands in front of it and what it wears stay (``worn``: judged here only: the old
+        # background seen through a pair of glasses is still looked for)
+        measured |= kept_measurements(changed, (kept or {}) | (worn or {}), mask)
         keep = None if mask is None or not mask.any() or mask.all() else ~mask
         # what the subject holds or has in front of it may be the old background's colour (a grey camera against a
         # grey sky) or not a person's: its box is not looked at for old background
@@ -215,7 +219,7 @@ def referee_check(
         ears=None if face is None else face.ears,
         person=person,
         keep=None if mask is None else ~mask,
-        kept=kept,
+        kept=(kept or {}) | (worn or {}),
     )
     return measured, referee_verdict(measured, limits), outlined_pair(natural, manipulated, region)
 
@@ -240,11 +244,13 @@ def pair_gates(
     clip: Any = None,
     subject_box: Box | None = None,
     kept: dict[str, Box] | None = None,
+    worn: dict[str, Box] | None = None,
 ) -> tuple[dict[str, float], str | None, np.ndarray | None, bool]:
     """Every gate on one pair, without the run's files: the measurements, the first failure's reason (None when
     the pair passes), the pair with the failing region outlined where a referee failed it, and whether it was a
     referee. ``kept``: label → box of what a background edit keeps with the subject (``logic/edit_region.
-    kept_objects``: what it holds, what stands in front of it). The run's gate stage and the gate corpus
+    kept_objects``: what it holds, what stands in front of it); ``worn``: the objects on it (``worn_objects``: a pin,
+    glasses). The run's gate stage and the gate corpus
     (``benchmarks/``) judge pairs through this one function."""
     measured = pair_measurements(natural, manipulated, mask)
     if clip is not None:
@@ -266,6 +272,7 @@ def pair_gates(
         subject_box,
         mask,
         kept,
+        worn,
     )
     measured |= refereed
     if referee_reason is None:  # the pose referee's body parts (logic/pose_gates), after the face's
@@ -277,14 +284,14 @@ def pair_gates(
 
 
 def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int | QualityGate:
-    edit, candidate, subject_box, kept = GateUnit(*unit)  # a plain (edit, candidate) pair: no subject box
+    edit, candidate, subject_box, kept, worn = GateUnit(*unit)  # a plain (edit, candidate) pair: no subject box
     run = RunDir(run_path)
     natural, manipulated = (load_rgb(run.sub(ref.path)) for ref in (edit.pair.natural, edit.pair.manipulated))
     if natural.size != manipulated.size:
         return QualityGate(f"sizes differ: natural {natural.size}, manipulated {manipulated.size}")
     mask = run.load_mask(edit.pair.mask.path) if edit.pair.mask else None
     measured, reason, outlined, referee_failed = pair_gates(
-        natural, manipulated, mask, candidate, edit.edit.rendered, gates, clip, subject_box, kept
+        natural, manipulated, mask, candidate, edit.edit.rendered, gates, clip, subject_box, kept, worn
     )
     masked = mask is not None and bool(mask.any()) and not bool(mask.all())
     record = GateRecord(
@@ -313,15 +320,18 @@ def gates_stage(
     clip: ModelSpec | None = None,
     subject_boxes: dict[str, Box] | None = None,
     kept_boxes: dict[str, dict[str, Box]] | None = None,
+    worn_boxes: dict[str, dict[str, Box]] | None = None,
 ) -> list[tuple[Unit, EditRecord]]:
     """The edits that pass every gate, in unit order; the others are quarantined with the gate's reason.
     ``subject_boxes``: source id → the subject's box, where the referees look for its face; ``kept_boxes``: source
-    id → label → box of what a background edit keeps with the subject."""
-    boxes, kept = subject_boxes or {}, kept_boxes or {}
+    id → label → box of what a background edit keeps with the subject; ``worn_boxes``: of the objects on it."""
+    boxes, kept, worn = subject_boxes or {}, kept_boxes or {}, worn_boxes or {}
     units = []
     for u, e in edits:
         source = candidates[u.name].lineage.source_id
-        units.append(Unit(u.name, u.file, GateUnit(e, candidates[u.name], boxes.get(source), kept.get(source))))
+        units.append(
+            Unit(u.name, u.file, GateUnit(e, candidates[u.name], boxes.get(source), kept.get(source), worn.get(source)))
+        )
     resources = CPU_STAGE if clip is None else MODEL_STAGE
     passed = runner.map("gates", gate, units, gates=gates, clip=clip, models=[clip], resources=resources)
     hashes = dict((u.name, h) for u, h in passed)

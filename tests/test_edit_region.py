@@ -236,3 +236,15 @@ def test_an_occluder_across_the_whole_photo_keeps_its_whole_box():
     assert kept_object(segmenter, image, band)[70:, :].all()
     inside = kept_object(segmenter, image, (30.0, 20.0, 90.0, 60.0))
     assert not inside[20, 30] and not inside[:20].any() and not inside[60:].any()
+
+
+def test_the_objects_on_the_subject_are_those_its_box_holds():
+    """A pin inside the man's box is on him (the gate on what stays judges it); the camera half outside his box, the
+    flag the old background names and the podium kept on its own are not."""
+    from perceptforge.logic.edit_region import worn_objects
+
+    g = grounding(background="a flag")
+    pin = Region(label="pin", box=Box(x0=70, y0=60, x1=76, y1=66), role="object")
+    podium = Region(label="podium", box=Box(x0=45, y0=80, x1=95, y1=100), role="occluder")
+    g = g.model_copy(update={"regions": [*g.regions, pin, podium]})
+    assert [r.label for r in worn_objects(g)] == ["pin"]

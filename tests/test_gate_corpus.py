@@ -361,3 +361,24 @@ def test_the_audit_page_shows_the_gate_corpus_beside_the_human_verification(tmp_
     fixture.write_text(json.dumps({"date": "x"}))
     with pytest.raises(InputError, match="gate corpus's figures lack pairs, bad"):
         audit([out], out, gate_corpus=fixture)
+
+
+def test_an_object_on_the_subject_the_edit_painted_over_is_quarantined(candidates):
+    """A lapel pin (an annotated object on the subject, ``worn_objects``) that the mask gave to the background, the
+    new scene painted over it: what stays with the subject was replaced. Judged without the objects on the subject,
+    the pair passes every gate."""
+    from perceptforge.tasks.gates import pair_gates
+
+    gates = load_profile("local").gates
+    nat, swapped, mask = background_swap()
+    pin = (30.0, 40.0, 36.0, 46.0)
+    painted_over = mask.copy()
+    painted_over[40:46, 30:36] = True
+    removed = swapped.copy()
+    removed[40:46, 30:36] = (0, 200, 0)  # the new scene's green where the pin was
+    b1 = candidates["B1"]
+    args = (Image.fromarray(nat), Image.fromarray(removed), painted_over, b1, None, gates, None, SUBJECT)
+    assert pair_gates(*args, {}, {})[1] is None
+    measured, reason, _, _ = pair_gates(*args, {}, {"pin": pin})
+    assert measured["kept_replaced:pin"] == 1.0
+    assert "replaced with the background" in (reason or "")

@@ -36,7 +36,7 @@ from gate_corpus.defects import BACKGROUND_DEFECTS, HAIR_DEFECTS, Base, Drawn, N
 
 from perceptforge.configs.profile import Gates, load_profile  # noqa: E402
 from perceptforge.data.schema import Candidate, EditRecord, Grounding, Rendering  # noqa: E402
-from perceptforge.logic.edit_region import kept_objects  # noqa: E402
+from perceptforge.logic.edit_region import kept_objects, worn_objects  # noqa: E402
 from perceptforge.logic.gate_corpus import limits_fingerprint  # noqa: E402
 from perceptforge.store.images import load_rgb  # noqa: E402
 from perceptforge.store.rundir import RunDir, safe_name  # noqa: E402
@@ -93,9 +93,20 @@ def gate_name(reason: str) -> str:
 def judge(pair: CorpusPair, gates: Gates, clip: Any = None) -> Verdict:
     """Every gate on the pair, as the run's gate stage runs them."""
     # what a background edit keeps with the subject, from the photo's annotation, as the run's gate stage is given it
-    kept = None if pair.grounding is None else {r.label: r.box.xyxy for r in kept_objects(pair.grounding)}
+    g = pair.grounding
+    kept = None if g is None else {r.label: r.box.xyxy for r in kept_objects(g)}
+    worn = None if g is None else {r.label: r.box.xyxy for r in worn_objects(g)}
     measured, reason, _, _ = pair_gates(
-        pair.natural, pair.manipulated, pair.mask, pair.candidate, pair.rendered, gates, clip, pair.subject_box, kept
+        pair.natural,
+        pair.manipulated,
+        pair.mask,
+        pair.candidate,
+        pair.rendered,
+        gates,
+        clip,
+        pair.subject_box,
+        kept,
+        worn,
     )
     masked = pair.mask is not None and bool(pair.mask.any()) and not bool(pair.mask.all())
     limits = pair_limits(gates, pair.candidate, pair.rendered, masked)
