@@ -26,7 +26,7 @@ from perceptforge.backends.protocols import EditRequest
 from perceptforge.backends.registry import BackendSettings, Runtime, register
 from perceptforge.data.schema import Rendering
 from perceptforge.logic.edit_region import black_and_white
-from perceptforge.logic.matting import matte
+from perceptforge.logic.matting import matte, within_person
 from perceptforge.logic.scene_fit import focus_shown, scene_window
 from perceptforge.logic.templates import Template
 from perceptforge.store.donors import DonorLibrary
@@ -169,7 +169,12 @@ class CompositeInpainter:
                 if req.drawn:
                     alpha_s, subject = matte(base, ~mask, 1, hard_thin=True)
                 else:
+                    from perceptforge.backends.referees import person_probability
+
                     alpha_s, subject = matte(base, ~mask, matte_band_px((h, w), self.matte_band))
+                    # outside the cut, the old photo shows only where it is the person (a curl), or at the cut's
+                    # own edge
+                    alpha_s = within_person(alpha_s, ~mask, person_probability(base))
                 out = alpha_s[..., None] * subject + (1 - alpha_s[..., None]) * fill.astype(np.float64)
                 return Image.fromarray(np.clip(out + 0.5, 0, 255).astype(np.uint8))
         alpha = feather(mask, self.feather_px)[..., None]

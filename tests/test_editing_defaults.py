@@ -171,3 +171,21 @@ def test_a_black_and_white_photo_gets_its_new_scene_in_black_and_white(sample_di
     colour = load_rgb(sample_dir / "images" / "astronaut.jpg")
     pasted = np.asarray(CompositeInpainter(matte_band=0.0).edit([edit_request(b1, colour, mask, "x", 0, donor)])[0])
     assert np.abs(pasted[mask].astype(int) - pasted[mask].mean(axis=1, keepdims=True)).mean() > 5  # colour stays
+
+
+def test_outside_the_cut_the_matte_keeps_the_old_photo_only_where_the_person_is():
+    """The closed-form matte kept a patch of dark window behind an ear at alpha 0.8 beside the cut: outside the kept
+    subject the alpha is held to where the person segmenter sees the person (a curl past the cut keeps its matte),
+    but for the cut's own edge; a subject the segmenter does not see as a person keeps its matte."""
+    from perceptforge.logic.matting import within_person
+
+    keep = np.zeros((20, 20), bool)
+    keep[:, :10] = True
+    alpha = np.where(keep, 1.0, 0.8)  # the matte's patch beside the cut, all along it
+    person = np.where(keep, 0.9, 0.0)
+    person[:5, 10:14] = 0.6  # a curl the segmenter sees past the cut
+    held = within_person(alpha, keep, person)
+    assert (held[keep] == 1.0).all()
+    assert held[10, 10] > 0.7 and 0.2 < held[10, 11] < 0.4 and (held[10, 12:] == 0.0).all()  # the cut's edge fades
+    assert (held[:5, 10:14] == 0.8).all()  # the curl keeps its matte
+    assert (within_person(alpha, keep, np.zeros((20, 20))) == alpha).all()  # not a person: as it was
