@@ -99,12 +99,10 @@ def protected_regions(grounding: Grounding) -> dict[str, Box]:
     return {k: v for k, v in out.items() if v[2] > v[0] and v[3] > v[1]}
 
 
-def standing_objects(grounding: Grounding) -> list[Region]:
-    """The objects a background edit must not replace: each overlaps the subject's box and reaches out of it (a
-    tripod before the subject, a podium), and is neither held nor an ``occluder`` (both kept whole) nor named by
-    the old background (replaced with it). What lies within the subject's box is on the subject (a patch, glasses)
-    and stays with it. Whether such an object stands in front of the subject or behind it only the annotation can
-    say: replacing it is refused until it says so."""
+def _objects_by_share_inside(grounding: Grounding) -> list[tuple[Region, float]]:
+    """Each object a background edit neither keeps on its own (what the subject holds; an ``occluder`` is not an
+    ``object``) nor replaces with the old background (named by it), with the share of its box inside the
+    subject's."""
     sx0, sy0, sx1, sy1 = grounding.subject.box.xyxy
     background = grounding.attributes.get("background", "").lower()
     held = {r.label for r in held_regions(grounding)}
@@ -113,30 +111,26 @@ def standing_objects(grounding: Grounding) -> list[Region]:
         if r.role != "object" or r.label in held or r.label.lower() in background:
             continue
         x0, y0, x1, y1 = r.box.xyxy
-        area = max(1e-9, (x1 - x0) * (y1 - y0))
         overlap = max(0.0, min(x1, sx1) - max(x0, sx0)) * max(0.0, min(y1, sy1) - max(y0, sy0))
-        if 0 < overlap and overlap / area < 0.9:
-            out.append(r)
+        out.append((r, overlap / max(1e-9, (x1 - x0) * (y1 - y0))))
     return out
+
+
+def standing_objects(grounding: Grounding) -> list[Region]:
+    """The objects a background edit must not replace: each overlaps the subject's box and reaches out of it (a
+    tripod before the subject, a podium), and is neither held nor an ``occluder`` (both kept whole) nor named by
+    the old background (replaced with it). What lies within the subject's box is on the subject (a patch, glasses)
+    and stays with it (``worn_objects``). Whether such an object stands in front of the subject or behind it only
+    the annotation can say: replacing it is refused until it says so."""
+    return [r for r, inside in _objects_by_share_inside(grounding) if 0 < inside < 0.9]
 
 
 def worn_objects(grounding: Grounding) -> list[Region]:
-    """The objects on the subject (role ``object``, their box nine tenths or more inside the subject's: a lapel pin,
-    glasses, a name tag), neither kept on their own (``kept_objects``) nor named by the old background: a background
-    edit leaves them as they are, with the subject, and the gate on what it keeps judges them too (a pin the mask
-    gave to the background and the new scene painted over)."""
-    sx0, sy0, sx1, sy1 = grounding.subject.box.xyxy
-    background = grounding.attributes.get("background", "").lower()
-    kept = {r.label for r in kept_objects(grounding)}
-    out = []
-    for r in grounding.regions:
-        if r.role != "object" or r.label in kept or r.label.lower() in background:
-            continue
-        x0, y0, x1, y1 = r.box.xyxy
-        overlap = max(0.0, min(x1, sx1) - max(x0, sx0)) * max(0.0, min(y1, sy1) - max(y0, sy0))
-        if overlap >= 0.9 * max(1e-9, (x1 - x0) * (y1 - y0)):
-            out.append(r)
-    return out
+    """The objects on the subject (their box nine tenths or more inside the subject's: a lapel pin, glasses, a name
+    tag), neither held nor named by the old background: a background edit leaves them as they are, with the
+    subject, and the gate on what it keeps judges them too (a pin the mask gave to the background and the new scene
+    painted over)."""
+    return [r for r, inside in _objects_by_share_inside(grounding) if inside >= 0.9]
 
 
 def subject_hints(grounding: Grounding, old_background: str) -> Hints:
