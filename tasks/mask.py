@@ -21,11 +21,13 @@ from perceptforge.logic.body_mask import (
     BodyParts,
     beside_head,
     between_curls,
+    box_short_of_person,
+    boxes_mask,
     limbs,
     seen_ears,
     side_hair_cut,
 )
-from perceptforge.logic.edit_region import edit_mask, protected_regions, region_mask, standing_objects
+from perceptforge.logic.edit_region import edit_mask, kept_objects, protected_regions, region_mask, standing_objects
 from perceptforge.logic.gates import mask_measurements, mask_verdict, ragged_outline
 from perceptforge.logic.ids import unit_rng
 from perceptforge.logic.referee_gates import hair_without_face
@@ -230,6 +232,19 @@ def make_mask(
     # and what the pose referee sees of its body: its arms and shoulders seed the segmentation, its ears and hair
     # are kept to their rims and tips (a segmenter's coarse map cut them), slivers of the old background trimmed
     parts = body_parts(image, grounding, face) if background and not drawn and gates.referees else None
+    if parts is not None and parts.person is not None:
+        held = boxes_mask([r.box.xyxy for r in kept_objects(grounding)], (image.shape[0], image.shape[1]))
+        short = box_short_of_person(parts.person, grounding.subject.box.xyxy, held)
+        if short is not None:
+            side, gap, lines = short
+            # the box is the whole subject: what lies past it goes with the old background, the person cut straight
+            raise QualityGate(
+                f"the subject's box stops {gap} px short of the photo's {side} edge, where the person segmenter sees "
+                f"the person run on to it ({lines} {'rows' if side in ('left', 'right') else 'columns'}): a "
+                "background edit would cut the person there; extend the subject's box to the frame",
+                {"box_short": float(lines)},
+                {"natural": source.stored},
+            )
     for attempt in range(1, attempts + 1):
         tried = {"attempts": float(attempt)} if attempt > 1 else {}
         with device_lock(device):

@@ -320,3 +320,24 @@ def test_a_turned_faces_ears_are_kept_at_the_cheeks_edge():
     grown = bm.whole_ears(image, keep, turned)
     assert not (ears & ~grown).any() and not (grown & ~keep & ~ears).any()
     assert bm.out_to_oval(((20.0, 30.0), (44.0, 30.0)), face) == [(20.0, 30.0), (44.0, 30.0)]
+
+
+def test_a_subject_box_short_of_the_person_at_the_frame_is_found():
+    """Her jacket runs on to the left frame 30 px past her box: a background edit would cut her there (photo 3 of
+    the new photos, boxes only). A person who ends before the frame, a second person beyond a gap, or a podium the
+    edit keeps anyway, is not such a side."""
+    person = np.zeros((100, 80))
+    person[20:, 10:70] = 0.95  # the person inside the box
+    person[80:, 0:10] = 0.95  # her jacket, on to the left frame, on 20 rows
+    box = (10.0, 20.0, 70.0, 100.0)
+    assert bm.box_short_of_person(person, box) == ("left", 10, 20)
+    ends = person.copy()
+    ends[80:, 0:3] = 0.0  # the sleeve stops 3 px before the frame
+    assert bm.box_short_of_person(ends, box) is None
+    gap = person.copy()
+    gap[80:, 5] = 0.0  # another person, beyond a gap
+    assert bm.box_short_of_person(gap, box) is None
+    kept = np.zeros((100, 80), bool)
+    kept[80:, :] = True  # a podium across the bottom, kept whole with the subject
+    assert bm.box_short_of_person(person, box, kept) is None
+    assert bm.box_short_of_person(person, (0.0, 20.0, 70.0, 100.0)) is None  # the box reaches the frame
