@@ -765,6 +765,7 @@ def test_a_subject_box_short_of_the_person_is_quarantined_before_segmenting(pref
     run_flow("mvp", source=str(source), out=str(out), seed=0, categories=["B1"])
     (record,) = map(json.loads, (out / "quarantine.jsonl").read_text().splitlines())
     assert record["unit"] == "3-B1" and record["stage"] == "mask"
-    assert "stops 30 px short of the photo's left edge" in record["detail"] and "extend the subject's box" in (
-        record["detail"]
+    assert (
+        "stops 30 px short of the photo's left edge" in record["detail"]
+        and "extend the subject's box" in (record["detail"])
     )
