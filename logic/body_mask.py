@@ -270,7 +270,7 @@ def out_to_oval(
     return out
 
 
-def ear_discs(parts: BodyParts) -> tuple[list[tuple[float, float]], float]:
+def ear_reach(parts: BodyParts) -> tuple[list[tuple[float, float]], float]:
     """Each seen ear's disc, as its centres and their radius: the pose's ear point is the ear's opening, at the
     cheek's edge (``out_to_oval``), and the ear reaches outwards and up from it, in proportion to the head's width
     there (the ears' spacing once at the cheeks' edges: the pose's own spacing shrinks as the face turns)."""
@@ -286,7 +286,7 @@ def ear_discs(parts: BodyParts) -> tuple[list[tuple[float, float]], float]:
 def ear_zone(parts: BodyParts, shape: tuple[int, int]) -> np.ndarray:
     """(H, W) bool: the seen ears' discs."""
     zone = np.zeros(shape, bool)
-    centres, radius = ear_discs(parts)
+    centres, radius = ear_reach(parts)
     for centre in centres:
         zone |= _disc(shape, centre, radius)
     return zone
@@ -301,7 +301,7 @@ def whole_ears(image: np.ndarray, keep: np.ndarray, parts: BodyParts) -> np.ndar
     lab = lab_of(image)
     face = cv2.erode(parts.face.astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool)
     out = keep.copy()
-    centres, radius = ear_discs(parts)
+    centres, radius = ear_reach(parts)
     for centre in centres:
         disc = _disc(keep.shape, centre, radius)
         around = _disc(keep.shape, centre, 2.5 * radius) & ~disc & ~keep
