@@ -10,7 +10,7 @@ import numpy as np
 from PIL import Image
 from pydantic import Field
 
-from perceptforge.backends.devices import device_lock, release
+from perceptforge.backends.devices import call_lock, release
 from perceptforge.backends.hub import locate
 from perceptforge.backends.registry import BackendSettings, Runtime, register
 
@@ -61,7 +61,7 @@ class TransformersDepth:
         """Per pixel, how near the camera (larger is nearer), at the image's size; only the order is
         meaningful (relative models are known up to scale and shift)."""
         self.load()
-        with device_lock(self.device):
+        with call_lock(self.device, self):
             predicted = self.pipe(image.convert("RGB"))["predicted_depth"]
         values = np.asarray(predicted.detach().cpu().numpy() if hasattr(predicted, "detach") else predicted, np.float64)
         values = values.reshape(values.shape[-2:])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import weakref
 
 log = logging.getLogger("perceptforge")
 
@@ -12,6 +13,10 @@ log = logging.getLogger("perceptforge")
 # pipelines filling it at once is how an overnight run dies of out-of-memory.
 _DEVICE_LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
+# One call at a time per model on the CPU: a diffusers pipeline keeps its scheduler's step index between steps and
+# SAM keeps the image it was set to, so two threads in one copy change each other's pixels (a CI run's items
+# differed from the same run's on two worker processes); different models still run side by side.
+_MODEL_LOCKS: weakref.WeakKeyDictionary[object, threading.RLock] = weakref.WeakKeyDictionary()
 
 
 def resolve_device(requested: str) -> str:
@@ -90,3 +95,17 @@ def run_batched(fn, items: list, batch_size: int, halved=None) -> list:
             continue
         start += len(chunk)
     return out
+
+
+def call_lock(device: str, model: object):
+    """The lock a call into ``model`` holds: on an accelerator the device's (``device_lock``); on the CPU the
+    model's own, unless it declares ``concurrent_calls`` (no state between calls, or its own lock inside)."""
+    if device != "cpu":
+        return device_lock(device)
+    if getattr(model, "concurrent_calls", False):
+        return contextlib.nullcontext()
+    with _LOCKS_GUARD:
+        lock = _MODEL_LOCKS.get(model)
+        if lock is None:
+            lock = _MODEL_LOCKS[model] = threading.RLock()
+        return lock

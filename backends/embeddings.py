@@ -10,7 +10,7 @@ from typing import Any, Literal
 from PIL import Image
 from pydantic import Field
 
-from perceptforge.backends.devices import device_lock, release
+from perceptforge.backends.devices import call_lock, release
 from perceptforge.backends.hub import locate
 from perceptforge.backends.registry import BackendSettings, Runtime, register
 
@@ -62,7 +62,7 @@ class TransformersEmbedding:
 
         self.load()
         inputs = self.processor(images=[im.convert("RGB") for im in images], return_tensors="pt").to(self.device)
-        with device_lock(self.device), torch.no_grad():
+        with call_lock(self.device, self), torch.no_grad():
             hidden = self.model(**inputs).last_hidden_state
         vectors = hidden[:, 0] if self.pooling == "cls" else hidden[:, 1:].mean(dim=1)
         vectors = vectors / vectors.norm(dim=-1, keepdim=True)

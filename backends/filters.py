@@ -83,6 +83,7 @@ class FiltersSettings(BackendSettings):
 @register("editor", "filters", FiltersSettings)
 class FilterEditor:
     name, model_id = "filters", "opencv-filters"
+    concurrent_calls = True  # nothing kept between calls
 
     @classmethod
     def from_settings(cls, settings: FiltersSettings, runtime: Runtime) -> FilterEditor:

@@ -84,6 +84,7 @@ def match_colour(patch: np.ndarray, reference: np.ndarray) -> np.ndarray:
 class CompositeInpainter:
     name, model_id = "composite", "composite"
     batch_size = 1
+    concurrent_calls = True  # nothing kept between calls; the person map comes from a locked interpreter
 
     @classmethod
     def from_settings(cls, settings: CompositeSettings, runtime: Runtime) -> CompositeInpainter:

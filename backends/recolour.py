@@ -63,6 +63,7 @@ def recolour(image: np.ndarray, mask: np.ndarray, colour: str, tolerance: float 
 @register("inpainter", "recolour", RecolourSettings)
 class RecolourEditor:
     name, model_id = "recolour", "recolour"
+    concurrent_calls = True  # nothing kept between calls
 
     @classmethod
     def from_settings(cls, settings: RecolourSettings, runtime: Runtime) -> RecolourEditor:

@@ -49,6 +49,7 @@ def check_image(image: np.ndarray) -> np.ndarray:
 @register("segmenter", "grabcut", GrabCutSettings)
 class GrabCutSegmenter:
     name, model_id = "grabcut", "opencv-grabcut"
+    concurrent_calls = True  # nothing kept between calls
 
     @classmethod
     def from_settings(cls, settings: GrabCutSettings, runtime: Runtime) -> GrabCutSegmenter:

@@ -110,6 +110,7 @@ class SelfieSettings(BackendSettings):
 @register("segmenter", "selfie", SelfieSettings)
 class SelfieSegmenter:
     name, model_id = "selfie", "mediapipe-selfie-segmentation"
+    concurrent_calls = True  # its interpreter is called under its own lock, GrabCut keeps nothing
 
     @classmethod
     def from_settings(cls, settings: SelfieSettings, runtime: Runtime) -> SelfieSegmenter:

@@ -8,7 +8,7 @@ from typing import Literal
 
 from PIL import Image
 
-from perceptforge.backends.devices import device_lock
+from perceptforge.backends.devices import call_lock
 from perceptforge.backends.diffusion import DiffusersEditor, DiffusersSettings
 from perceptforge.backends.registry import Runtime, register
 
@@ -32,7 +32,7 @@ class SDText2Image(DiffusersEditor):
         scale = min(1.0, self.max_side / max(size))
         width, height = (max(8, int(v * scale) // 8 * 8) for v in size)
         started = time.perf_counter()
-        with device_lock(self.device):
+        with call_lock(self.device, self):
             out = self.pipe(
                 prompt=[prompt] * len(seeds),
                 generator=self._generators(seeds),

@@ -16,7 +16,7 @@ from PIL import Image
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from perceptforge.backends.devices import device_lock
+from perceptforge.backends.devices import call_lock
 from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.backends.protocols import EditRequest, ImageEditor
 from perceptforge.data.schema import BackendRef, Candidate, EditRecord, IngestedSource, MaskRecord
@@ -126,8 +126,8 @@ def edit_batch(
 ) -> list[EditRecord | Exception]:
     """Edit one planned batch: one result per unit, a record or the exception that unit raised.
 
-    The backend is called once for the whole batch (under the device's lock: one model stage per GPU);
-    if that call fails, each unit is retried alone so only the unit at fault is lost."""
+    The backend is called once for the whole batch (under its call lock: one model stage per GPU, one call at a
+    time per model on the CPU); if that call fails, each unit is retried alone so only the unit at fault is lost."""
     backend = backends[batch[0].backend]
     results: list[EditRecord | Exception] = [RuntimeError("not edited")] * len(batch)
     prepared: list[tuple[int, EditRequest]] = []
@@ -137,7 +137,7 @@ def edit_batch(
         except Exception as exc:
             results[i] = exc
     if prepared:
-        with device_lock(device):
+        with call_lock(device, backend):
             try:
                 outputs: list[Image.Image | Exception] = list(backend.edit([req for _, req in prepared]))
             except Exception:

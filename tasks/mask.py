@@ -12,7 +12,7 @@ import numpy as np
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from perceptforge.backends.devices import device_lock
+from perceptforge.backends.devices import call_lock
 from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.backends.protocols import Segmenter
 from perceptforge.configs.profile import Gates
@@ -216,7 +216,7 @@ def make_mask(
     drawn = bool(grounding.subject.outline)
     # whether a standing object (a tripod) is cut in two is measured on a segmenter's guess of it; an annotator's
     # outline of the subject already says what of it stays
-    with device_lock(device):
+    with call_lock(device, segmenter):
         objects = (
             {r.label: segmenter.box_mask(image, r.box.xyxy) for r in standing_objects(grounding)}
             if background and not drawn
@@ -247,7 +247,7 @@ def make_mask(
             )
     for attempt in range(1, attempts + 1):
         tried = {"attempts": float(attempt)} if attempt > 1 else {}
-        with device_lock(device):
+        with call_lock(device, segmenter):
             mask = edit_mask(template, grounding, image, candidate.idea.old, segmenter, rng, region, sure, face, parts)
         try:
             measured = (

@@ -4,7 +4,7 @@ import random
 import pytest
 from helpers import OPEN_GATES, candidate_for
 
-from perceptforge.backends.devices import device_lock
+from perceptforge.backends.devices import call_lock, device_lock
 from perceptforge.backends.writers import TemplateWriter
 from perceptforge.configs.profile import Gates, load_profile
 from perceptforge.data.schema import Candidate
@@ -105,6 +105,15 @@ def test_device_lock_is_shared_per_accelerator_and_absent_on_cpu():
         pass
 
 
+def test_call_lock_is_the_models_own_on_cpu():
+    one, two, free = CountingBackend(), CountingBackend(), CountingBackend()
+    free.concurrent_calls = True
+    assert call_lock("cpu", one) is call_lock("cpu", one) and call_lock("cpu", one) is not call_lock("cpu", two)
+    assert call_lock("cuda", one) is device_lock("cuda")  # one model stage per GPU, whatever the model
+    with call_lock("cpu", one), call_lock("cpu", one), call_lock("cpu", free), call_lock("cpu", free):
+        pass  # the model's own lock is re-entrant; a model declaring concurrent calls takes none
+
+
 class SlowBackend(CountingBackend):
     """Records how many batches are inside the model at once."""
 
@@ -127,12 +136,15 @@ class SlowBackend(CountingBackend):
         return super().edit(requests)
 
 
-@pytest.mark.parametrize("device, expected", [("cuda:7", 1), ("cpu", 2)])
-def test_one_model_call_at_a_time_per_accelerator(units_and_run, device, expected):
+# a diffusers pipeline keeps its scheduler's step index between steps: two threads in one copy on the CPU changed
+# each other's pixels; a model with nothing kept between calls (the composite) may serve both threads
+@pytest.mark.parametrize("device, concurrent, expected", [("cuda:7", True, 1), ("cpu", False, 1), ("cpu", True, 2)])
+def test_one_model_call_at_a_time_per_accelerator_and_per_model(units_and_run, device, concurrent, expected):
     from concurrent.futures import ThreadPoolExecutor
 
     units, run, _ = units_and_run
     backend = SlowBackend()
+    backend.concurrent_calls = concurrent
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda b: edit_batch(b, run, models(backend), 0, device), [units[:2], units[2:4]]))
     assert backend.most_inside == expected
