@@ -341,3 +341,42 @@ def test_a_subject_box_short_of_the_person_at_the_frame_is_found():
     kept[80:, :] = True  # a podium across the bottom, kept whole with the subject
     assert bm.box_short_of_person(person, box, kept) is None
     assert bm.box_short_of_person(person, (0.0, 20.0, 70.0, 100.0)) is None  # the box reaches the frame
+
+
+# --- side hair told from a blurred backdrop by its strands ----------------------------------------------------------
+
+
+def strands_scene(textured_backdrop: bool = False):
+    """White strands of hair (fine noise about a pinkish grey) to the left of a kept head, before an out-of-focus
+    backdrop of the same mean colour, which colour cannot tell apart; the segmenter kept the head but cut the side
+    hair, and the person segmenter sees little person there. The ears are below, at row 150."""
+    shape = (160, 160)
+    rng = np.random.default_rng(0)
+    image = np.full((*shape, 3), (200, 185, 185), np.float64)
+    hair = disc(shape, (90, 80), 60) & (np.mgrid[0:160, 0:160][0] < 140)
+    noisy = hair | np.ones(shape, bool) if textured_backdrop else hair
+    image[noisy] += rng.normal(0, 30, (int(noisy.sum()), 1))
+    image = np.clip(image, 0, 255).astype(np.uint8)
+    keep = disc(shape, (100, 85), 40)  # the side hair left of x 60 was cut
+    person = np.where(keep, 0.99, np.where(hair, 0.2, 0.0))
+    parts = bm.BodyParts(
+        nothing(shape), nothing(shape), ((60.0, 150.0), (140.0, 150.0)), 80.0, hair=(30.0, 20.0, 150.0, 140.0),
+        person=person,
+    )
+    return image, keep, hair, parts
+
+
+def test_side_hair_above_the_ears_is_grown_by_its_texture_and_the_backdrop_is_not():
+    image, keep, hair, parts = strands_scene()
+    grown = bm.textured_hair(image, keep, parts)
+    # the side hair within reach of the outline (0.15 of the hair box's side), less its outer fringe (where the
+    # texture's window reaches the backdrop)
+    inner = hair & ~keep & disc((160, 160), (90, 80), 60 - 2 * bm.TEXTURE_HALF - 1) & disc((160, 160), (100, 85), 58)
+    assert inner.sum() > 1000 and grown[inner].mean() > 0.95
+    assert not (grown & ~keep & ~hair).any()  # none of the backdrop
+    assert not (grown & ~disc((160, 160), (100, 85), 40 + 18.5)).any()  # nor past reach of the outline
+    # nothing grows where the backdrop is as textured as the hair, nor without a person map
+    image_t, keep_t, _, parts_t = strands_scene(textured_backdrop=True)
+    assert (bm.textured_hair(image_t, keep_t, parts_t) == keep_t).all()
+    no_map = bm.BodyParts(parts.sure, parts.body, parts.ears, parts.ear_span, hair=parts.hair)
+    assert (bm.textured_hair(image, keep, no_map) == keep).all()
