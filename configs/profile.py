@@ -180,6 +180,16 @@ class Gates(Section):
         description="boxes-only background edits: the largest share of what the person segmenter sees beside the "
         "head below an ear (hair, jaw, neck) that the mask may swap",
     )
+    max_hair_texture_cut: float = Field(
+        # 0.01: white side hair swapped with the pink-grey painting behind it read 3.1% and 3.5%, and side hair cut
+        # inside its edge beside a window 1.1% and 2.9%; swaps the annotators accepted read at most 0.07%, and 0.7%
+        # where the flag's red showed at a collar
+        0.01,
+        ge=0,
+        le=1,
+        description="boxes-only background edits: the largest share of the annotated hair box above the ears that "
+        "may be hair by its strands (finer than the blurred backdrop beside it) and swapped",
+    )
     max_old_rim: float = Field(
         # 0.15: the demo's drawn outlines leave 1.4–7.2% (a fleck of the flag's red beside a sleeve patch, the
         # suit's shaded edge beside the red stripes); a halo all along a cut is most of it

@@ -151,7 +151,9 @@ class MvpFamily(Family[MvpDetails]):
         boxes = {sid: g.subject.box.xyxy for sid, g in groundings.items()}
         kept = {sid: {r.label: r.box.xyxy for r in kept_objects(g)} for sid, g in groundings.items()}
         worn = {sid: {r.label: r.box.xyxy for r in worn_objects(g)} for sid, g in groundings.items()}
-        passed = gates.gates_stage(runner, edits, by_unit, prof.gates, prof.clip_gate_spec(runtime), boxes, kept, worn)
+        hair = {sid: mask.hair_box(g) for sid, g in groundings.items()}
+        clip = prof.clip_gate_spec(runtime)
+        passed = gates.gates_stage(runner, edits, by_unit, prof.gates, clip, boxes, kept, worn, hair)
         made = items.items_stage(runner, passed, by_unit)
 
         per_level = dict(sorted(Counter(f"{i.category.low}/{getattr(i.question, 'level', '')}" for i in made).items()))

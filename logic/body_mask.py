@@ -458,23 +458,23 @@ def texture(image: np.ndarray) -> np.ndarray:
     return np.sqrt(cv2.blur(lap * lap, (2 * TEXTURE_HALF + 1, 2 * TEXTURE_HALF + 1)))
 
 
-def textured_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: float = 0.15) -> np.ndarray:
+def textured_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: float | None = 0.15) -> np.ndarray:
     """``keep`` with the hair above the ears it left out where colour cannot tell it from the backdrop (white side
     hair before a pink-grey painting: GrabCut gave 35 px of it to the painting): pixels in the annotated hair box,
     above the lowest seen ear, off the face, where the person segmenter sees a person, whose texture is the
     strands' and not the backdrop's, joined to what is kept. Only where the kept hair near the outline is
     ``HAIR_TEXTURE_OVER`` × as textured as the backdrop beyond it (a sharp flag or curtain beside the head
-    gives no growth)."""
+    gives no growth). ``reach``: how far past the outline, × the hair box's longer side (None: as far as the
+    strands go; the backdrop is learnt 0.3 to 0.6 of it out)."""
     if parts.hair is None or parts.person is None or not parts.ears:
         return keep
     h, w = keep.shape
+    box = _side_hair_box(parts, (h, w))
     x0, y0, x1, y1 = parts.hair
     side = max(x1 - x0, y1 - y0)
-    box = boxes_mask([(x0 - 0.05 * side, y0 - 0.05 * side, x1 + 0.05 * side, y1 + 0.05 * side)], (h, w))
-    box &= ~_below_ears(parts, (h, w))
     face = parts.face if parts.face is not None else np.zeros((h, w), bool)
     face = cv2.dilate(face.astype(np.uint8), np.ones((9, 9), np.uint8)).astype(bool)
-    r = max(2, int(round(reach * side)))
+    r = max(2, int(round((reach or 0.15) * side)))
     k8 = keep.astype(np.uint8)
     tex = texture(image)
     hair = _ring(k8, 0, r, False) & box & ~face
@@ -489,8 +489,31 @@ def textured_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: 
     # the texture is measured over 9×9: the backdrop within 4 px of the strands reads as textured, and the
     # strands' outer fringe is half the backdrop's colour; both are left to the matte
     found &= cv2.erode((keep | found).astype(np.uint8), disc_kernel(2 * TEXTURE_HALF)).astype(bool)
-    found &= cv2.dilate(k8, disc_kernel(r)).astype(bool)
+    if reach is not None:
+        found &= cv2.dilate(k8, disc_kernel(r)).astype(bool)
     return keep | joined(keep, found)
+
+
+def _side_hair_box(parts: BodyParts, shape: tuple[int, int]) -> np.ndarray:
+    """(H, W) bool: the annotated hair box, 5% of its longer side wider all round, above the lowest seen ear."""
+    assert parts.hair is not None
+    x0, y0, x1, y1 = parts.hair
+    pad = 0.05 * max(x1 - x0, y1 - y0)
+    return boxes_mask([(x0 - pad, y0 - pad, x1 + pad, y1 + pad)], shape) & ~_below_ears(parts, shape)
+
+
+def lost_side_hair(natural: np.ndarray, keep: np.ndarray, parts: BodyParts) -> np.ndarray:
+    """(H, W) bool: hair above the ears by its strands (``textured_hair``, as far as they go, less their fringe)
+    that a background edit took (not in ``keep``): white side hair swapped with the painting behind it. Nothing
+    where nothing is known of the hair or the ears."""
+    return textured_hair(natural, keep, parts, reach=None) & ~keep
+
+
+def hair_texture_cut(lost: np.ndarray, parts: BodyParts) -> float:
+    """The share of the hair box above the ears (``_side_hair_box``) that ``lost_side_hair`` found taken."""
+    if parts.hair is None or not lost.any():
+        return 0.0
+    return round(float(lost.sum() / max(1, _side_hair_box(parts, lost.shape).sum())), 6)
 
 
 def grown(image: np.ndarray, keep: np.ndarray, parts: BodyParts) -> np.ndarray:

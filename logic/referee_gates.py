@@ -379,11 +379,12 @@ def failing_region(
     person: np.ndarray | None = None,
     keep: np.ndarray | None = None,
     kept: dict[str, tuple[float, float, float, float]] | None = None,
+    lost_hair: np.ndarray | None = None,
 ) -> np.ndarray:
     """(H, W) bool: where the failure a measurement's ``key`` names lies, for report.html to outline (the face's
     painted skin, the changed eyebrows, the painted background, the changed oval, the cut or painted ear's disc, the
-    rim left along the cut, the old background's patches, the seam, the changed part of a kept object's middle);
-    empty for a key it does not know or a part not given."""
+    rim left along the cut, the old background's patches, the seam, the changed part of a kept object's middle, the
+    side hair taken: ``lost_hair``); empty for a key it does not know or a part not given."""
     shape = changed.shape
     out = np.zeros(shape, bool)
     name, _, side = key.partition(":")
@@ -408,6 +409,8 @@ def failing_region(
         out = changed & (person >= SURE_PERSON)
     elif name == "background_kept" and person is not None and keep is not None:
         out = background_kept_pixels(person, keep, boxes_mask(list((kept or {}).values()), shape))
+    elif name == "hair_texture_cut" and lost_hair is not None:
+        out = lost_hair
     elif name == "old_rim" and keep is not None:
         out = cv2.dilate(old_rim_pixels(natural, manipulated, keep).astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
     return out

@@ -15,7 +15,8 @@ from prefect.cache_policies import NO_CACHE
 from perceptforge.backends.loaded import ModelSpec, obtain
 from perceptforge.configs.profile import Gates
 from perceptforge.data.schema import Candidate, EditRecord, GateLimit, GateRecord, Rendering
-from perceptforge.logic.body_mask import boxes_mask
+from perceptforge.logic.body_mask import BodyParts, boxes_mask, hair_texture_cut, lost_side_hair
+from perceptforge.logic.face_mesh import FaceParts
 from perceptforge.logic.gates import (
     distinct_edits,
     hamming,
@@ -37,6 +38,7 @@ from perceptforge.logic.referee_gates import (
     old_rim,
     outlined_pair,
     person_measurements,
+    polygon_mask,
     referee_verdict,
     seam,
 )
@@ -79,6 +81,7 @@ class GateUnit(NamedTuple):
     subject_box: Box | None = None  # where the referees look for the subject's face
     kept: dict[str, Box] | None = None  # what a background edit keeps with the subject: held, in front of it
     worn: dict[str, Box] | None = None  # the objects on the subject (a pin, glasses), which stay with it
+    hair: Box | None = None  # the annotated hair box, where side hair is looked for
 
 
 def referee_limits(gates: Gates, hair: bool, masked: bool) -> dict[str, float]:
@@ -98,6 +101,7 @@ def referee_limits(gates: Gates, hair: bool, masked: bool) -> dict[str, float]:
         "person_cut": gates.max_person_cut,
         "kept_changed": gates.max_kept_changed,
         "kept_replaced": gates.max_kept_replaced,
+        "hair_texture_cut": gates.max_hair_texture_cut,
     }
     if masked:
         limits |= {
@@ -148,6 +152,15 @@ def pair_limits(gates: Gates, candidate: Candidate, rendered: Rendering | None, 
     return limits
 
 
+def side_hair_parts(face: FaceParts, hair_box: Box, person: np.ndarray) -> BodyParts:
+    """What ``lost_side_hair`` looks with, from the face referee: the ears' roots (side hair is looked for above
+    them), the face oval (never hair) and the person segmenter's map."""
+    none = np.zeros(person.shape, bool)
+    ears = tuple((float(x), float(y)) for x, y in face.ears)
+    span = float(np.linalg.norm(face.ears[0] - face.ears[1]))
+    return BodyParts(none, none, ears, span, hair_box, polygon_mask(face.oval, person.shape), person)
+
+
 def referee_check(
     natural: np.ndarray,
     manipulated: np.ndarray,
@@ -158,6 +171,7 @@ def referee_check(
     mask: np.ndarray | None = None,
     kept: dict[str, Box] | None = None,
     worn: dict[str, Box] | None = None,
+    hair_box: Box | None = None,
 ) -> tuple[dict[str, float], str | None, np.ndarray | None]:
     """The referee gates' measurements and verdict for one pair (whatever backend made it): a hair edit must not
     paint the face's skin, the eyebrows, a frontal face's ears or the background; a background edit must not cut
@@ -165,8 +179,9 @@ def referee_check(
     (label → box: what the subject holds, what stands in front of it), and (with its ``mask``, True where the
     background was replaced) leave no rim of the old background along the cut (``old_rim``), no patch of it in or
     beside the subject (``old_patch``; ``background_kept``: what the segmenter is sure is background) and no seam
-    (``seam``). Other edits are not judged here, nor, where no face is seen, the face, person and hair checks (the
-    measurement ``referee_face`` says whether a face was seen). The third value is, on a failure, the natural and
+    (``seam``), nor take the side hair above the ears in the annotated ``hair_box`` (``hair_texture_cut``). Other
+    edits are not judged here, nor, where no face is seen, the face, person and hair checks (the measurement
+    ``referee_face`` says whether a face was seen). The third value is, on a failure, the natural and
     manipulated images side by side with the failing region outlined."""
     hair = rendered_region == "hair"
     background = candidate.edit_kind.value == "background_substitution"
@@ -177,7 +192,7 @@ def referee_check(
     face = face_referee().subject_face(natural, subject_box)
     changed = changed_pixels(natural, manipulated)
     measured: dict[str, float] = {"referee_face": 0.0 if face is None else 1.0}
-    person = None
+    person, lost_hair = None, None
     if hair:
         # the person segmenter knows people the face referee sees (near, facing the camera); where no face is seen
         # (a drawn test portrait, a head turned away) its "background" may be the whole head: not judged
@@ -201,6 +216,10 @@ def referee_check(
             # and what it is sure is background goes, whatever the annotation's boxes say
             person = person_probability(natural)
             measured |= person_measurements(changed, person, keep, held)
+            if hair_box is not None:
+                parts = side_hair_parts(face, hair_box, person)
+                lost_hair = lost_side_hair(natural, keep if keep is not None else ~changed, parts)
+                measured["hair_texture_cut"] = hair_texture_cut(lost_hair, parts)
         if keep is not None:
             measured["old_rim"] = old_rim(natural, manipulated, keep)
             measured["old_patch"] = old_patch(natural, keep, held)
@@ -220,6 +239,7 @@ def referee_check(
         person=person,
         keep=None if mask is None else ~mask,
         kept=(kept or {}) | (worn or {}),
+        lost_hair=lost_hair,
     )
     return measured, referee_verdict(measured, limits), outlined_pair(natural, manipulated, region)
 
@@ -245,12 +265,13 @@ def pair_gates(
     subject_box: Box | None = None,
     kept: dict[str, Box] | None = None,
     worn: dict[str, Box] | None = None,
+    hair: Box | None = None,
 ) -> tuple[dict[str, float], str | None, np.ndarray | None, bool]:
     """Every gate on one pair, without the run's files: the measurements, the first failure's reason (None when
     the pair passes), the pair with the failing region outlined where a referee failed it, and whether it was a
     referee. ``kept``: label → box of what a background edit keeps with the subject (``logic/edit_region.
     kept_objects``: what it holds, what stands in front of it); ``worn``: the objects on it (``worn_objects``: a pin,
-    glasses). The run's gate stage and the gate corpus
+    glasses); ``hair``: the annotated hair box. The run's gate stage and the gate corpus
     (``benchmarks/``) judge pairs through this one function."""
     measured = pair_measurements(natural, manipulated, mask)
     if clip is not None:
@@ -273,6 +294,7 @@ def pair_gates(
         mask,
         kept,
         worn,
+        hair,
     )
     measured |= refereed
     if referee_reason is None:  # the pose referee's body parts (logic/pose_gates), after the face's
@@ -284,14 +306,14 @@ def pair_gates(
 
 
 def judge_pair(unit: GateUnit, gates: Gates, clip: Any, run_path: Path) -> int | QualityGate:
-    edit, candidate, subject_box, kept, worn = GateUnit(*unit)  # a plain (edit, candidate) pair: no subject box
+    edit, candidate, subject_box, kept, worn, hair = GateUnit(*unit)  # a plain (edit, candidate) pair: no boxes
     run = RunDir(run_path)
     natural, manipulated = (load_rgb(run.sub(ref.path)) for ref in (edit.pair.natural, edit.pair.manipulated))
     if natural.size != manipulated.size:
         return QualityGate(f"sizes differ: natural {natural.size}, manipulated {manipulated.size}")
     mask = run.load_mask(edit.pair.mask.path) if edit.pair.mask else None
     measured, reason, outlined, referee_failed = pair_gates(
-        natural, manipulated, mask, candidate, edit.edit.rendered, gates, clip, subject_box, kept, worn
+        natural, manipulated, mask, candidate, edit.edit.rendered, gates, clip, subject_box, kept, worn, hair
     )
     masked = mask is not None and bool(mask.any()) and not bool(mask.all())
     record = GateRecord(
@@ -321,17 +343,18 @@ def gates_stage(
     subject_boxes: dict[str, Box] | None = None,
     kept_boxes: dict[str, dict[str, Box]] | None = None,
     worn_boxes: dict[str, dict[str, Box]] | None = None,
+    hair_boxes: dict[str, Box | None] | None = None,
 ) -> list[tuple[Unit, EditRecord]]:
     """The edits that pass every gate, in unit order; the others are quarantined with the gate's reason.
     ``subject_boxes``: source id → the subject's box, where the referees look for its face; ``kept_boxes``: source
-    id → label → box of what a background edit keeps with the subject; ``worn_boxes``: of the objects on it."""
-    boxes, kept, worn = subject_boxes or {}, kept_boxes or {}, worn_boxes or {}
+    id → label → box of what a background edit keeps with the subject; ``worn_boxes``: of the objects on it;
+    ``hair_boxes``: source id → the annotated hair box."""
+    boxes, kept, worn, hair = subject_boxes or {}, kept_boxes or {}, worn_boxes or {}, hair_boxes or {}
     units = []
     for u, e in edits:
         source = candidates[u.name].lineage.source_id
-        units.append(
-            Unit(u.name, u.file, GateUnit(e, candidates[u.name], boxes.get(source), kept.get(source), worn.get(source)))
-        )
+        unit = GateUnit(e, candidates[u.name], boxes.get(source), kept.get(source), worn.get(source), hair.get(source))
+        units.append(Unit(u.name, u.file, unit))
     resources = CPU_STAGE if clip is None else MODEL_STAGE
     passed = runner.map("gates", gate, units, gates=gates, clip=clip, models=[clip], resources=resources)
     hashes = dict((u.name, h) for u, h in passed)

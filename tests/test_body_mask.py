@@ -360,7 +360,11 @@ def strands_scene(textured_backdrop: bool = False):
     keep = disc(shape, (100, 85), 40)  # the side hair left of x 60 was cut
     person = np.where(keep, 0.99, np.where(hair, 0.2, 0.0))
     parts = bm.BodyParts(
-        nothing(shape), nothing(shape), ((60.0, 150.0), (140.0, 150.0)), 80.0, hair=(30.0, 20.0, 150.0, 140.0),
+        nothing(shape),
+        nothing(shape),
+        ((60.0, 150.0), (140.0, 150.0)),
+        80.0,
+        hair=(30.0, 20.0, 150.0, 140.0),
         person=person,
     )
     return image, keep, hair, parts

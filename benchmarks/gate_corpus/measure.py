@@ -41,6 +41,7 @@ from perceptforge.logic.gate_corpus import limits_fingerprint  # noqa: E402
 from perceptforge.store.images import load_rgb  # noqa: E402
 from perceptforge.store.rundir import RunDir, safe_name  # noqa: E402
 from perceptforge.tasks.gates import pair_gates, pair_limits  # noqa: E402
+from perceptforge.tasks.mask import hair_box  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LABELS = HERE / "labels.json"
@@ -96,6 +97,7 @@ def judge(pair: CorpusPair, gates: Gates, clip: Any = None) -> Verdict:
     g = pair.grounding
     kept = None if g is None else {r.label: r.box.xyxy for r in kept_objects(g)}
     worn = None if g is None else {r.label: r.box.xyxy for r in worn_objects(g)}
+    hair = None if g is None else hair_box(g)
     measured, reason, _, _ = pair_gates(
         pair.natural,
         pair.manipulated,
@@ -107,6 +109,7 @@ def judge(pair: CorpusPair, gates: Gates, clip: Any = None) -> Verdict:
         pair.subject_box,
         kept,
         worn,
+        hair,
     )
     masked = pair.mask is not None and bool(pair.mask.any()) and not bool(pair.mask.all())
     limits = pair_limits(gates, pair.candidate, pair.rendered, masked)
