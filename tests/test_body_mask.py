@@ -384,3 +384,21 @@ def test_side_hair_above_the_ears_is_grown_by_its_texture_and_the_backdrop_is_no
     assert (bm.textured_hair(image_t, keep_t, parts_t) == keep_t).all()
     no_map = bm.BodyParts(parts.sure, parts.body, parts.ears, parts.ear_span, hair=parts.hair)
     assert (bm.textured_hair(image, keep, no_map) == keep).all()
+
+
+def test_side_hair_swapped_with_the_backdrop_fails_the_hair_gate_and_kept_hair_passes():
+    from perceptforge.logic.referee_gates import failing_region
+
+    image, keep, hair, parts = strands_scene()
+    limit = Gates().max_hair_texture_cut
+    lost = bm.lost_side_hair(image, keep, parts)
+    assert bm.hair_texture_cut(lost, parts) > 5 * limit  # the side hair the drawn cut took
+    assert not (lost & ~hair).any()
+    region = failing_region("hair_texture_cut", ~keep, image, image, lost_hair=lost)
+    assert (region == lost).all()  # report.html outlines the hair taken
+    kept = bm.textured_hair(image, keep, parts)  # the mask stage's growth: what is left lies past its reach
+    left = bm.lost_side_hair(image, kept, parts)
+    assert bm.hair_texture_cut(left, parts) < bm.hair_texture_cut(lost, parts) / 3
+    assert not (left & disc((160, 160), (100, 85), 40 + 17)).any()
+    whole = keep | hair  # a cut along the hair's edge
+    assert bm.hair_texture_cut(bm.lost_side_hair(image, whole, parts), parts) == 0.0
