@@ -343,6 +343,7 @@ def referee_verdict(measured: dict[str, float], limits: dict[str, float]) -> str
         "changed_in_background": "of the changed pixels lie in the background",
         "ear_changed": "of an ear's place changed (the ear is cut or painted)",
         "old_rim": "of the kept outline keeps a rim of the old background",
+        "hair_texture_cut": "of the hair box above the ears is side hair (by its strands) swapped with the background",
         "ear_painted": "of an ear's skin painted with the hair",
         "old_patch": "of the kept subject is old background left in or beside it",
         "seam": "of the kept outline shows a seam (a dotted, light or dark line along the cut)",
