@@ -181,10 +181,9 @@ class Gates(Section):
         "head below an ear (hair, jaw, neck) that the mask may swap",
     )
     max_hair_texture_cut: float = Field(
-        # 0.01: white side hair swapped with the pink-grey painting behind it read 3.1% and 3.5%, and side hair cut
-        # inside its edge beside a window 1.1% and 2.9%; swaps the annotators accepted read at most 0.07%, and 0.7%
-        # where the flag's red showed at a collar
-        0.01,
+        # 0.005: white side hair swapped with the pink-grey painting behind it read 2.4% and 2.6%, and side hair cut
+        # inside its edge beside a window 0.6% (and 0.1%); swaps that keep it read at most 0.011%
+        0.005,
         ge=0,
         le=1,
         description="boxes-only background edits: the largest share of the annotated hair box above the ears that "

@@ -56,6 +56,9 @@ EDGE_REACH = 0.012  # how far past the cut the body is grown to its edge, as a s
 # backdrop beside it, a pixel past the outline is hair from the two textures' geometric mean up
 HAIR_TEXTURE_OVER = 2.5
 TEXTURE_HALF = 4  # half the window ``texture`` measures over
+# the strands' outer fringe left to the matte: the window's reach past them and as far again into them (at 8 px, the
+# white fringe kept over the dark painting read as its rim on 17% of the outline)
+HAIR_FRINGE = 3 * TEXTURE_HALF
 
 
 @dataclass(frozen=True)
@@ -490,7 +493,7 @@ def textured_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: 
     found = ~keep & box & ~face & (parts.person >= 0.05) & (tex >= np.sqrt(ours * theirs))
     # the texture is measured over 9×9: the backdrop within 4 px of the strands reads as textured, and the
     # strands' outer fringe is half the backdrop's colour; both are left to the matte
-    found &= _distance_to(~(keep | found)) > 2 * TEXTURE_HALF
+    found &= _distance_to(~(keep | found)) > HAIR_FRINGE
     if reach is not None:
         found &= outside <= r
     return keep | joined(keep, found)

@@ -375,7 +375,7 @@ def test_side_hair_above_the_ears_is_grown_by_its_texture_and_the_backdrop_is_no
     grown = bm.textured_hair(image, keep, parts)
     # the side hair within reach of the outline (0.15 of the hair box's side), less its outer fringe (where the
     # texture's window reaches the backdrop)
-    inner = hair & ~keep & disc((160, 160), (90, 80), 60 - 2 * bm.TEXTURE_HALF - 1) & disc((160, 160), (100, 85), 58)
+    inner = hair & ~keep & disc((160, 160), (90, 80), 60 - bm.HAIR_FRINGE - 1) & disc((160, 160), (100, 85), 58)
     assert inner.sum() > 1000 and grown[inner].mean() > 0.95
     assert not (grown & ~keep & ~hair).any()  # none of the backdrop
     assert not (grown & ~disc((160, 160), (100, 85), 40 + 18.5)).any()  # nor past reach of the outline
