@@ -82,6 +82,19 @@ def photo_refusal(
     return image if isinstance(image, str) else region_refusal(template, grounding, image, old, region, gates)
 
 
+def short_box(read: Callable[[], np.ndarray | str], grounding: Grounding) -> str | None:
+    """The mask stage's refusal of a boxes-only background edit whose subject box stops short of the frame
+    (``tasks/mask.short_box_refusal``), on the photo ``read`` gives."""
+    from perceptforge.backends.referees import person_probability
+    from perceptforge.tasks.mask import short_box_refusal
+
+    image = read()
+    if isinstance(image, str):
+        return image
+    found = short_box_refusal(person_probability(image), grounding)
+    return None if found is None else found[0]
+
+
 def group_by_reason(reasons: dict[str, str]) -> dict[str, list[str]]:
     grouped: dict[str, list[str]] = {}
     for key, why in sorted(reasons.items()):
@@ -202,7 +215,8 @@ class MvpFamily(Family[MvpDetails]):
     def source_check(self, plan: RunPlan[MvpDetails]) -> SourceCheck:
         """Per category, why each source cannot serve it on this profile, from the annotation file (the grounding a
         run starts from when the profile's grounder is the file; a VLM grounder may find more) and, for a value that
-        names a region (hair), from the photo itself, as the mask stage would refuse it."""
+        names a region (hair) or a boxes-only background edit (a box short of the frame), from the photo itself, as
+        the mask stage would refuse it."""
         from perceptforge.store.sources import grounding_from_entry
 
         prof = plan.inputs.profile
@@ -215,9 +229,14 @@ class MvpFamily(Family[MvpDetails]):
             grounding = grounding_from_entry(entry)
             # decoded once, and only for a category whose value names a region (hair): the rest read no pixels
             read = cache(partial(read_photo, plan.inputs.source_dir, entry, prof.ingest.max_pixels))
+            # a boxes-only background edit reads it too, for a box short of the frame (the person model, 10 ms)
+            boxed = prof.gates.referees and not grounding.subject.outline
             for tid, t in used.items():
                 refusal = partial(photo_refusal, read, t, grounding, prof.gates)
-                verdicts[tid][entry.source_id] = category_needs.unmet(t, grounding, offers[tid], refusal)
+                why = category_needs.unmet(t, grounding, offers[tid], refusal)
+                if why is None and boxed and t.edit_kind.value == "background_substitution":
+                    why = short_box(read, grounding)
+                verdicts[tid][entry.source_id] = why
         donors = {e.source_id: "no main subject: a donor image" for e in plan.inputs.entries if not e.subject}
         return SourceCheck(verdicts, skipped, donors)
 

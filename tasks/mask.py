@@ -175,6 +175,25 @@ def named_region(
         raise
 
 
+def short_box_refusal(person: np.ndarray, grounding: Grounding) -> tuple[str, float] | None:
+    """Why a boxes-only background edit is refused before segmenting, and how many lines say so, where the subject's
+    box stops short of the frame while the person segmenter (``person``: its map of the photo) sees the person run on
+    to it (``logic/body_mask.box_short_of_person``, less what is kept whole); None: it is not. The run's mask stage
+    and ``sources check`` both ask it."""
+    held = boxes_mask([r.box.xyxy for r in kept_objects(grounding)], person.shape)
+    short = box_short_of_person(person, grounding.subject.box.xyxy, held)
+    if short is None:
+        return None
+    side, gap, lines = short
+    # the box is the whole subject: what lies past it goes with the old background, the person cut straight
+    why = (
+        f"the subject's box stops {gap} px short of the photo's {side} edge, where the person segmenter sees the "
+        f"person run on to it ({lines} {'rows' if side in ('left', 'right') else 'columns'}): a background edit "
+        "would cut the person there; extend the subject's box to the frame"
+    )
+    return why, float(lines)
+
+
 def region_refusal(
     template: Template, grounding: Grounding, image: np.ndarray, old_value: str, region: str, gates: Gates
 ) -> str | None:
@@ -233,18 +252,9 @@ def make_mask(
     # are kept to their rims and tips (a segmenter's coarse map cut them), slivers of the old background trimmed
     parts = body_parts(image, grounding, face) if background and not drawn and gates.referees else None
     if parts is not None and parts.person is not None:
-        held = boxes_mask([r.box.xyxy for r in kept_objects(grounding)], (image.shape[0], image.shape[1]))
-        short = box_short_of_person(parts.person, grounding.subject.box.xyxy, held)
+        short = short_box_refusal(parts.person, grounding)
         if short is not None:
-            side, gap, lines = short
-            # the box is the whole subject: what lies past it goes with the old background, the person cut straight
-            raise QualityGate(
-                f"the subject's box stops {gap} px short of the photo's {side} edge, where the person segmenter sees "
-                f"the person run on to it ({lines} {'rows' if side in ('left', 'right') else 'columns'}): a "
-                "background edit would cut the person there; extend the subject's box to the frame",
-                {"box_short": float(lines)},
-                {"natural": source.stored},
-            )
+            raise QualityGate(short[0], {"box_short": short[1]}, {"natural": source.stored})
     for attempt in range(1, attempts + 1):
         tried = {"attempts": float(attempt)} if attempt > 1 else {}
         with call_lock(device, segmenter):

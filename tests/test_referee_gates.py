@@ -739,13 +739,17 @@ def test_a_matte_blended_into_a_whole_ears_rim_is_no_cut():
     assert body_part_measurements(cut_pixels(image, cut_through), oval, ears, image)["ear_changed:left"] > 0.1
 
 
-def test_a_subject_box_short_of_the_person_is_quarantined_before_segmenting(prefect_api, tmp_path):
+def test_a_subject_box_short_of_the_person_is_quarantined_before_segmenting(prefect_api, tmp_path, cli_env):
     """Photo 3 of the new photos with its subject box 30 px short of the left frame, where her jacket runs on to it:
     the mask stage refuses the background swap with what to change in the annotation (the judges rejected the
-    pair, her shoulder cut straight; the person cut gate read 0.76%, under its 1%)."""
+    pair, her shoulder cut straight; the person cut gate read 0.76%, under its 1%); ``sources check`` says so first,
+    in the same words."""
     import json
     import shutil
+    import subprocess
     from pathlib import Path
+
+    from helpers import perceptforge_cmd
 
     import perceptforge
     from perceptforge.flows.run import run as run_flow
@@ -769,3 +773,9 @@ def test_a_subject_box_short_of_the_person_is_quarantined_before_segmenting(pref
         "stops 30 px short of the photo's left edge" in record["detail"]
         and "extend the subject's box" in (record["detail"])
     )
+    checked = tmp_path / "check.json"
+    cmd = [*perceptforge_cmd(), "sources", "check", str(source), "--only", "B1,S2", "--json", str(checked)]
+    done = subprocess.run(cmd, env=cli_env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    verdicts = json.loads(checked.read_text())["verdicts"]
+    assert verdicts["B1"]["3"] == record["detail"] and verdicts["S2"]["3"] is None  # a filter keeps the whole photo
