@@ -457,9 +457,10 @@ def texture(image: np.ndarray) -> np.ndarray:
     """(H, W) float32: the fine texture about each pixel (the root mean square over 9×9 of the grey image's
     Laplacian after a 0.8 px blur): a strand of hair's, and none of an out-of-focus backdrop's."""
     grey = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY).astype(np.float32)
-    lap = cv2.Laplacian(cv2.GaussianBlur(grey, (0, 0), 0.8), cv2.CV_32F)
+    lap = np.asarray(cv2.Laplacian(cv2.GaussianBlur(grey, (0, 0), 0.8), cv2.CV_32F), np.float32)
     # a box filter's running sums leave tiny negatives where the image is flat
-    return np.sqrt(np.maximum(cv2.blur(lap * lap, (2 * TEXTURE_HALF + 1, 2 * TEXTURE_HALF + 1)), 0.0))
+    power = np.asarray(cv2.blur(np.square(lap), (2 * TEXTURE_HALF + 1, 2 * TEXTURE_HALF + 1)), np.float32)
+    return np.sqrt(np.maximum(power, 0.0))
 
 
 def textured_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: float | None = 0.15) -> np.ndarray:
