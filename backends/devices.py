@@ -17,6 +17,7 @@ _LOCKS_GUARD = threading.Lock()
 # SAM keeps the image it was set to, so two threads in one copy change each other's pixels (a CI run's items
 # differed from the same run's on two worker processes); different models still run side by side.
 _MODEL_LOCKS: weakref.WeakKeyDictionary[object, threading.RLock] = weakref.WeakKeyDictionary()
+_MODEL_LOCKS_BY_ID: dict[int, threading.RLock] = {}
 
 
 def resolve_device(requested: str) -> str:
@@ -105,7 +106,7 @@ def call_lock(device: str, model: object):
     if getattr(model, "concurrent_calls", False):
         return contextlib.nullcontext()
     with _LOCKS_GUARD:
-        lock = _MODEL_LOCKS.get(model)
-        if lock is None:
-            lock = _MODEL_LOCKS[model] = threading.RLock()
-        return lock
+        try:
+            return _MODEL_LOCKS.setdefault(model, threading.RLock())
+        except TypeError:  # no weak reference to it (``__slots__``), or unhashable: by identity, while it lives
+            return _MODEL_LOCKS_BY_ID.setdefault(id(model), threading.RLock())

@@ -113,6 +113,12 @@ def test_call_lock_is_the_models_own_on_cpu():
     with call_lock("cpu", one), call_lock("cpu", one), call_lock("cpu", free), call_lock("cpu", free):
         pass  # the model's own lock is re-entrant; a model declaring concurrent calls takes none
 
+    class Slotted:  # no weak reference to it
+        __slots__ = ()
+
+    slotted = Slotted()
+    assert call_lock("cpu", slotted) is call_lock("cpu", slotted)
+
 
 class SlowBackend(CountingBackend):
     """Records how many batches are inside the model at once."""
