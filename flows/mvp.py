@@ -227,9 +227,9 @@ class MvpFamily(Family[MvpDetails]):
         verdicts: dict[str, dict[str, str | None]] = {tid: {} for tid in used}
         for entry in (e for e in plan.inputs.entries if e.subject):
             grounding = grounding_from_entry(entry)
-            # decoded once, and only for a category whose value names a region (hair): the rest read no pixels
+            # decoded once, and only for a category whose value names a region (hair) or a boxes-only background edit
+            # (a box short of the frame: the person model, 10 ms): the rest read no pixels
             read = cache(partial(read_photo, plan.inputs.source_dir, entry, prof.ingest.max_pixels))
-            # a boxes-only background edit reads it too, for a box short of the frame (the person model, 10 ms)
             boxed = prof.gates.referees and not grounding.subject.outline
             for tid, t in used.items():
                 refusal = partial(photo_refusal, read, t, grounding, prof.gates)
