@@ -63,6 +63,21 @@ def test_the_backdrop_seen_through_a_lens_goes_and_protect_keeps_it():
     assert (bd.see_through(image, head, protect=lens) == head).all()
 
 
+def test_a_fleck_of_the_backdrop_between_locks_goes_and_noise_stays():
+    """A gap between two locks near the cut, 2×3 px, showing the backdrop (4 px of it or more is the backdrop,
+    whatever its shape: the 3×3 opening that keeps a lens's corner from noise left it, a grey-blue speck in the hair
+    over the new scene); a single pixel of it stays."""
+    head = disc((90, 100), 50)
+    gap = np.zeros((SIZE, SIZE), bool)
+    gap[99:101, 133:136] = True  # 4-5 px inside the cut
+    dot = np.zeros((SIZE, SIZE), bool)
+    dot[80, 134] = True
+    image = painted([(head, HAIR), (gap | dot, BACKDROP)])
+    kept = bd.see_through(image, head)
+    assert not (kept & gap).any()
+    assert kept[dot].all()
+
+
 def test_a_speck_of_backdrop_colour_deep_in_the_subject_stays():
     head = disc((90, 100), 50)
     deep = disc((90, 100), 6)  # the middle of the head, beyond the pocket's reach
