@@ -48,6 +48,8 @@ class EditRequest:
 
 
 class Backend(Protocol):
+    # a backend may also say ``concurrent_calls = True``: one copy keeps nothing between calls, so the threads
+    # runner's threads may call it at once on the CPU (``devices.call_lock``; without it, one call at a time)
     name: str
     model_id: str
 
