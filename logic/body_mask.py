@@ -366,11 +366,7 @@ def grown_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: flo
     h, w = keep.shape
     x0, y0, x1, y1 = parts.hair
     side = max(x1 - x0, y1 - y0)
-    pad = 0.05 * side
-    box = np.zeros((h, w), bool)
-    box[max(0, int(y0 - pad)) : min(h, int(np.ceil(y1 + pad))), max(0, int(x0 - pad)) : min(w, int(x1 + pad) + 1)] = (
-        True
-    )
+    box = _hair_box(parts, (h, w))
     r = max(2, int(round(reach * side)))
     k8 = keep.astype(np.uint8)
     kernel = disc_kernel(r)
@@ -381,8 +377,7 @@ def grown_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: flo
     around = np.zeros((h, w), bool)  # the box and as far again about it: a window's frame beside it is learnt too
     around[max(0, int(y0 - 2 * r)) : min(h, int(y1 + 2 * r)), max(0, int(x0 - 2 * r)) : min(w, int(x1 + 2 * r))] = True
     backdrop = cv2.dilate(k8, far).astype(bool) & ~cv2.dilate(k8, kernel).astype(bool) & around
-    face = parts.face if parts.face is not None else np.zeros((h, w), bool)
-    face = cv2.dilate(face.astype(np.uint8), np.ones((9, 9), np.uint8)).astype(bool)
+    face = _near_face(parts, (h, w))
     hair = near_in & box & ~face & ~parts.sure
     # only hair that falls loose below the ears (a curl on a shoulder): above them the head's outline is short hair
     # the segmenter follows, and what lies past it there is the backdrop's (a window's blur beside a temple)
@@ -477,8 +472,7 @@ def textured_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: 
     box = _side_hair_box(parts, (h, w))
     x0, y0, x1, y1 = parts.hair
     side = max(x1 - x0, y1 - y0)
-    face = parts.face if parts.face is not None else np.zeros((h, w), bool)
-    face = cv2.dilate(face.astype(np.uint8), np.ones((9, 9), np.uint8)).astype(bool)
+    face = _near_face(parts, (h, w))
     r = max(2, int(round((reach or 0.15) * side)))
     tex = texture(image)
     # distances, not dilations by discs up to 220 px wide (1.7 s where this takes 32 ms on an 800×800 photo)
@@ -507,12 +501,28 @@ def _distance_to(region: np.ndarray) -> np.ndarray:
     return cv2.distanceTransform((~region).astype(np.uint8), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
 
 
-def _side_hair_box(parts: BodyParts, shape: tuple[int, int]) -> np.ndarray:
-    """(H, W) bool: the annotated hair box, 5% of its longer side wider all round, above the lowest seen ear."""
+def _hair_box(parts: BodyParts, shape: tuple[int, int]) -> np.ndarray:
+    """(H, W) bool: the annotated hair box, 5% of its longer side wider all round (a curl's tip leaves it)."""
     assert parts.hair is not None
+    h, w = shape
     x0, y0, x1, y1 = parts.hair
     pad = 0.05 * max(x1 - x0, y1 - y0)
-    return boxes_mask([(x0 - pad, y0 - pad, x1 + pad, y1 + pad)], shape) & ~_below_ears(parts, shape)
+    box = np.zeros(shape, bool)
+    box[max(0, int(y0 - pad)) : min(h, int(np.ceil(y1 + pad))), max(0, int(x0 - pad)) : min(w, int(x1 + pad) + 1)] = (
+        True
+    )
+    return box
+
+
+def _side_hair_box(parts: BodyParts, shape: tuple[int, int]) -> np.ndarray:
+    """(H, W) bool: ``_hair_box`` above the lowest seen ear."""
+    return _hair_box(parts, shape) & ~_below_ears(parts, shape)
+
+
+def _near_face(parts: BodyParts, shape: tuple[int, int]) -> np.ndarray:
+    """(H, W) bool: the face oval and 4 px about it, where hair is never looked for."""
+    face = parts.face if parts.face is not None else np.zeros(shape, bool)
+    return cv2.dilate(face.astype(np.uint8), np.ones((9, 9), np.uint8)).astype(bool)
 
 
 def lost_side_hair(natural: np.ndarray, keep: np.ndarray, parts: BodyParts) -> np.ndarray:
