@@ -112,6 +112,54 @@ def test_a_pixel_a_third_subject_or_less_takes_the_subjects_colour_near_it():
     assert np.abs(own - hair_mean).max() > 12  # a mostly-subject pixel keeps its own recovered colour
 
 
+def test_a_segmenters_cut_holds_a_rim_to_the_colours_the_subject_commonly_has():
+    """A navy shoulder's edge over a red curtain, with a paler blue rim of its own: the curtain taken out of the rim
+    left a light-blue line over a grey wall. On a segmenter's cut the rim's colour is held to what the jacket
+    commonly has near it, even six pixels from its nearest sure pixel; a drawn line keeps the old reach, where that
+    pixel has no sure one near enough to be held at all."""
+    rng = np.random.default_rng(0)
+    h, w = 40, 40
+    image = np.zeros((h, w, 3), np.uint8)
+    image[:20] = (120, 50, 38)  # the curtain
+    image[20:] = np.clip(rng.normal((52, 64, 88), 4, (h - 20, w, 3)), 0, 255)  # the jacket, a little texture
+    image[20] = (100, 105, 127)  # its pale edge
+    image[20:24:3, ::7] = (90, 110, 140)  # a few bright threads (the extremes)
+    alpha = np.zeros((h, w))
+    alpha[20] = 0.68
+    alpha[21:26] = 0.9
+    alpha[26:] = 1.0
+    common = foreground_colours(image, alpha, band_px=3, common=True)[20, 10]
+    assert common[2] < 88 + 3 * 4 * 2  # within about two standard deviations of the jacket's blue
+    drawn = foreground_colours(image, alpha, band_px=3)[20, 10]
+    assert drawn[2] > 140  # unheld, the light-blue line
+    assert (foreground_colours(image, alpha, band_px=3, common=True)[26:] == image[26:]).all()
+
+
+def test_where_subject_and_backdrop_share_a_colour_the_cut_edge_stands_in_for_the_matte():
+    """A grey tweed shoulder over a grey-blue backdrop: the colour lines tell them apart nowhere, and the matte
+    followed the tweed, a ragged dark-bitten edge. There the alpha is the cut's own edge softened by a pixel; a
+    subject far from its backdrop's colour keeps the matte's alpha."""
+    rng = np.random.default_rng(1)
+    h, w = 60, 60
+    keep = np.zeros((h, w), bool)
+    keep[30:] = True
+    image = np.zeros((h, w, 3), np.uint8)
+    image[:] = (120, 140, 150)  # the backdrop
+    tweed = np.clip(rng.normal((125, 138, 148), 30, (h, w, 3)), 0, 255).astype(np.uint8)
+    image[keep] = tweed[keep]
+    alpha, _ = matte(image, keep, 4)
+    edge = cv2.GaussianBlur(keep.astype(np.float64), (0, 0), 1.0)
+    band = (np.abs(np.arange(h) - 30) <= 4)[:, None] & np.ones((1, w), bool)
+    assert np.abs(alpha - edge)[band].max() < 1e-9
+    far = image.copy()
+    far[keep] = (200, 60, 40)  # a red coat
+    far[28:32, ::2] = (200, 60, 40)  # with threads past the cut
+    coat, _ = matte(far, keep, 4)
+    assert np.abs(coat - edge)[band].max() > 0.3
+    drawn, _ = matte(image, keep, 4, hard_thin=True)
+    assert np.abs(drawn - edge)[band].max() > 0.05  # a drawn line keeps its matte
+
+
 def test_same_seed_same_mask_and_bytes(astronaut):
     image, grounding, donor = astronaut
     b1 = templates()["B1"]
