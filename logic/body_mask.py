@@ -59,6 +59,10 @@ TEXTURE_HALF = 4  # half the window ``texture`` measures over
 # the strands' outer fringe left to the matte: the window's reach past them and as far again into them (at 8 px, the
 # white fringe kept over the dark painting read as its rim on 17% of the outline)
 HAIR_FRINGE = 3 * TEXTURE_HALF
+# ...where the fringe shows: hair this many L* lighter or darker than the backdrop behind it. Before a backdrop as
+# dark as the hair (a navy flag) only the window's reach is left (half-colours do not show there), for the 12 px took
+# dark temple hair 4-10 px wide whole, and the matte smeared the skin's colour over where it had been
+FRINGE_SHOWS_L = 10.0
 
 
 @dataclass(frozen=True)
@@ -488,7 +492,13 @@ def textured_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: 
     found = ~keep & box & ~face & (parts.person >= 0.05) & (tex >= np.sqrt(ours * theirs))
     # the texture is measured over 9×9: the backdrop within 4 px of the strands reads as textured, and the
     # strands' outer fringe is half the backdrop's colour; both are left to the matte
-    found &= _distance_to(~(keep | found)) > HAIR_FRINGE
+    lightness = lab_of(image)[..., 0].astype(np.float64)
+    beyond = ~(keep | found)
+    sigma = float(2 * HAIR_FRINGE)
+    weight = cv2.GaussianBlur(beyond.astype(np.float64), (0, 0), sigma)
+    behind = cv2.GaussianBlur(lightness * beyond, (0, 0), sigma) / np.maximum(weight, 1e-6)
+    shows = np.abs(behind - float(np.median(lightness[hair]))) >= FRINGE_SHOWS_L
+    found &= _distance_to(beyond) > np.where(shows, HAIR_FRINGE, TEXTURE_HALF)
     if reach is not None:
         found &= outside <= r
     return keep | joined(keep, found)

@@ -346,14 +346,15 @@ def test_a_subject_box_short_of_the_person_at_the_frame_is_found():
 # --- side hair told from a blurred backdrop by its strands ----------------------------------------------------------
 
 
-def strands_scene(textured_backdrop: bool = False):
+def strands_scene(textured_backdrop: bool = False, backdrop=(200, 185, 185)):
     """White strands of hair (fine noise about a pinkish grey) to the left of a kept head, before an out-of-focus
-    backdrop of the same mean colour, which colour cannot tell apart; the segmenter kept the head but cut the side
-    hair, and the person segmenter sees little person there. The ears are below, at row 150."""
+    backdrop of the same mean colour (or ``backdrop``), which colour cannot tell apart; the segmenter kept the head
+    but cut the side hair, and the person segmenter sees little person there. The ears are below, at row 150."""
     shape = (160, 160)
     rng = np.random.default_rng(0)
-    image = np.full((*shape, 3), (200, 185, 185), np.float64)
+    image = np.full((*shape, 3), backdrop, np.float64)
     hair = disc(shape, (90, 80), 60) & (np.mgrid[0:160, 0:160][0] < 140)
+    image[hair] = (200, 185, 185)
     noisy = hair | np.ones(shape, bool) if textured_backdrop else hair
     image[noisy] += rng.normal(0, 30, (int(noisy.sum()), 1))
     image = np.clip(image, 0, 255).astype(np.uint8)
@@ -384,6 +385,22 @@ def test_side_hair_above_the_ears_is_grown_by_its_texture_and_the_backdrop_is_no
     assert (bm.textured_hair(image_t, keep_t, parts_t) == keep_t).all()
     no_map = bm.BodyParts(parts.sure, parts.body, parts.ears, parts.ear_span, hair=parts.hair)
     assert (bm.textured_hair(image, keep, no_map) == keep).all()
+
+
+def test_the_strands_fringe_is_left_to_the_matte_only_where_it_would_show():
+    """The strands' outer fringe is half the backdrop's colour. Before a backdrop as light as the hair it does not
+    show, and the growth comes within the texture window's reach of the strands' edge (dark temple hair 4-10 px wide
+    before a navy flag had been left out whole, and the matte smeared skin over it); before a darker one (white hair
+    over a dark painting, where the fringe read as a rim) ``HAIR_FRINGE`` is left."""
+    edge = disc((160, 160), (90, 80), 60)
+    near_edge = edge & ~disc((160, 160), (90, 80), 60 - bm.HAIR_FRINGE + 2) & disc((160, 160), (100, 85), 58)
+    image, keep, hair, parts = strands_scene()
+    grown = bm.textured_hair(image, keep, parts)
+    assert grown[near_edge & hair & ~keep].mean() > 0.5
+    image_d, keep_d, hair_d, parts_d = strands_scene(backdrop=(70, 60, 60))
+    grown_d = bm.textured_hair(image_d, keep_d, parts_d)
+    assert not (grown_d & near_edge & ~keep_d).any()
+    assert (grown_d & hair_d & ~keep_d).sum() > 1000  # the hair inside its fringe still grows
 
 
 def test_side_hair_swapped_with_the_backdrop_fails_the_hair_gate_and_kept_hair_passes():
