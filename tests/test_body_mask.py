@@ -142,6 +142,25 @@ def test_a_sliver_of_the_old_background_beside_the_neck_is_trimmed_and_the_face_
     assert trimmed[body].all()
 
 
+def test_trimming_peels_from_the_outside_and_leaves_no_hole():
+    """A pocket of the backdrop's colour behind the jacket's own kept edge line is no sliver: taken out, it was a hole
+    the new scene showed through (a grey nick in a dark shoulder). A sliver on the outline still goes."""
+    shape = (64, 64)
+    image = np.full((*shape, 3), BACKDROP, np.uint8)
+    keep = np.zeros(shape, bool)
+    keep[10:64, 20:44] = True
+    image[keep] = JACKET
+    pocket = np.zeros(shape, bool)
+    pocket[30:34, 21:23] = True  # behind column 20, the jacket's edge, kept
+    image[pocket] = BACKDROP
+    sliver = np.zeros(shape, bool)
+    sliver[40:50, 16:20] = True  # four columns of backdrop kept beside the body
+    parts = bm.BodyParts(nothing(), nothing())
+    trimmed = bm.trimmed(image, keep | sliver, parts, band=2)
+    assert trimmed[pocket].all()
+    assert not (trimmed & sliver).any()
+
+
 def test_what_is_surely_the_subject_is_never_trimmed():
     shape = (64, 64)
     image = np.full((*shape, 3), BACKDROP, np.uint8)
