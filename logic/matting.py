@@ -180,30 +180,31 @@ def matte(
     full = trimap(keep, band_px, hard_thin)
     if not hard_thin:
         # a drawn line is the edge itself, and the cut's softened edge would fade a strut it holds
-        alpha = steadied(image, alpha, keep, band_px)
+        alpha = steadied(image, alpha, keep, full, band_px)
     alpha = np.where(full == 0.5, alpha, full)
     return alpha, foreground_colours(image, alpha, band_px, common=not hard_thin)
 
 
-def separation(image: np.ndarray, alpha: np.ndarray, band_px: int) -> np.ndarray:
-    """(H, W): how far apart (CIE ΔE) the subject's and the old background's colours are near each pixel (their
-    averages over the surely-subject and surely-background pixels within about the band: over twice it, an ear's rim
-    before a brown head behind it was told apart by the face's paler skin, and its soft matte glowed orange)."""
+def separation(image: np.ndarray, tri: np.ndarray, band_px: int) -> np.ndarray:
+    """(H, W): how far apart (CIE ΔE) the subject's and the old background's colours are near each pixel: their
+    averages over the trimap's sure pixels within about the band (over twice it, an ear's rim before a brown head
+    behind it was told apart by the face's paler skin, and its soft matte glowed orange; the matte's own alpha is not
+    asked which pixels are sure, for where it is unsure it calls tweed the backdrop)."""
     img = image.astype(np.float64)
     sigma = max(1.0, band_px)
     lab = lambda rgb: cv2.cvtColor((np.clip(rgb, 0, 255) / 255).astype(np.float32), cv2.COLOR_RGB2LAB)
-    back = _spread(img, alpha <= 0.02, sigma)
-    subject = _spread(img, alpha >= 0.98, sigma)
+    back = _spread(img, tri == 0, sigma)
+    subject = _spread(img, tri == 1, sigma)
     return np.linalg.norm(lab(back) - lab(subject), axis=-1).astype(np.float64)
 
 
-def steadied(image: np.ndarray, alpha: np.ndarray, keep: np.ndarray, band_px: int) -> np.ndarray:
+def steadied(image: np.ndarray, alpha: np.ndarray, keep: np.ndarray, tri: np.ndarray, band_px: int) -> np.ndarray:
     """``alpha`` where the subject's and the background's colours lie apart, and the cut's own edge, softened by a
     pixel, where they do not (``SEPARATION_DE``): there the colour lines tell nothing, and the matte followed the
     texture of a grey tweed shoulder over a grey-blue backdrop, a ragged dark-bitten edge over a black sky."""
     edge = cv2.GaussianBlur(keep.astype(np.float64), (0, 0), 1.0)
     lo, hi = SEPARATION_DE
-    weight = np.clip((separation(image, alpha, band_px) - lo) / (hi - lo), 0.0, 1.0)
+    weight = np.clip((separation(image, tri, band_px) - lo) / (hi - lo), 0.0, 1.0)
     return weight * alpha + (1 - weight) * edge
 
 

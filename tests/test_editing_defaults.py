@@ -145,7 +145,7 @@ def test_where_subject_and_backdrop_share_a_colour_the_cut_edge_stands_in_for_th
     keep[30:] = True
     image = np.zeros((h, w, 3), np.uint8)
     image[:] = (120, 140, 150)  # the backdrop
-    tweed = np.clip(rng.normal((125, 138, 148), 30, (h, w, 3)), 0, 255).astype(np.uint8)
+    tweed = np.clip(rng.normal((125, 138, 148), 20, (h, w, 3)), 0, 255).astype(np.uint8)
     image[keep] = tweed[keep]
     alpha, _ = matte(image, keep, 4)
     edge = cv2.GaussianBlur(keep.astype(np.float64), (0, 0), 1.0)
