@@ -124,12 +124,19 @@ def test_gaps_between_curls_are_not_counted_as_bites():
 # --- slivers of the old background trimmed -----------------------------------------------------------------------
 
 
-def test_a_sliver_of_the_old_background_beside_the_neck_is_trimmed_and_the_face_stays():
+def jacket_before_backdrop(bottom: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """A 64-pixel photo: a jacket (rows 10 to ``bottom``, columns 20 to 44) before the backdrop; (image, jacket)."""
     shape = (64, 64)
     image = np.full((*shape, 3), BACKDROP, np.uint8)
     body = np.zeros(shape, bool)
-    body[10:64, 20:44] = True
+    body[10:bottom, 20:44] = True
     image[body] = JACKET
+    return image, body
+
+
+def test_a_sliver_of_the_old_background_beside_the_neck_is_trimmed_and_the_face_stays():
+    shape = (64, 64)
+    image, body = jacket_before_backdrop()
     sliver = np.zeros(shape, bool)
     sliver[20:50, 16:20] = True  # four columns of backdrop the segmenter kept beside the body
     keep = body | sliver
@@ -146,10 +153,7 @@ def test_trimming_peels_from_the_outside_and_leaves_no_hole():
     """A pocket of the backdrop's colour behind the jacket's own kept edge line is no sliver: taken out, it was a hole
     the new scene showed through (a grey nick in a dark shoulder). A sliver on the outline still goes."""
     shape = (64, 64)
-    image = np.full((*shape, 3), BACKDROP, np.uint8)
-    keep = np.zeros(shape, bool)
-    keep[10:64, 20:44] = True
-    image[keep] = JACKET
+    image, keep = jacket_before_backdrop()
     pocket = np.zeros(shape, bool)
     pocket[30:34, 21:23] = True  # behind column 20, the jacket's edge, kept
     image[pocket] = BACKDROP
@@ -163,10 +167,7 @@ def test_trimming_peels_from_the_outside_and_leaves_no_hole():
 
 def test_what_is_surely_the_subject_is_never_trimmed():
     shape = (64, 64)
-    image = np.full((*shape, 3), BACKDROP, np.uint8)
-    keep = np.zeros(shape, bool)
-    keep[10:54, 20:44] = True
-    image[keep] = JACKET
+    image, keep = jacket_before_backdrop(54)
     grey = np.zeros(shape, bool)
     grey[20:40, 20:23] = True  # a grey sleeve edge, the backdrop's colour
     image[grey] = BACKDROP
