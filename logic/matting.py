@@ -131,8 +131,23 @@ def foreground_colours(image: np.ndarray, alpha: np.ndarray, band_px: int, commo
     # at its rim is one it has near there
     reach = (4 if common else 2) * max(1, band_px) + 1
     lo, hi = subject_range(img, alpha >= 0.98, reach, SPREAD_SD if common else None)
-    fg = np.where(np.isfinite(lo), np.clip(fg, lo, hi), fg)
+    held = toward_range(fg, lo, hi) if common else np.clip(fg, lo, hi)
+    fg = np.where(np.isfinite(lo), held, fg)
     return np.where(a >= 0.98, img, np.clip(fg, 0, 255))
+
+
+def toward_range(colours: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``colours`` moved straight toward the middle of their [``lo``, ``hi``] box until inside it, not clipped channel
+    by channel: a shadowed ear's rim before a dark curtain, its red raised alone to the skin's least, came out a red
+    nub no skin has, where moved toward the skin it is a darker skin."""
+    finite = np.isfinite(lo) & np.isfinite(hi)
+    lo, hi = np.where(finite, lo, colours), np.where(finite, hi, colours)  # no range: the colour is its own
+    gap = (lo + hi) / 2 - colours
+    step = np.where(np.abs(gap) > 1e-9, gap, 1.0)
+    below = np.where(colours < lo, (lo - colours) / step, 0.0)
+    above = np.where(colours > hi, (hi - colours) / step, 0.0)
+    t = np.clip(np.max(np.maximum(below, above), axis=-1, keepdims=True), 0.0, 1.0)
+    return colours + t * gap
 
 
 def subject_range(

@@ -9,7 +9,7 @@ from perceptforge.backends.inpainters import CompositeInpainter, matte_band_px
 from perceptforge.backends.protocols import EditRequest
 from perceptforge.backends.segmenters import GrabCutSegmenter
 from perceptforge.logic.edit_region import edit_mask, pastes_into_box, target_box
-from perceptforge.logic.matting import foreground_colours, matte
+from perceptforge.logic.matting import foreground_colours, matte, toward_range
 from perceptforge.logic.templates import templates
 from perceptforge.store.images import load_rgb
 from perceptforge.store.sources import grounding_from_entry, read_source_dir
@@ -133,6 +133,24 @@ def test_a_segmenters_cut_holds_a_rim_to_the_colours_the_subject_commonly_has():
     drawn = foreground_colours(image, alpha, band_px=3)[20, 10]
     assert drawn[2] > 140  # unheld, the light-blue line
     assert (foreground_colours(image, alpha, band_px=3, common=True)[26:] == image[26:]).all()
+
+
+def test_a_rim_colour_outside_the_subjects_range_moves_toward_it_and_keeps_its_hue():
+    """A shadowed ear's rim before a dark curtain, clipped channel by channel, had its red raised alone to the skin's
+    least: a red nub no skin has. Moved straight toward the skin's range it is a darker skin; a colour inside the
+    range, or with no range near, stays as it is."""
+    lo, hi = np.array([160.0, 100.0, 70.0]), np.array([240.0, 170.0, 140.0])
+    rim = np.array([[[99.0, 75.0, 63.0]]])
+    moved = toward_range(rim, lo, hi)[0, 0]
+    assert (moved >= lo - 1e-9).all() and (moved <= hi + 1e-9).all()
+    clipped = np.clip(rim[0, 0], lo, hi)
+    skin = (lo + hi) / 2
+    assert moved[1] / moved[0] > clipped[1] / clipped[0]  # less red than the clip's (160, 100, 70)
+    assert abs(moved[1] / moved[0] - skin[1] / skin[0]) < abs(clipped[1] / clipped[0] - skin[1] / skin[0]) + 0.05
+    inside = np.array([[[200.0, 130.0, 100.0]]])
+    assert (toward_range(inside, lo, hi) == inside).all()
+    nothing = np.full(3, np.inf)
+    assert (toward_range(rim, -nothing, nothing) == rim).all()
 
 
 def test_where_subject_and_backdrop_share_a_colour_the_cut_edge_stands_in_for_the_matte():
