@@ -26,6 +26,7 @@ import cv2
 import numpy as np
 
 from perceptforge.logic import pose as pl
+from perceptforge.logic.matting import spread
 
 Box = tuple[float, float, float, float]
 # the arms' segments and the shoulder line, by pose landmark
@@ -519,9 +520,7 @@ def _lightness_apart(
     y0, y1 = max(0, ys.min() - pad), min(h, ys.max() + 1 + pad)
     x0, x1 = max(0, xs.min() - pad), min(w, xs.max() + 1 + pad)
     lightness = lab_of(np.ascontiguousarray(image[y0:y1, x0:x1]))[..., 0]
-    back = beyond[y0:y1, x0:x1]
-    weight = cv2.GaussianBlur(back.astype(np.float32), (0, 0), sigma)
-    behind = cv2.GaussianBlur(lightness * back, (0, 0), sigma) / np.maximum(weight, np.float32(1e-6))
+    behind = spread(lightness, beyond[y0:y1, x0:x1], sigma)
     ours = float(np.median(lightness[hair[y0:y1, x0:x1]]))
     out[y0:y1, x0:x1] = np.abs(behind - ours) >= FRINGE_SHOWS_L
     return out & box

@@ -101,11 +101,13 @@ def closed_form_alpha(image: np.ndarray, tri: np.ndarray, eps: float = 1e-5) -> 
     return np.clip(flat.reshape(h, w), 0.0, 1.0)
 
 
-def _spread(colours: np.ndarray, where: np.ndarray, sigma: float) -> np.ndarray:
-    """Each pixel's nearby average of ``colours`` over ``where`` (normalised Gaussian blur)."""
-    weight = cv2.GaussianBlur(where.astype(np.float64), (0, 0), sigma)
-    total = cv2.GaussianBlur(colours * where[..., None], (0, 0), sigma)
-    return total / np.maximum(weight, 1e-6)[..., None]
+def spread(values: np.ndarray, where: np.ndarray, sigma: float) -> np.ndarray:
+    """Each pixel's nearby average of ``values`` ((H, W) or (H, W, C), float) over ``where`` (a normalised Gaussian
+    blur), in the values' own precision."""
+    weight = cv2.GaussianBlur(where.astype(values.dtype), (0, 0), sigma)
+    if values.ndim == 3:
+        return cv2.GaussianBlur(values * where[..., None], (0, 0), sigma) / np.maximum(weight, 1e-6)[..., None]
+    return cv2.GaussianBlur(values * where, (0, 0), sigma) / np.maximum(weight, values.dtype.type(1e-6))
 
 
 def foreground_colours(image: np.ndarray, alpha: np.ndarray, band_px: int, common: bool = False) -> np.ndarray:
@@ -116,8 +118,8 @@ def foreground_colours(image: np.ndarray, alpha: np.ndarray, band_px: int, commo
     reach: a segmenter's cut, whose matte can leave a rim pixel further from any sure one."""
     img = image.astype(np.float64)
     sigma = max(1.0, band_px)
-    back = _spread(img, alpha <= 0.02, 2 * sigma)
-    near_fg = _spread(img, alpha >= 0.98, 2 * sigma)
+    back = spread(img, alpha <= 0.02, 2 * sigma)
+    near_fg = spread(img, alpha >= 0.98, 2 * sigma)
     a = alpha[..., None]
     recovered = (img - (1 - a) * back) / np.maximum(a, 1e-3)
     # from alpha 0.3 (none) to 0.8 (all) the pixel's own colour: a pixel a third subject or less says little of it,
@@ -167,8 +169,8 @@ def subject_range(
         # the extremes alone let a rim take every channel's brightest at once: a navy shoulder's edge, the red
         # curtain taken out of it, came out a light-blue line over a grey wall, bluer and paler than the jacket
         sigma = size / 2
-        mean = _spread(img, sure, sigma)
-        sd = np.sqrt(np.maximum(_spread(img * img, sure, sigma) - mean * mean, 0.0))
+        mean = spread(img, sure, sigma)
+        sd = np.sqrt(np.maximum(spread(img * img, sure, sigma) - mean * mean, 0.0))
         lo = np.maximum(lo, mean - spread_sd * sd)
         hi = np.maximum(lo, np.minimum(hi, mean + spread_sd * sd))
     none = (cv2.dilate(sure.astype(np.uint8), disc) == 0)[..., None]
@@ -208,8 +210,8 @@ def separation(image: np.ndarray, tri: np.ndarray, band_px: int) -> np.ndarray:
     img = image.astype(np.float64)
     sigma = max(1.0, band_px)
     lab = lambda rgb: cv2.cvtColor((np.clip(rgb, 0, 255) / 255).astype(np.float32), cv2.COLOR_RGB2LAB)
-    back = _spread(img, tri == 0, sigma)
-    subject = _spread(img, tri == 1, sigma)
+    back = spread(img, tri == 0, sigma)
+    subject = spread(img, tri == 1, sigma)
     return np.linalg.norm(lab(back) - lab(subject), axis=-1).astype(np.float64)
 
 
