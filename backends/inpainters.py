@@ -172,7 +172,7 @@ class CompositeInpainter:
                 else:
                     from perceptforge.backends.referees import person_probability
 
-                    alpha_s, subject = matte(base, ~mask, matte_band_px((h, w), self.matte_band))
+                    alpha_s, subject = matte(base, ~mask, matte_band_px((h, w), self.matte_band), hair=req.hair)
                     # outside the cut, the old photo shows only where it is the person (a curl), or at the cut's
                     # own edge
                     alpha_s = within_person(alpha_s, ~mask, person_probability(base))

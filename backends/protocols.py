@@ -34,6 +34,7 @@ class EditRequest:
     partial: bool = False  # composite: a donor crop into the mask box (True) or a donor scene around the subject
     rendering: Rendering | None = None  # the declared value: the donor (composite) or colour (recolour) to use
     drawn: bool = False  # the mask is an annotator's outline, not a segmenter's guess: trust its line more
+    hair: np.ndarray | None = None  # composite: (H, W) bool, where the kept outline is hair (its strands are unmixed)
 
     def check(self) -> None:
         """An RGB image and, if given, a non-empty mask of its size; else ValueError saying what is wrong."""

@@ -409,6 +409,9 @@ class MaskRecord(Record):
     measurements: dict[str, float] = Field(
         default_factory=dict, description="gate measurements: mask_area, subject_in_mask (fractions)"
     )
+    hair: ImageRef | None = Field(
+        None, description="a background edit's: where the kept outline is hair, whose strands the compositor unmixes"
+    )
 
 
 class EditRecord(Record):

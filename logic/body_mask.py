@@ -57,12 +57,11 @@ EDGE_REACH = 0.012  # how far past the cut the body is grown to its edge, as a s
 # backdrop beside it, a pixel past the outline is hair from the two textures' geometric mean up
 HAIR_TEXTURE_OVER = 2.5
 TEXTURE_HALF = 4  # half the window ``texture`` measures over
-# the strands' outer fringe left to the matte: the window's reach past them and as far again into them (at 8 px, the
-# white fringe kept over the dark painting read as its rim on 17% of the outline)
+# what the side-hair gate forgives of the strands' outer fringe: the window's reach past them and as far again into
+# them, half the backdrop's colour, which a cut may leave to the matte (pairs labelled good by looking lost that much)
 HAIR_FRINGE = 3 * TEXTURE_HALF
 # ...where the fringe shows: hair this many L* lighter or darker than the backdrop behind it. Before a backdrop as
-# dark as the hair (a navy flag) only the window's reach is left (half-colours do not show there), for the 12 px took
-# dark temple hair 4-10 px wide whole, and the matte smeared the skin's colour over where it had been
+# dark as the hair (a navy flag) only the window's reach: dark temple hair 4-10 px wide, taken whole, is seen gone
 FRINGE_SHOWS_L = 10.0
 
 
@@ -221,16 +220,41 @@ def nearer(
     k: int = 4,
     min_samples: int = 20,
     clearly: float = CLEARLY,
+    local: int | None = None,
 ) -> np.ndarray:
     """(H, W) bool: the pixels of ``where`` whose colour (CIELAB) is clearly that of the ``ours`` samples and not
     of ``theirs`` (at most ``clearly`` × as far from the nearest of ``k`` centres of ours as of theirs); nothing
-    when either side has fewer than ``min_samples`` pixels to learn from."""
+    when either side has fewer than ``min_samples`` pixels to learn from. With ``local``, theirs are also learnt in
+    tiles of that many pixels, from the samples within a tile's width about each (``local_distance``)."""
     out = np.zeros(where.shape, bool)
     if not where.any() or ours.sum() < min_samples or theirs.sum() < min_samples:
         return out
     d_ours = _distance(lab[where], _centres(lab[ours], k))
     d_theirs = _distance(lab[where], _centres(lab[theirs], k))
+    if local is not None:
+        d_theirs = np.minimum(d_theirs, local_distance(lab, where, theirs, k, local, min_samples)[where])
     out[where] = d_ours <= clearly * d_theirs
+    return out
+
+
+def local_distance(
+    lab: np.ndarray, where: np.ndarray, samples: np.ndarray, k: int, tile: int, min_samples: int
+) -> np.ndarray:
+    """(H, W) float32: each pixel of ``where``'s distance to the nearest of ``k`` colour centres of the ``samples``
+    within a ``tile`` of its own tile; inf elsewhere, and where too few lie there. A busy backdrop's few centres over
+    the whole outline miss the one colour beside a pixel: a flag's dark canton beside a dark sleeve was nearer the
+    sleeve than any of them, and grown onto it, lumps of the old flag on the new scene."""
+    out = np.full(where.shape, np.inf, np.float32)
+    h, w = where.shape
+    for y0 in range(0, h, tile):
+        for x0 in range(0, w, tile):
+            cell = where[y0 : y0 + tile, x0 : x0 + tile]
+            ya, xa = max(0, y0 - tile), max(0, x0 - tile)
+            near = samples[ya : y0 + 2 * tile, xa : x0 + 2 * tile]
+            if cell.any() and near.sum() >= min_samples:
+                centres = _centres(lab[ya : y0 + 2 * tile, xa : x0 + 2 * tile][near], k)
+                block = out[y0 : y0 + tile, x0 : x0 + tile]
+                block[cell] = _distance(lab[y0 : y0 + tile, x0 : x0 + tile][cell], centres)
     return out
 
 
@@ -317,8 +341,12 @@ def whole_ears(image: np.ndarray, keep: np.ndarray, parts: BodyParts) -> np.ndar
     for centre in centres:
         disc = _disc(keep.shape, centre, radius)
         around = _disc(keep.shape, centre, 2.5 * radius) & ~disc & ~keep
-        skin = nearer(lab, disc & ~out, face, around, k=3, clearly=EAR_CLEARLY)
-        out |= joined(out, skin)
+        skin = joined(out, nearer(lab, disc & ~out, face, around, k=3, clearly=EAR_CLEARLY))
+        # less what sticks out one pixel thin: a shadow's two pixels past an ear's rim, over a curtain, came out a
+        # red-brown nub on the new scene (a rounded rim's own tip rests on three pixels, and stays)
+        squared = in_squares(out | skin)
+        resting = cv2.filter2D(squared.astype(np.uint8), -1, np.ones((3, 3), np.uint8), borderType=cv2.BORDER_CONSTANT)
+        out |= skin & (squared | (resting >= 3))
         # the shadowed hollow inside the rim is the ear's too: the disc's kept part closed, and its holes filled,
         # but for what is clearly the backdrop's colour (the corner between the ear and the head)
         side = max(3, int(radius / 3) | 1)
@@ -326,6 +354,13 @@ def whole_ears(image: np.ndarray, keep: np.ndarray, parts: BodyParts) -> np.ndar
         hollow = _filled(ear.astype(bool)) & disc & ~out
         out |= hollow & ~nearer(lab, hollow, around, face, k=3)
     return out
+
+
+def in_squares(mask: np.ndarray) -> np.ndarray:
+    """(H, W) bool: the pixels of ``mask`` in some 2×2 square of it (its opening by a 2×2 square, unshifted)."""
+    full = np.zeros((mask.shape[0] + 1, mask.shape[1] + 1), bool)  # full[y, x]: the square with corner (y-1, x-1)
+    full[1:-1, 1:-1] = mask[:-1, :-1] & mask[1:, :-1] & mask[:-1, 1:] & mask[1:, 1:]
+    return mask & (full[:-1, :-1] | full[1:, :-1] | full[:-1, 1:] | full[1:, 1:])
 
 
 def _filled(mask: np.ndarray) -> np.ndarray:
@@ -453,7 +488,7 @@ def grown_body(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: flo
     face = parts.face if parts.face is not None else np.zeros((h, w), bool)
     where = _ring(k8, 0, r, True) & below & (parts.person >= SIDE_PERSON)
     inner = _ring(k8, r, 3 * r, False) & below & ~face
-    found = nearer(lab_of(image), where, inner, _ring(k8, 2 * r, 5 * r, True) & below)
+    found = nearer(lab_of(image), where, inner, _ring(k8, 2 * r, 5 * r, True) & below, local=4 * r)
     return keep | joined(keep, found)
 
 
@@ -467,14 +502,18 @@ def texture(image: np.ndarray) -> np.ndarray:
     return np.sqrt(np.maximum(power, 0.0))
 
 
-def textured_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: float | None = 0.15) -> np.ndarray:
+def textured_hair(
+    image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: float | None = 0.15, forgiving: bool = False
+) -> np.ndarray:
     """``keep`` with the hair above the ears it left out where colour cannot tell it from the backdrop (white side
     hair before a pink-grey painting: GrabCut gave 35 px of it to the painting): pixels in the annotated hair box,
     above the lowest seen ear, off the face, where the person segmenter sees a person, whose texture is the
     strands' and not the backdrop's, joined to what is kept. Only where the kept hair near the outline is
     ``HAIR_TEXTURE_OVER`` × as textured as the backdrop beyond it (a sharp flag or curtain beside the head
     gives no growth). ``reach``: how far past the outline, × the hair box's longer side (None: as far as the
-    strands go; the backdrop is learnt 0.3 to 0.6 of it out)."""
+    strands go; the backdrop is learnt 0.3 to 0.6 of it out). The strands' outer 4 px (the texture window's reach
+    past them) are left to the matte, which unmixes them (``matting.strand_share``); ``forgiving`` (the side-hair
+    gate) leaves ``HAIR_FRINGE`` where the fringe shows (``FRINGE_SHOWS_L``)."""
     if parts.hair is None or parts.person is None or not parts.ears:
         return keep
     h, w = keep.shape
@@ -495,11 +534,14 @@ def textured_hair(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: 
     if ours < HAIR_TEXTURE_OVER * max(theirs, 1e-3):
         return keep
     found = ~keep & box & ~face & (parts.person >= 0.05) & (tex >= np.sqrt(ours * theirs))
-    # the texture is measured over 9×9: the backdrop within 4 px of the strands reads as textured, and the
-    # strands' outer fringe is half the backdrop's colour; both are left to the matte
+    # the texture is measured over 9×9: the backdrop within 4 px of the strands reads as textured. Leaving the
+    # strands' 12 px fringe to the matte everywhere kept a dark-haired crown 6 px short of its strands, the matte's
+    # band ending where they did: a soft grey haze over the new scene where the hair was
     beyond = ~(keep | found)
-    shows = _lightness_apart(image, beyond, hair, box, float(2 * HAIR_FRINGE))
-    found &= _distance_to(beyond) > np.where(shows, HAIR_FRINGE, TEXTURE_HALF)
+    fringe: np.ndarray | float = TEXTURE_HALF
+    if forgiving:
+        fringe = np.where(_lightness_apart(image, beyond, hair, box, float(2 * HAIR_FRINGE)), HAIR_FRINGE, TEXTURE_HALF)
+    found &= _distance_to(beyond) > fringe
     if reach is not None:
         found &= outside <= r
     return keep | joined(keep, found)
@@ -551,6 +593,14 @@ def _side_hair_box(parts: BodyParts, shape: tuple[int, int]) -> np.ndarray:
     return _hair_box(parts, shape) & ~_below_ears(parts, shape)
 
 
+def hair_zone(parts: BodyParts, shape: tuple[int, int]) -> np.ndarray:
+    """(H, W) bool: where the subject's outline is hair: the annotated hair box above the lowest seen ear, off the
+    face (nothing without a hair box or a seen ear)."""
+    if parts.hair is None or not parts.ears:
+        return np.zeros(shape, bool)
+    return _side_hair_box(parts, shape) & ~_near_face(parts, shape)
+
+
 def _near_face(parts: BodyParts, shape: tuple[int, int]) -> np.ndarray:
     """(H, W) bool: the face oval and 4 px about it, where hair is never looked for."""
     face = parts.face if parts.face is not None else np.zeros(shape, bool)
@@ -561,7 +611,7 @@ def lost_side_hair(natural: np.ndarray, keep: np.ndarray, parts: BodyParts) -> n
     """(H, W) bool: hair above the ears by its strands (``textured_hair``, as far as they go, less their fringe)
     that a background edit took (not in ``keep``): white side hair swapped with the painting behind it. Nothing
     where nothing is known of the hair or the ears."""
-    return textured_hair(natural, keep, parts, reach=None) & ~keep
+    return textured_hair(natural, keep, parts, reach=None, forgiving=True) & ~keep
 
 
 def hair_texture_cut(lost: np.ndarray, parts: BodyParts) -> float:

@@ -20,6 +20,8 @@ SPREAD_SD = 2.0
 # below the first ΔE between the subject's and the background's colours the matte gives way to the cut's edge,
 # wholly; above the second it stands
 SEPARATION_DE = (12.0, 24.0)
+# hair whose strands lie this far (L*) from the old backdrop's lightness behind them is unmixed by lightness
+STRAND_GAP_L = 20.0
 
 
 def downscaled(image: np.ndarray, max_side: int) -> tuple[np.ndarray, float]:
@@ -178,12 +180,17 @@ def subject_range(
 
 
 def matte(
-    image: np.ndarray, keep: np.ndarray, band_px: int, max_side: int = 768, hard_thin: bool = False
+    image: np.ndarray,
+    keep: np.ndarray,
+    band_px: int,
+    max_side: int = 768,
+    hard_thin: bool = False,
+    hair: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(alpha (H, W) float in [0, 1], subject colours (H, W, 3) float) for the subject ``keep`` marks, matted
     ``band_px`` on either side of its outline (``trimap``). The Laplacian is solved on the image scaled to
     ``max_side`` (its cost grows with the band's pixels); the alpha is scaled back and kept at 1 well inside
-    ``keep`` and 0 well outside, exactly."""
+    ``keep`` and 0 well outside, exactly. ``hair``: (H, W) bool, where the outline is hair (``strand_share``)."""
     h, w = keep.shape
     small, scale = downscaled(image, max_side)
     small_band = max(1, round(band_px * scale))
@@ -198,8 +205,32 @@ def matte(
     if not hard_thin:
         # a drawn line is the edge itself, and the cut's softened edge would fade a strut it holds
         alpha = steadied(image, alpha, keep, full, band_px)
+    if hair is not None and hair.any():
+        # outside the cut the strands' share holds wholly; inside, less and less over the band: held wholly there,
+        # a crown's pale grey strands, the window's lightness, were read as window, navy specks in the hair
+        depth = cv2.distanceTransform(keep.astype(np.uint8), cv2.DIST_L2, 3)  # 0 outside the cut
+        inside = np.clip((depth - 0.5) / band_px, 0.0, 1.0)
+        alpha = np.minimum(alpha, np.maximum(strand_share(image, full, band_px, hair), inside))
     alpha = np.where(full == 0.5, alpha, full)
     return alpha, foreground_colours(image, alpha, band_px, common=not hard_thin)
+
+
+def strand_share(image: np.ndarray, tri: np.ndarray, band_px: int, hair: np.ndarray) -> np.ndarray:
+    """(H, W): the most of each unknown pixel of ``tri`` within ``hair`` that can be strands, by its lightness between
+    the strands' (the sure subject's near it) and the old backdrop's behind them: (L_back − L) / (L_back − L_hair),
+    where those lie ``STRAND_GAP_L`` or more apart; 1 elsewhere. Dark strands before a lit window mix with it
+    pixel by pixel, and the matte's colour lines, lost in the window's busy pale and blue, kept such pixels nearly
+    whole: a pale blob on the crown over a dark new scene. Lightness alone says how much of the pixel is strand."""
+    lightness = cv2.cvtColor(image, cv2.COLOR_RGB2LAB)[..., 0].astype(np.float64) * (100 / 255)
+    sigma = 2.0 * max(1, band_px)
+    back = spread(lightness, tri == 0, sigma)
+    strands = spread(lightness, (tri == 1) & hair, sigma)  # the face's skin beside a temple is no strand
+    gap = back - strands
+    share = (back - lightness) / np.where(np.abs(gap) > 1e-6, gap, 1.0)
+    # a pixel past the backdrop's lightness is no mix of the two: a dark strand at a temple, darker than the curtain
+    # behind it, taken for the curtain left a hole the new scene showed through
+    share = np.where(share < 0, 1.0, np.minimum(share, 1.0))
+    return np.where(hair & (tri == 0.5) & (np.abs(gap) >= STRAND_GAP_L), share, 1.0)
 
 
 def separation(image: np.ndarray, tri: np.ndarray, band_px: int) -> np.ndarray:

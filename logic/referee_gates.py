@@ -472,14 +472,24 @@ def old_rim_pixels(
     away = np.zeros_like(outline)
     away[reach:-reach, reach:-reach] = True
     seen = outline & away & (n_rim > 2) & (n_subject > 2) & (n_old > 2) & (n_new > 2)
+    # a matte mixes the subject's and the new scene's colours as light does, in RGB: the mix nearest the rim there
+    rgb = manipulated.astype(np.float32)
+    mixes = [local_mean(rgb, _band(keep, *span), reach)[0] for span in ((0, band), (band + 2, band + 2 + reach))]
+    mix = blend_of(mixes[0], mixes[1], local_mean(rgb, near, reach)[0])
     to_old = gap(rim, old)
     return (
         seen
-        & (to_old < gap(rim, subject))
-        & (to_old < gap(rim, new))
+        & (to_old < gap(lab_of(mixes[0]), lab_of(mix)))
         & (gap(old, subject) >= min_contrast)
         & (gap(old, new) >= min_contrast)
     )
+
+
+def blend_of(colour: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(..., 3): the mix of ``a`` and ``b`` (a point of the segment between them) nearest ``colour``."""
+    d = a - b
+    t = np.clip(np.sum((colour - b) * d, axis=-1) / np.maximum(np.sum(d * d, axis=-1), 1e-9), 0.0, 1.0)
+    return b + t[..., None] * d
 
 
 def old_rim(natural: np.ndarray, manipulated: np.ndarray, keep: np.ndarray) -> float:

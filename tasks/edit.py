@@ -90,6 +90,7 @@ def edit_request(unit: EditUnit, run: RunDir, seed: int) -> EditRequest:
         partial=pastes_into_box(unit.template),
         rendering=rendering,
         drawn=unit.mask.segmenter == DRAWN,
+        hair=run.load_mask(unit.mask.hair.path) if unit.mask.hair else None,
     )
 
 

@@ -23,6 +23,7 @@ from perceptforge.logic.body_mask import (
     between_curls,
     box_short_of_person,
     boxes_mask,
+    hair_zone,
     limbs,
     seen_ears,
     side_hair_cut,
@@ -276,9 +277,11 @@ def make_mask(
             raise
         measured |= tried
         break
+    hair = hair_zone(parts, (image.shape[0], image.shape[1])) if parts is not None and mask is not None else None
     return MaskRecord(
         unit=candidate.unit,
         mask=run.store_mask(mask) if mask is not None else None,
+        hair=run.store_mask(hair) if hair is not None and hair.any() else None,
         # a drawn outline is the subject itself: lineage says the annotation made the mask, not the model
         segmenter=(DRAWN if background and drawn else BackendRef(name=segmenter.name, model_id=segmenter.model_id)),
         measurements=measured,

@@ -1,6 +1,7 @@
 import dataclasses
 import random
 
+import numpy as np
 import pytest
 from helpers import OPEN_GATES, candidate_for
 
@@ -12,7 +13,7 @@ from perceptforge.logic.ids import edit_seed
 from perceptforge.logic.templates import templates
 from perceptforge.store.rundir import RunDir
 from perceptforge.store.sources import grounding_from_entry, read_source_dir
-from perceptforge.tasks.edit import EditUnit, edit_batch, plan_batches
+from perceptforge.tasks.edit import EditUnit, edit_batch, edit_request, plan_batches
 from perceptforge.tasks.ingest import ingest_entry
 from perceptforge.tasks.mask import make_mask
 
@@ -49,6 +50,19 @@ def units_and_run(sample_dir, tmp_path_factory):
             units.append(EditUnit(found[tid], cand, src, mask))
     composite = [u for u in units if u.backend == "composite"]
     return composite, run, units
+
+
+def test_the_hair_a_mask_record_names_reaches_the_compositors_request(units_and_run):
+    """The mask stage records where a boxes-only subject's outline is hair; the edit stage hands it to the compositor,
+    which unmixes the strands there (``matting.strand_share``). A record without it (a drawn outline, a record
+    written before) asks for nothing."""
+    composite, run, _ = units_and_run
+    unit = composite[0]
+    assert unit.mask.hair is None and edit_request(unit, run, 0).hair is None
+    zone = np.zeros((unit.source.height, unit.source.width), bool)
+    zone[:20, 10:40] = True
+    named = dataclasses.replace(unit, mask=unit.mask.model_copy(update={"hair": run.store_mask(zone)}))
+    assert (edit_request(named, run, 0).hair == zone).all()
 
 
 def models(backend):

@@ -9,7 +9,7 @@ from perceptforge.backends.inpainters import CompositeInpainter, matte_band_px
 from perceptforge.backends.protocols import EditRequest
 from perceptforge.backends.segmenters import GrabCutSegmenter
 from perceptforge.logic.edit_region import edit_mask, pastes_into_box, target_box
-from perceptforge.logic.matting import foreground_colours, matte, toward_range
+from perceptforge.logic.matting import STRAND_GAP_L, foreground_colours, matte, strand_share, toward_range
 from perceptforge.logic.templates import templates
 from perceptforge.store.images import load_rgb
 from perceptforge.store.sources import grounding_from_entry, read_source_dir
@@ -176,6 +176,54 @@ def test_where_subject_and_backdrop_share_a_colour_the_cut_edge_stands_in_for_th
     assert np.abs(coat - edge)[band].max() > 0.3
     drawn, _ = matte(image, keep, 4, hard_thin=True)
     assert np.abs(drawn - edge)[band].max() > 0.05  # a drawn line keeps its matte
+
+
+def test_a_strand_pixel_keeps_at_most_its_share_by_lightness_between_the_strands_and_the_backdrop():
+    """Dark strands (grey 60) before a lit window (grey 220): an unknown pixel of the hair halfway between them in
+    lightness is about half strand. One darker than the strands, or past the backdrop's lightness (a dark strand
+    at a temple, darker than the curtain behind it: taken for the curtain it was a hole), is no mix of the two;
+    outside the hair, or where strands and backdrop lie less than ``STRAND_GAP_L`` apart, the matte stands."""
+    tri = np.full((9, 24), 0.5)
+    tri[:3], tri[6:] = 0.0, 1.0
+    image = np.zeros((9, 24, 3), np.uint8)
+    image[:3], image[6:] = 220, 60
+    image[3:6, :6], image[3:6, 6:12], image[3:6, 12:18], image[3:6, 18:] = 140, 40, 240, 140
+    hair = np.ones((9, 24), bool)
+    hair[:, 18:] = False
+    share = strand_share(image, tri, 2, hair)
+    assert 0.3 < share[4, 2] < 0.7  # halfway
+    assert (share[4, 8] == 1) and (share[4, 14] == 1)  # darker than the strands, paler than the window
+    assert share[4, 20] == 1 and (share[tri != 0.5] == 1).all()  # off the hair; the sure pixels
+    close = image.copy()
+    close[:3] = 75  # a backdrop nearly the strands' lightness
+    assert (strand_share(close, tri, 2, hair) == 1).all()
+    assert STRAND_GAP_L > 0
+
+
+def test_dark_hair_before_a_lit_window_leaves_no_pale_blob_over_a_dark_scene():
+    """A dark crown whose fringe mixes pixel by pixel with a lit window of cream and pale blue: the matte, its colour
+    lines lost in the window's two colours, kept the fringe nearly whole, a pale blob over the dark new scene. Told
+    that the outline is hair, the fringe keeps its strands' share and comes out darker; told nothing, or well inside
+    the cut, the alpha is the matte's as before."""
+    rng = np.random.default_rng(3)
+    h, w = 48, 48
+    window = np.where((np.arange(w) // 2 % 2 == 0)[None, :, None], (235, 228, 212), (170, 200, 226)).astype(float)
+    strands = np.clip(rng.normal((52, 46, 40), 10, (h, w, 3)), 0, 255)
+    share = np.zeros((h, w))
+    share[24:] = 1.0
+    share[14:26] = rng.uniform(0.1, 0.9, (12, w))  # the crown's fringe: strands and window, pixel by pixel
+    image = np.clip(share[..., None] * strands + (1 - share[..., None]) * window, 0, 255).astype(np.uint8)
+    keep = np.zeros((h, w), bool)
+    keep[18:] = True  # the cut lies inside the fringe
+    plain, colours = matte(image, keep, 6)
+    told, told_colours = matte(image, keep, 6, hair=np.ones((h, w), bool))
+    over_dark = lambda a, f: (a[..., None] * f).mean(axis=-1)  # the composite over a black scene
+    fringe = np.zeros((h, w), bool)
+    fringe[14:22] = True
+    assert over_dark(told, told_colours)[fringe].mean() < over_dark(plain, colours)[fringe].mean() - 10
+    assert (told[25:] == plain[25:]).all()  # past the band, nothing moves
+    same, _ = matte(image, keep, 6, hair=None)
+    assert (same == plain).all()
 
 
 def test_same_seed_same_mask_and_bytes(astronaut):

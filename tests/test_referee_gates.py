@@ -319,6 +319,28 @@ def test_a_clean_cut_or_a_soft_matte_leaves_no_rim():
     assert old_rim(natural, soft.astype(np.uint8), keep) == 0.0
 
 
+def test_a_soft_rim_is_no_rim_even_where_the_old_backdrop_looks_like_the_blend():
+    """White hair's soft rim over a navy scene is half white, half navy: a mid grey-blue. Before a mid-toned painting
+    it lay nearer the painting than the white or the navy, and white hair whose strands were unmixed read as a rim
+    of the painting on 17% of its outline. A rim is the old backdrop's only where no blend of the subject and the
+    new scene comes as near; a rim of the painting's own colour still is."""
+    from perceptforge.logic.referee_gates import old_rim
+
+    yy, xx = np.mgrid[0:64, 0:64]
+    r = np.hypot(xx - 32, yy - 32)
+    white, navy, painting = np.array([235, 235, 235.0]), np.array([20, 30, 80.0]), np.array([120, 128, 150.0])
+    natural = np.where((r <= 16)[..., None], white, painting).astype(np.uint8)
+    keep = r <= 16
+    manipulated = np.where(keep[..., None], white, navy)
+    edge = keep & (r > 13)
+    blended = manipulated.copy()
+    blended[edge] = (white + navy) / 2
+    assert old_rim(natural, blended.astype(np.uint8), keep) == 0.0
+    rimmed = manipulated.copy()
+    rimmed[edge] = painting
+    assert old_rim(natural, rimmed.astype(np.uint8), keep) > 0.9
+
+
 # --- in a run ---------------------------------------------------------------------------------------------------
 
 
