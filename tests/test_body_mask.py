@@ -65,6 +65,20 @@ def test_a_shadow_one_pixel_thin_past_an_ears_rim_is_not_kept():
     assert not (ears & ~grown).any() and not grown[34:36, 15].any()
 
 
+def test_a_dark_shadow_beside_an_ears_rim_is_not_taken_for_skin_by_the_faces_darkest_features():
+    """A dark red shadow just past an ear's rim was nearest the face's darkest colour centre (its eyebrows and mouth)
+    and kept: dark dots beside the ear over the new scene. The ear's skin is learnt from the face less its darkest
+    tenth; the ear itself is still kept whole."""
+    image, keep, ears, parts = head_scene()
+    image[parts.face & (np.mgrid[0:64, 0:64][0] >= 40)] = (70, 30, 30)  # a dark mouth, under a tenth of the face
+    centres, radius = bm.ear_reach(parts)
+    x = np.mgrid[0:64, 0:64][1]
+    shadow = disc((64, 64), centres[0], radius - 1) & ~ears & (x <= 11)  # just past the left ear's rim
+    image[shadow] = (75, 38, 32)
+    grown = bm.whole_ears(image, keep, parts)
+    assert not (ears & ~grown).any() and not (grown & shadow).any()
+
+
 def test_no_ear_seen_keeps_the_mask_as_it_is():
     image, keep, _, parts = head_scene()
     unseen = bm.BodyParts(nothing(), nothing(), (), 0.0, face=parts.face)
