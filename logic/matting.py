@@ -22,6 +22,8 @@ SPREAD_SD = 2.0
 SEPARATION_DE = (12.0, 24.0)
 # hair whose strands lie this far (L*) from the old backdrop's lightness behind them is unmixed by lightness
 STRAND_GAP_L = 20.0
+# where colour cannot place a hair outline, its cut edge is softened this far (a Gaussian's sigma, in pixels)
+HAIR_SOFT = 2.5
 
 
 def downscaled(image: np.ndarray, max_side: int) -> tuple[np.ndarray, float]:
@@ -204,7 +206,7 @@ def matte(
     full = trimap(keep, band_px, hard_thin)
     if not hard_thin:
         # a drawn line is the edge itself, and the cut's softened edge would fade a strut it holds
-        alpha = steadied(image, alpha, keep, full, band_px)
+        alpha = steadied(image, alpha, keep, full, band_px, hair)
     if hair is not None and hair.any():
         # outside the cut the strands' share holds wholly; inside, less and less over the band: held wholly there,
         # a crown's pale grey strands, the window's lightness, were read as window, navy specks in the hair
@@ -246,11 +248,22 @@ def separation(image: np.ndarray, tri: np.ndarray, band_px: int) -> np.ndarray:
     return np.linalg.norm(lab(back) - lab(subject), axis=-1).astype(np.float64)
 
 
-def steadied(image: np.ndarray, alpha: np.ndarray, keep: np.ndarray, tri: np.ndarray, band_px: int) -> np.ndarray:
+def steadied(
+    image: np.ndarray,
+    alpha: np.ndarray,
+    keep: np.ndarray,
+    tri: np.ndarray,
+    band_px: int,
+    hair: np.ndarray | None = None,
+) -> np.ndarray:
     """``alpha`` where the subject's and the background's colours lie apart, and the cut's own edge, softened by a
     pixel, where they do not (``SEPARATION_DE``): there the colour lines tell nothing, and the matte followed the
-    texture of a grey tweed shoulder over a grey-blue backdrop, a ragged dark-bitten edge over a black sky."""
+    texture of a grey tweed shoulder over a grey-blue backdrop, a ragged dark-bitten edge over a black sky. Where the
+    outline is ``hair`` the edge is softened over ``HAIR_SOFT`` pixels: white hair before a pale pink painting, cut
+    on a line and softened by one, was a hard stepped edge no hair has."""
     edge = cv2.GaussianBlur(keep.astype(np.float64), (0, 0), 1.0)
+    if hair is not None and hair.any():
+        edge = np.where(hair, cv2.GaussianBlur(keep.astype(np.float64), (0, 0), HAIR_SOFT), edge)
     lo, hi = SEPARATION_DE
     weight = np.clip((separation(image, tri, band_px) - lo) / (hi - lo), 0.0, 1.0)
     return weight * alpha + (1 - weight) * edge

@@ -226,6 +226,25 @@ def test_dark_hair_before_a_lit_window_leaves_no_pale_blob_over_a_dark_scene():
     assert (same == plain).all()
 
 
+def test_where_colour_cannot_place_a_hair_outline_its_cut_edge_is_softened_wider():
+    """White hair before a pale pink painting: the colour lines tell nothing, and the cut's edge softened by one
+    pixel was a hard stepped edge no hair has. Where the outline is hair it is softened over ``HAIR_SOFT``; elsewhere
+    (a shoulder) by a pixel, as before."""
+    rng = np.random.default_rng(2)
+    h, w = 60, 60
+    keep = np.zeros((h, w), bool)
+    keep[:, 30:] = True
+    keep[::8, 29] = True  # the cut's steps
+    image = np.clip(rng.normal((225, 215, 210), 6, (h, w, 3)), 0, 255).astype(np.uint8)  # hair and painting alike
+    hair = np.zeros((h, w), bool)
+    hair[:30] = True  # the top half of the outline is hair
+    alpha, _ = matte(image, keep, 4, hair=hair)
+    plain, _ = matte(image, keep, 4)
+    soft = lambda a, rows: ((a[rows, 24:36] > 0.05) & (a[rows, 24:36] < 0.95)).sum(axis=1).mean()
+    assert soft(alpha, slice(0, 24)) > soft(plain, slice(0, 24)) + 2  # a wider soft edge along the hair
+    assert (alpha[36:] == plain[36:]).all()  # the rest as before
+
+
 def test_same_seed_same_mask_and_bytes(astronaut):
     image, grounding, donor = astronaut
     b1 = templates()["B1"]
