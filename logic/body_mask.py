@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 
 from perceptforge.logic import pose as pl
-from perceptforge.logic.matting import spread
+from perceptforge.logic.matting import TEXTURE_HALF, spread, texture
 
 Box = tuple[float, float, float, float]
 # the arms' segments and the shoulder line, by pose landmark
@@ -56,7 +56,6 @@ EDGE_REACH = 0.012  # how far past the cut the body is grown to its edge, as a s
 # hair is told from a blurred backdrop by its strands: where the kept hair is this many times as textured as the
 # backdrop beside it, a pixel past the outline is hair from the two textures' geometric mean up
 HAIR_TEXTURE_OVER = 2.5
-TEXTURE_HALF = 4  # half the window ``texture`` measures over
 # what the side-hair gate forgives of the strands' outer fringe: the window's reach past them and as far again into
 # them, half the backdrop's colour, which a cut may leave to the matte (pairs labelled good by looking lost that much)
 HAIR_FRINGE = 3 * TEXTURE_HALF
@@ -494,16 +493,6 @@ def grown_body(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: flo
     inner = _ring(k8, r, 3 * r, False) & below & ~face
     found = nearer(lab_of(image), where, inner, _ring(k8, 2 * r, 5 * r, True) & below, local=4 * r)
     return keep | joined(keep, found)
-
-
-def texture(image: np.ndarray) -> np.ndarray:
-    """(H, W) float32: the fine texture about each pixel (the root mean square over 9×9 of the grey image's
-    Laplacian after a 0.8 px blur): a strand of hair's, and none of an out-of-focus backdrop's."""
-    grey = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY).astype(np.float32)
-    lap = np.asarray(cv2.Laplacian(cv2.GaussianBlur(grey, (0, 0), 0.8), cv2.CV_32F), np.float32)
-    # a box filter's running sums leave tiny negatives where the image is flat
-    power = np.asarray(cv2.blur(np.square(lap), (2 * TEXTURE_HALF + 1, 2 * TEXTURE_HALF + 1)), np.float32)
-    return np.sqrt(np.maximum(power, 0.0))
 
 
 def textured_hair(

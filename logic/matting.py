@@ -22,8 +22,10 @@ SPREAD_SD = 2.0
 SEPARATION_DE = (12.0, 24.0)
 # hair whose strands lie this far (L*) from the old backdrop's lightness behind them is unmixed by lightness
 STRAND_GAP_L = 20.0
-# where colour cannot place a hair outline, its cut edge is softened this far (a Gaussian's sigma, in pixels)
-HAIR_SOFT = 2.5
+# where colour cannot place a hair outline, its cut edge is softened this far (a Gaussian's sigma, in pixels), where
+# the subject beside it is this many times as textured as the backdrop (strands, not a cap's white band)
+HAIR_SOFT, STRANDS_OVER = 2.5, 2.5
+TEXTURE_HALF = 4  # half the window ``texture`` measures over
 
 
 def downscaled(image: np.ndarray, max_side: int) -> tuple[np.ndarray, float]:
@@ -259,14 +261,29 @@ def steadied(
     """``alpha`` where the subject's and the background's colours lie apart, and the cut's own edge, softened by a
     pixel, where they do not (``SEPARATION_DE``): there the colour lines tell nothing, and the matte followed the
     texture of a grey tweed shoulder over a grey-blue backdrop, a ragged dark-bitten edge over a black sky. Where the
-    outline is ``hair`` the edge is softened over ``HAIR_SOFT`` pixels: white hair before a pale pink painting, cut
-    on a line and softened by one, was a hard stepped edge no hair has."""
+    outline is ``hair`` and the subject beside it is strands (``STRANDS_OVER`` × as textured as the backdrop) the edge
+    is softened over ``HAIR_SOFT`` pixels: white hair before a pale pink painting, cut on a line and softened by one,
+    was a hard stepped edge no hair has."""
     edge = cv2.GaussianBlur(keep.astype(np.float64), (0, 0), 1.0)
     if hair is not None and hair.any():
-        edge = np.where(hair, cv2.GaussianBlur(keep.astype(np.float64), (0, 0), HAIR_SOFT), edge)
+        # a cap's smooth white band, softened so, was a grey smudge over the new scene
+        fine = texture(image).astype(np.float64)
+        sigma = 2.0 * max(1, band_px)
+        strands = spread(fine, tri == 1, sigma) >= STRANDS_OVER * spread(fine, tri == 0, sigma)
+        edge = np.where(hair & strands, cv2.GaussianBlur(keep.astype(np.float64), (0, 0), HAIR_SOFT), edge)
     lo, hi = SEPARATION_DE
     weight = np.clip((separation(image, tri, band_px) - lo) / (hi - lo), 0.0, 1.0)
     return weight * alpha + (1 - weight) * edge
+
+
+def texture(image: np.ndarray) -> np.ndarray:
+    """(H, W) float32: the fine texture about each pixel (the root mean square over 9×9 of the grey image's
+    Laplacian after a 0.8 px blur): a strand of hair's, and none of an out-of-focus backdrop's."""
+    grey = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    lap = np.asarray(cv2.Laplacian(cv2.GaussianBlur(grey, (0, 0), 0.8), cv2.CV_32F), np.float32)
+    # a box filter's running sums leave tiny negatives where the image is flat
+    power = np.asarray(cv2.blur(np.square(lap), (2 * TEXTURE_HALF + 1, 2 * TEXTURE_HALF + 1)), np.float32)
+    return np.sqrt(np.maximum(power, 0.0))
 
 
 def within_person(

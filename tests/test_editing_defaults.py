@@ -235,7 +235,9 @@ def test_where_colour_cannot_place_a_hair_outline_its_cut_edge_is_softened_wider
     keep = np.zeros((h, w), bool)
     keep[:, 30:] = True
     keep[::8, 29] = True  # the cut's steps
-    image = np.clip(rng.normal((225, 215, 210), 6, (h, w, 3)), 0, 255).astype(np.uint8)  # hair and painting alike
+    image = np.full((h, w, 3), (225, 215, 210), np.uint8)  # the painting, out of focus
+    strands = np.clip(np.array([225, 215, 210]) + rng.normal(0, 20, (h, w, 1)), 0, 255).astype(np.uint8)
+    image[keep] = strands[keep]  # white strands of the painting's mean colour
     hair = np.zeros((h, w), bool)
     hair[:30] = True  # the top half of the outline is hair
     alpha, _ = matte(image, keep, 4, hair=hair)
@@ -243,6 +245,9 @@ def test_where_colour_cannot_place_a_hair_outline_its_cut_edge_is_softened_wider
     soft = lambda a, rows: ((a[rows, 24:36] > 0.05) & (a[rows, 24:36] < 0.95)).sum(axis=1).mean()
     assert soft(alpha, slice(0, 24)) > soft(plain, slice(0, 24)) + 2  # a wider soft edge along the hair
     assert (alpha[36:] == plain[36:]).all()  # the rest as before
+    cap = image.copy()
+    cap[keep] = (232, 222, 216)  # a cap's smooth white band there instead: no strands, the edge stays sharp
+    assert (matte(cap, keep, 4, hair=hair)[0] == matte(cap, keep, 4)[0]).all()
 
 
 def test_same_seed_same_mask_and_bytes(astronaut):
