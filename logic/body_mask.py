@@ -140,6 +140,13 @@ def beside_head(ears: Sequence[tuple[float, float]], ear_span: float, shape: tup
     return zone.astype(bool)
 
 
+def hangs_below_ears(hair: Box | None, ears: Sequence[tuple[float, float]]) -> bool:
+    """Whether hair may hang beside the neck: no hair box says where it ends, or it reaches a seen ear's height.
+    Short hair ending above the ears hangs nowhere there, and a strip of lit window kept beside a neck as its hair
+    was old background down to the collar."""
+    return hair is None or any(hair[3] >= y for _, y in ears)
+
+
 def side_hair_cut(changed: np.ndarray, parts: BodyParts) -> float:
     """The most, over the seen ears, of the share of what the person segmenter sees (at least ``SIDE_PERSON``)
     beside the head below the ear (``beside_head``) that ``changed`` (H, W) bool swaps: the hair there that went
@@ -454,9 +461,10 @@ def trimmed(image: np.ndarray, keep: np.ndarray, parts: BodyParts, band: int = 5
     if parts.hair is not None:
         x0, y0, x1, y1 = parts.hair
         hair[max(0, int(y0)) : int(np.ceil(y1)), max(0, int(x0)) : int(np.ceil(x1))] = True
-    # nor white hair below the ears where no hair box is annotated: as pale as a flag's white stripe beside it
-    # (where the person segmenter sees some person: not a strip of the backdrop)
-    hair |= _side_zone(parts, parts.ears, keep.shape)
+    # nor white hair below the ears, as pale as a flag's white stripe beside it (where the person segmenter sees some
+    # person: not a strip of the backdrop), where hair may hang there
+    if hangs_below_ears(parts.hair, parts.ears):
+        hair |= _side_zone(parts, parts.ears, keep.shape)
     lab = lab_of(image)
     out = keep.copy()
     for _ in range(passes):

@@ -418,9 +418,8 @@ def edit_mask(
         # what she holds stays
         kept = subject_parts(kept, list(protected_regions(grounding).values()))
         if parts is not None:  # the outline's clean-up closed corners over slivers of the old background
-            kept = body_mask.trimmed(image, kept, parts)
-            # on a plain backdrop: a curl past the cut is kept, the backdrop seen through a lens goes
-            kept = backdrop.see_through(image, kept, protect=body_mask.boxes_mask([r.box.xyxy for r in held], (h, w)))
+            held_boxes = [r.box.xyxy for r in held]
+            kept = cleaned_outline(image, kept, parts, held_boxes, list(protected_regions(grounding).values()))
         mask = ~kept
     elif region is not None:
         mask = region_mask(template, grounding, image, region)
@@ -429,6 +428,19 @@ def edit_mask(
     if not mask.any():
         raise ValueError(f"source {grounding.source_id}: the edit mask for template {template.id} is empty")
     return mask
+
+
+def cleaned_outline(
+    image: np.ndarray, kept: np.ndarray, parts: BodyParts, held: Sequence[Box], protected: Sequence[Box]
+) -> np.ndarray:
+    """A boxes-only subject's kept pixels with their outline cleaned: slivers of the old background trimmed
+    (``body_mask.trimmed``); on a plain backdrop a curl past the cut kept and the backdrop seen through a lens taken
+    out, never in what the subject holds (``backdrop.see_through``); and what that cut off the subject dropped
+    (``subject_parts``): a sleeve's corner peeled from a fragment beside it left a dark dash on the new scene."""
+    h, w = kept.shape
+    kept = body_mask.trimmed(image, kept, parts)
+    kept = backdrop.see_through(image, kept, protect=body_mask.boxes_mask(list(held), (h, w)))
+    return subject_parts(kept, protected)
 
 
 def region_mask(template: Template, grounding: Grounding, image: np.ndarray, region: str) -> np.ndarray:

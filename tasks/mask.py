@@ -24,6 +24,7 @@ from perceptforge.logic.body_mask import (
     box_short_of_person,
     boxes_mask,
     hair_zone,
+    hangs_below_ears,
     limbs,
     seen_ears,
     side_hair_cut,
@@ -153,7 +154,8 @@ def body_parts(image: np.ndarray, grounding: Grounding, face: np.ndarray | None)
     core, body = limbs(pose, shape, person)
     ears, span = seen_ears(pose, shape)
     # white hair below the ears is the body's too: the flag's box beside it does not force it to the background
-    body = body | beside_head(ears, span, shape)
+    if hangs_below_ears(hair, ears):
+        body = body | beside_head(ears, span, shape)
     return BodyParts(core, body, ears, span, hair, face, person)
 
 

@@ -294,6 +294,33 @@ def test_white_hair_below_an_ear_beside_a_pale_flag_is_not_trimmed_without_a_hai
     assert bm.trimmed(image, keep, eared, band=2)[wisp].all()
     unseen = bm.BodyParts(nothing(), nothing(), ears, span, person=person * ~wisp)
     assert not bm.trimmed(image, keep, unseen, band=2)[wisp].all()  # the person model sees none there: trimmed
+    # short hair, its box ending above the ears, hangs beside no neck: a strip of lit window there is trimmed
+    short = bm.BodyParts(nothing(), nothing(), ears, span, hair=(18.0, 2.0, 46.0, 14.0), person=person)
+    assert not bm.trimmed(image, keep, short, band=2)[wisp].all()
+    assert bm.hangs_below_ears(None, ears) and bm.hangs_below_ears((18.0, 2.0, 46.0, 30.0), ears)
+    assert not bm.hangs_below_ears((18.0, 2.0, 46.0, 14.0), ears)
+
+
+def test_a_fragment_the_trimming_cuts_off_the_subject_goes_with_the_old_background():
+    """A dark fragment beside a sleeve, joined to it by a bridge of the pale backdrop's colour: the trim peels the
+    bridge, and the fragment left floating (a dark dash on the new scene) goes too; the subject stays whole."""
+    from perceptforge.logic.edit_region import cleaned_outline
+
+    shape = (64, 64)
+    image = np.full((*shape, 3), (235, 235, 230), np.uint8)
+    subject = np.zeros(shape, bool)
+    subject[8:64, 20:44] = True
+    image[subject] = JACKET
+    image[8:30, 22:42] = SKIN
+    fragment = np.zeros(shape, bool)
+    fragment[40:47, 6:13] = True
+    image[fragment] = JACKET
+    bridge = np.zeros(shape, bool)
+    bridge[42:44, 13:20] = True  # the backdrop's colour, kept by the cut
+    keep = subject | fragment | bridge
+    parts = bm.BodyParts(nothing(shape), nothing(shape), person=keep.astype(np.float32))
+    kept = cleaned_outline(image, keep, parts, [], [(22.0, 8.0, 42.0, 30.0)])
+    assert not (kept & (fragment | bridge)).any() and kept[subject].mean() > 0.97
 
 
 def test_a_swap_that_cuts_the_hair_below_an_ear_is_measured_per_ear():
