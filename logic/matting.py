@@ -247,9 +247,7 @@ def strand_share(image: np.ndarray, tri: np.ndarray, band_px: int, hair: np.ndar
     # a pixel past the backdrop's lightness is no mix of the two: a dark strand at a temple, darker than the curtain
     # behind it, taken for the curtain left a hole the new scene showed through
     share = np.where(share < 0, 1.0, np.minimum(share, 1.0))
-    # and with no strand near, nothing to unmix toward (its colour would be black)
-    known = cv2.GaussianBlur(far.astype(np.float64), (0, 0), sigma) > 1e-3
-    share = np.where(hair & known & (tri == 0.5) & (np.abs(gap) >= STRAND_GAP_L), share, 1.0)
+    share = np.where(hair & (tri == 0.5) & (np.abs(gap) >= STRAND_GAP_L), share, 1.0)
     return share, spread(img, far, sigma)
 
 
