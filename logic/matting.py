@@ -209,46 +209,32 @@ def matte(
     if not hard_thin:
         # a drawn line is the edge itself, and the cut's softened edge would fade a strut it holds
         alpha = steadied(image, alpha, keep, full, band_px, hair)
-    unmixed, strand = np.zeros(keep.shape, bool), np.zeros(image.shape, np.float64)
     if hair is not None and hair.any():
         # outside the cut the strands' share holds wholly; inside, less and less over the band: held wholly there,
         # a crown's pale grey strands, the window's lightness, were read as window, navy specks in the hair
         depth = cv2.distanceTransform(keep.astype(np.uint8), cv2.DIST_L2, 3)  # 0 outside the cut
         inside = np.clip((depth - 0.5) / band_px, 0.0, 1.0)
-        share, strand = strand_share(image, full, band_px, hair)
-        held = np.maximum(share, inside)
-        unmixed = (share < 1) & (held < alpha - 1e-6) & (full == 0.5)
-        alpha = np.minimum(alpha, held)
+        alpha = np.minimum(alpha, np.maximum(strand_share(image, full, band_px, hair), inside))
     alpha = np.where(full == 0.5, alpha, full)
-    colours = foreground_colours(image, alpha, band_px, common=not hard_thin)
-    # a pixel unmixed as strand and backdrop is the strands' colour: salt-and-pepper hair's mean, a mid grey, made
-    # the crown's fringe a light haze over a navy scene where the strands before the lit window were dark
-    return alpha, np.where(unmixed[..., None], strand, colours)
+    return alpha, foreground_colours(image, alpha, band_px, common=not hard_thin)
 
 
-def strand_share(image: np.ndarray, tri: np.ndarray, band_px: int, hair: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """((H, W), (H, W, 3)): the most of each unknown pixel of ``tri`` within ``hair`` that can be strands, by its
-    lightness between the strands' and the old backdrop's behind them: (L_back − L) / (L_back − L_strands), where those
-    lie ``STRAND_GAP_L`` or more apart, 1 elsewhere; and the strands' colour. The strands are the sure hair's half
-    away from the backdrop's lightness (before a lit window, its darker half: what shows against the window).
-    Dark strands before a lit window mix with it pixel by pixel, and the matte's colour lines, lost in the window's
-    busy pale and blue, kept such pixels nearly whole: a pale blob on the crown over a dark new scene. Lightness
-    alone says how much of the pixel is strand."""
-    img = image.astype(np.float64)
+def strand_share(image: np.ndarray, tri: np.ndarray, band_px: int, hair: np.ndarray) -> np.ndarray:
+    """(H, W): the most of each unknown pixel of ``tri`` within ``hair`` that can be strands, by its lightness between
+    the strands' (the sure subject's near it) and the old backdrop's behind them: (L_back − L) / (L_back − L_hair),
+    where those lie ``STRAND_GAP_L`` or more apart; 1 elsewhere. Dark strands before a lit window mix with it
+    pixel by pixel, and the matte's colour lines, lost in the window's busy pale and blue, kept such pixels nearly
+    whole: a pale blob on the crown over a dark new scene. Lightness alone says how much of the pixel is strand."""
     lightness = cv2.cvtColor(image, cv2.COLOR_RGB2LAB)[..., 0].astype(np.float64) * (100 / 255)
     sigma = 2.0 * max(1, band_px)
     back = spread(lightness, tri == 0, sigma)
-    sure = (tri == 1) & hair  # the face's skin beside a temple is no strand
-    middle = spread(lightness, sure, sigma)
-    far = sure & ((lightness - middle) * (back - middle) <= 0)
-    strands = spread(lightness, far, sigma)
+    strands = spread(lightness, (tri == 1) & hair, sigma)  # the face's skin beside a temple is no strand
     gap = back - strands
     share = (back - lightness) / np.where(np.abs(gap) > 1e-6, gap, 1.0)
     # a pixel past the backdrop's lightness is no mix of the two: a dark strand at a temple, darker than the curtain
     # behind it, taken for the curtain left a hole the new scene showed through
     share = np.where(share < 0, 1.0, np.minimum(share, 1.0))
-    share = np.where(hair & (tri == 0.5) & (np.abs(gap) >= STRAND_GAP_L), share, 1.0)
-    return share, spread(img, far, sigma)
+    return np.where(hair & (tri == 0.5) & (np.abs(gap) >= STRAND_GAP_L), share, 1.0)
 
 
 def separation(image: np.ndarray, tri: np.ndarray, band_px: int) -> np.ndarray:

@@ -190,13 +190,13 @@ def test_a_strand_pixel_keeps_at_most_its_share_by_lightness_between_the_strands
     image[3:6, :6], image[3:6, 6:12], image[3:6, 12:18], image[3:6, 18:] = 140, 40, 240, 140
     hair = np.ones((9, 24), bool)
     hair[:, 18:] = False
-    share, _ = strand_share(image, tri, 2, hair)
+    share = strand_share(image, tri, 2, hair)
     assert 0.3 < share[4, 2] < 0.7  # halfway
     assert (share[4, 8] == 1) and (share[4, 14] == 1)  # darker than the strands, paler than the window
     assert share[4, 20] == 1 and (share[tri != 0.5] == 1).all()  # off the hair; the sure pixels
     close = image.copy()
     close[:3] = 75  # a backdrop nearly the strands' lightness
-    assert (strand_share(close, tri, 2, hair)[0] == 1).all()
+    assert (strand_share(close, tri, 2, hair) == 1).all()
     assert STRAND_GAP_L > 0
 
 
@@ -224,29 +224,6 @@ def test_dark_hair_before_a_lit_window_leaves_no_pale_blob_over_a_dark_scene():
     assert (told[25:] == plain[25:]).all()  # past the band, nothing moves
     same, _ = matte(image, keep, 6, hair=None)
     assert (same == plain).all()
-
-
-def test_an_unmixed_strand_pixel_takes_the_strands_colour_that_shows_against_the_backdrop():
-    """Salt-and-pepper hair (dark and pale strands) whose dark strands mix with a lit window of cream and pale blue:
-    a fringe pixel unmixed as strand and window took the hair's mean colour, a mid grey, and the crown's fringe came
-    out a light haze over a navy scene. It takes the strands' half that shows against the window, the darker one."""
-    rng = np.random.default_rng(4)
-    h, w = 48, 48
-    pepper = rng.random((h, w)) < 0.5
-    hair = np.where(pepper[..., None], (40, 38, 36), (150, 148, 146)).astype(float)
-    window = np.where((np.arange(w) // 2 % 2 == 0)[None, :, None], (235, 228, 212), (170, 200, 226)).astype(float)
-    share = np.zeros((h, w))
-    share[24:] = 1.0
-    share[14:26] = rng.uniform(0.1, 0.9, (12, w))
-    dark = np.array([40.0, 38.0, 36.0])
-    mixed = share[..., None] * np.where(share[..., None] < 1, dark, hair) + (1 - share[..., None]) * window
-    image = np.clip(mixed, 0, 255).astype(np.uint8)
-    keep = np.zeros((h, w), bool)
-    keep[18:] = True
-    alpha, colours = matte(image, keep, 6, hair=np.ones((h, w), bool))
-    fringe = (alpha > 0.05) & (alpha < 0.95) & (np.arange(h)[:, None] < 22)
-    assert fringe.sum() > 100
-    assert colours[fringe].mean() < 60  # the dark strands' colour, not the hair's mean grey (about 95)
 
 
 def test_where_colour_cannot_place_a_hair_outline_its_cut_edge_is_softened_wider():
