@@ -18,7 +18,7 @@ from functools import cached_property
 import cv2
 import numpy as np
 
-from perceptforge.logic.body_mask import disc_kernel, joined, lab_of
+from perceptforge.logic.body_mask import disc_kernel, joined, lab_of, nearer
 
 LEARN_FROM = 0.02  # the backdrop is learnt this far or farther outside the cut, as a share of the longer side
 SMOOTH = 0.03  # the smooth field's Gaussian sigma, as a share of the longer side
@@ -33,6 +33,7 @@ LOCK_PX = 3  # the least width, in pixels, of a strand that is kept
 MATTED = 0.012  # past the cut, the band the matte weighs (``logic/matting``'s 0.8% and a margin), a share of the side
 POCKET = 6.0  # ΔE: a kept pixel this near the backdrop, and FAR × as far from the subject beside it, is the backdrop
 FAR = 3.0
+GAP = 15.0  # ΔE: among hair strands, a kept pixel this near the backdrop, and nearer it than any of the hair's colours
 GRID_PX = 4.0  # a smooth field is blurred on a grid this many cells to its sigma
 POCKET_PX = 4  # a pocket's least area in pixels (a fleck between locks; a pixel or three is noise)
 
@@ -133,6 +134,18 @@ def seen(lab: np.ndarray, keep: np.ndarray, backdrop: Backdrop) -> np.ndarray:
     return like & (to_subject >= FAR * off)
 
 
+def gaps(lab: np.ndarray, keep: np.ndarray, backdrop: Backdrop, hair: np.ndarray) -> np.ndarray:
+    """(H, W) bool: kept pixels in ``hair`` within ``POCKET_REACH`` of the cut, where the backdrop is plain, within
+    ``GAP`` ΔE of it and clearly nearer it than any of the kept hair's own colours (its colour centres, not their
+    mean: a dark head's pale highlights are one of them): the backdrop seen between locks, half mixed with them. Red
+    curls' gaps 3-6 px in stayed pale grey-blue specks over the new scene; a limit on the distance to the hair's mean
+    took 5-S1's pale highlight strands for gaps."""
+    reach = max(1, round(POCKET_REACH * max(keep.shape)))
+    inside = keep & ~cv2.erode(keep.astype(np.uint8), disc_kernel(reach)).astype(bool)
+    like = inside & hair & backdrop.plain & (backdrop.off < GAP)
+    return nearer(lab, like, backdrop.learnt, keep & hair & (backdrop.off >= GAP))
+
+
 def pockets(lab: np.ndarray, keep: np.ndarray, backdrop: Backdrop, protect: np.ndarray | None = None) -> np.ndarray:
     """(H, W) bool: the kept pixels that are the backdrop (``seen``), in pieces of at least ``POCKET_PX`` (a lens's
     corner, a fleck of it between a curl's locks; not a stray pixel) and out to where they are twice as far off it;
@@ -151,12 +164,18 @@ def pockets(lab: np.ndarray, keep: np.ndarray, backdrop: Backdrop, protect: np.n
     return joined(big, loose) | big
 
 
-def see_through(image: np.ndarray, keep: np.ndarray, protect: np.ndarray | None = None) -> np.ndarray:
+def see_through(
+    image: np.ndarray, keep: np.ndarray, protect: np.ndarray | None = None, hair: np.ndarray | None = None
+) -> np.ndarray:
     """``keep`` with the subject's strands past the cut added and the backdrop's pockets inside it taken out, where
-    the backdrop beside it is plain (``strands``, ``pockets``); as it is elsewhere."""
+    the backdrop beside it is plain (``strands``, ``pockets``), and its gaps between locks where the outline is
+    ``hair`` (``gaps``); as it is elsewhere."""
     lab = lab_of(image)
     backdrop = learnt(lab, keep)
     if not backdrop.plain.any():
         return keep
     grown = keep | strands(lab, keep, backdrop)
-    return grown & ~pockets(lab, grown, backdrop, protect)
+    gone = pockets(lab, grown, backdrop, protect)
+    if hair is not None:
+        gone |= gaps(lab, grown, backdrop, hair if protect is None else hair & ~protect)
+    return grown & ~gone

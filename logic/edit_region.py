@@ -439,7 +439,8 @@ def cleaned_outline(
     (``subject_parts``): a sleeve's corner peeled from a fragment beside it left a dark dash on the new scene."""
     h, w = kept.shape
     kept = body_mask.trimmed(image, kept, parts)
-    kept = backdrop.see_through(image, kept, protect=body_mask.boxes_mask(list(held), (h, w)))
+    hair = body_mask.hair_zone(parts, (h, w))
+    kept = backdrop.see_through(image, kept, protect=body_mask.boxes_mask(list(held), (h, w)), hair=hair)
     return subject_parts(kept, protected)
 
 

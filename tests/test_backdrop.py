@@ -141,3 +141,22 @@ def test_a_mask_with_nothing_or_everything_kept_comes_back_as_it_is(kept):
     assert (bd.see_through(image, keep) == keep).all()
     tiny = painted([])[:12, :9]
     assert (bd.see_through(tiny, keep[:12, :9]) == keep[:12, :9]).all()
+
+
+def test_the_backdrop_between_locks_goes_and_a_dark_heads_pale_highlights_stay():
+    """Red curls whose gaps 3-6 px inside the cut hold the plain backdrop mixed with the locks (about 11 ΔE off
+    it): they stayed pale grey-blue specks over the new scene. Where the outline is hair, a kept pixel near the
+    backdrop and nearer it than any of the hair's own colours goes; a dark head's pale highlight strands, one of its
+    colours, stay, and so does all of it where no hair is said to be."""
+    head = disc((90, 100), 50)
+    yy, xx = np.mgrid[0:SIZE, 0:SIZE]
+    rim = head & ~disc((90, 100), 46)  # within the reach of the cut
+    gap = rim & (np.abs(yy - 100) <= 1) & (xx < 60)  # a gap between locks on the left
+    highlight = rim & (np.abs(yy - 80) <= 1) & (xx > 120)  # pale strands on the right
+    mixed = tuple(0.8 * np.array(BACKDROP) + 0.2 * np.array((150, 60, 30)))
+    image = painted([(head, (150, 60, 30)), (gap, mixed), (highlight, (190, 160, 130))])
+    hair = np.ones((SIZE, SIZE), bool)
+    kept = bd.see_through(image, head, hair=hair)
+    assert not (kept & gap).any() and kept[highlight].all()
+    assert kept[head & ~gap].all()
+    assert bd.see_through(image, head)[gap].all()  # no hair zone: the gap is no pocket of the backdrop's colour
