@@ -121,12 +121,17 @@ def strands(lab: np.ndarray, keep: np.ndarray, backdrop: Backdrop) -> np.ndarray
     return joined(keep, out | tie)
 
 
+def _near_cut(keep: np.ndarray) -> tuple[np.ndarray, int]:
+    """The kept pixels within ``POCKET_REACH`` of the cut, and that reach in pixels."""
+    reach = max(1, round(POCKET_REACH * max(keep.shape)))
+    return keep & ~cv2.erode(keep.astype(np.uint8), disc_kernel(reach)).astype(bool), reach
+
+
 def seen(lab: np.ndarray, keep: np.ndarray, backdrop: Backdrop) -> np.ndarray:
     """(H, W) bool: kept pixels within ``POCKET_REACH`` of the cut, where the backdrop is plain, whose colour is the
     backdrop's (within ``POCKET`` ΔE) and ``FAR`` × as far from the subject beside them (the kept pixels that are
     not the backdrop's colour, within the reach): the backdrop seen through the subject."""
-    reach = max(1, round(POCKET_REACH * max(keep.shape)))
-    inside = keep & ~cv2.erode(keep.astype(np.uint8), disc_kernel(reach)).astype(bool)
+    inside, reach = _near_cut(keep)
     off = backdrop.off
     like = inside & backdrop.plain & (off < POCKET)
     subject = _blurred(lab.astype(np.float64), keep & (off >= FAR * POCKET), float(reach))
@@ -140,8 +145,7 @@ def gaps(lab: np.ndarray, keep: np.ndarray, backdrop: Backdrop, hair: np.ndarray
     mean: a dark head's pale highlights are one of them): the backdrop seen between locks, half mixed with them. Red
     curls' gaps 3-6 px in stayed pale grey-blue specks over the new scene; a limit on the distance to the hair's mean
     took 5-S1's pale highlight strands for gaps."""
-    reach = max(1, round(POCKET_REACH * max(keep.shape)))
-    inside = keep & ~cv2.erode(keep.astype(np.uint8), disc_kernel(reach)).astype(bool)
+    inside, _ = _near_cut(keep)
     like = inside & hair & backdrop.plain & (backdrop.off < GAP)
     return nearer(lab, like, backdrop.learnt, keep & hair & (backdrop.off >= GAP))
 
