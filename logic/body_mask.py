@@ -272,11 +272,11 @@ def boxes_mask(boxes: Sequence[tuple[float, float, float, float]], shape: tuple[
     return out
 
 
-def joined(keep: np.ndarray, added: np.ndarray) -> np.ndarray:
-    """The pixels of ``added`` in pieces that touch ``keep`` (8-connected)."""
+def joined(keep: np.ndarray, added: np.ndarray, connectivity: int = 8) -> np.ndarray:
+    """The pixels of ``added`` in pieces that touch ``keep`` (``connectivity``: 8 or 4)."""
     if not added.any():
         return added
-    n, labels = cv2.connectedComponents((keep | added).astype(np.uint8), connectivity=8)
+    n, labels = cv2.connectedComponents((keep | added).astype(np.uint8), connectivity=connectivity)
     touching = np.unique(labels[keep])
     return added & np.isin(labels, touching[touching > 0])
 
@@ -500,7 +500,10 @@ def grown_body(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: flo
     where = _ring(k8, 0, r, True) & below & (parts.person >= SIDE_PERSON)
     inner = _ring(k8, r, 3 * r, False) & below & ~face
     found = nearer(lab_of(image), where, inner, _ring(k8, 2 * r, 5 * r, True) & below, local=4 * r)
-    return keep | joined(keep, found)
+    # through pixels sharing an edge: where sleeve and backdrop are near in colour (a navy suit before a flag's
+    # navy canton) the pixels found scatter, flecks touching only at their corners, and the outline's closing
+    # (``edit_region.subject_only``) made a chain of them a solid bump of the old flag beside 9-S1's sleeve
+    return keep | joined(keep, found, connectivity=4)
 
 
 def textured_hair(

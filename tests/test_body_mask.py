@@ -371,6 +371,19 @@ def test_a_sleeve_cut_inside_its_edge_is_grown_to_it_and_no_further():
     assert not (grown & ~sleeve).any()  # and none of the flag beside it
 
 
+def test_flecks_of_the_sleeves_colour_touching_only_at_corners_are_not_grown():
+    """A flag's dark canton beside a navy sleeve: the pixels found as sleeve scatter, a chain of flecks touching
+    each other and the sleeve only at their corners, and the outline's closing (``edit_region.subject_only``) made
+    them a solid bump of the old flag. The body grows only through pixels sharing an edge."""
+    image, sleeve, keep, parts = sleeve_scene()
+    chain = [(104, 199), (103, 198), (102, 197), (101, 196)]
+    for y, x in chain:
+        image[y, x] = image[50, 250]
+    grown = bm.grown_body(image, sleeve, parts)
+    assert grown[104, 199]  # sharing an edge with the sleeve: taken as its own
+    assert not any(grown[y, x] for y, x in chain[1:])
+
+
 def test_a_dark_canton_beside_a_dark_sleeve_is_told_by_the_colours_beside_it():
     """A busy backdrop of eight colours along the outline, and beside the sleeve a flag's dark canton, a little
     darker than the sleeve, where the coarse person map reaches: four centres learnt over the whole outline missed
