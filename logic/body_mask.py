@@ -42,6 +42,10 @@ CORE, BODY = 0.06, 0.16  # a limb's sure core and its body, as shares of the sho
 # an ear's disc: its radius, and how far outwards and up from the pose's ear point its centre lies, as shares of
 # the ears' spacing (an ear is about a quarter of a head's width tall, its opening low in it)
 EAR_REACH, EAR_OUT, EAR_UP = 0.25, 0.08, 0.06
+# and its lobe's, below it: how far down from the disc's centre and in towards the head, and its radius (the lobe
+# hangs a quarter of the spacing below the opening, under it: 6-x's, 46 px below on a 179 px spacing, lay past the
+# disc and was cut)
+LOBE_DOWN, LOBE_IN, LOBE_REACH = 0.22, 0.08, 0.10
 EAR_TURNED = 0.15  # an ear point this far (× the ears' spacing) inside the face oval's edge is on a turned face
 PROFILE = 0.5  # and one further in is on a face seen from the side
 EAR_CLEARLY = 0.7  # an ear's lit rim is less like the face's skin than the face is: a looser test, in its disc only
@@ -52,6 +56,7 @@ HAIR_PERSON, CURL_PX, UNSEEN_CLEARLY = 0.01, 11, 0.3
 SIDE_HALF_W, SIDE_HALF_H, SIDE_DOWN = 0.3, 0.35, 0.3
 SIDE_PERSON = 0.3  # the person segmenter's probability from which hair there is never trimmed
 CLEARLY = 0.5  # a colour is one side's when it is at most half as far from it as from the other side
+SEED_TRIES = 5  # k-means runs from k-means++ seeds for a side's colours, the most compact kept
 EDGE_REACH = 0.012  # how far past the cut the body is grown to its edge, as a share of the image's longer side
 # hair is told from a blurred backdrop by its strands: where the kept hair is this many times as textured as the
 # backdrop beside it, a pixel past the outline is hair from the two textures' geometric mean up
@@ -205,12 +210,15 @@ def lab_of(image: np.ndarray) -> np.ndarray:
 
 
 def _centres(samples: np.ndarray, k: int) -> np.ndarray:
-    """Up to ``k`` colour centres of (N, 3) samples (k-means, seeded: the same pixels give the same centres)."""
+    """Up to ``k`` colour centres of (N, 3) samples: the most compact of ``SEED_TRIES`` k-means runs from k-means++
+    seeds (seeded: the same pixels give the same centres). One run's random picks moved with any one sample: one pixel
+    more of an ear kept moved the centres a sleeve was told by, and flecks of a flag beside it came and went; the best
+    of several moves only as the colours do."""
     k = max(1, min(k, len(samples)))
     cv2.setRNGSeed(0)
     criteria = (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 20, 0.5)
     labels = np.zeros((len(samples), 1), np.int32)
-    _, _, centres = cv2.kmeans(samples.astype(np.float32), k, labels, criteria, 1, cv2.KMEANS_PP_CENTERS)
+    _, _, centres = cv2.kmeans(samples.astype(np.float32), k, labels, criteria, SEED_TRIES, cv2.KMEANS_PP_CENTERS)
     return np.asarray(centres, np.float32)
 
 
@@ -325,6 +333,21 @@ def ear_reach(parts: BodyParts) -> tuple[list[tuple[float, float]], float]:
     return centres, EAR_REACH * span
 
 
+def ear_discs(parts: BodyParts, shape: tuple[int, int]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each seen ear's place, (H, W) bool: its disc and its lobe's below it; and what lies about it (out to 2.5 ×
+    the disc's radius), where the old background beside it is learnt."""
+    centres, radius = ear_reach(parts)
+    span = radius / EAR_REACH if radius > 0 else 0.0
+    middle = float(np.mean([x for x, _ in centres])) if centres else 0.0
+    out = []
+    for x, y in centres:
+        lobe = (x - float(np.sign(x - middle)) * LOBE_IN * span, y + LOBE_DOWN * span)
+        ear = _disc(shape, (x, y), radius) | _disc(shape, lobe, LOBE_REACH * span)
+        about = _disc(shape, (x, y), 2.5 * radius) | _disc(shape, lobe, 2.5 * LOBE_REACH * span)
+        out.append((ear, about & ~ear))
+    return out
+
+
 def ear_zone(parts: BodyParts, shape: tuple[int, int]) -> np.ndarray:
     """(H, W) bool: the seen ears' discs."""
     zone = np.zeros(shape, bool)
@@ -335,9 +358,8 @@ def ear_zone(parts: BodyParts, shape: tuple[int, int]) -> np.ndarray:
 
 
 def whole_ears(image: np.ndarray, keep: np.ndarray, parts: BodyParts) -> np.ndarray:
-    """``keep`` with each seen ear kept out to its rim: the pixels within ``EAR_REACH`` × the ears' spacing of the
-    pose's ear point whose colour is clearly the face's skin and not the old background's about the ear, joined to
-    what is kept."""
+    """``keep`` with each seen ear kept out to its rim: the pixels of its disc and its lobe's (``ear_discs``) whose
+    colour is clearly the face's skin and not the old background's about the ear, joined to what is kept."""
     if parts.face is None or not parts.face.any() or parts.ear_span <= 0:
         return keep
     lab = lab_of(image)
@@ -347,10 +369,9 @@ def whole_ears(image: np.ndarray, keep: np.ndarray, parts: BodyParts) -> np.ndar
     if face.any():
         face &= lab[..., 0] >= np.percentile(lab[face][:, 0], 10)
     out = keep.copy()
-    centres, radius = ear_reach(parts)
-    for centre in centres:
-        disc = _disc(keep.shape, centre, radius)
-        around = _disc(keep.shape, centre, 2.5 * radius) & ~disc & ~keep
+    _, radius = ear_reach(parts)
+    for disc, about in ear_discs(parts, keep.shape):
+        around = about & ~keep
         skin = joined(out, nearer(lab, disc & ~out, face, around, k=3, clearly=EAR_CLEARLY))
         # less what sticks out one pixel thin: a shadow's two pixels past an ear's rim, over a curtain, came out a
         # red-brown nub on the new scene (a rounded rim's own tip rests on three pixels, and stays)
@@ -452,25 +473,36 @@ def trimmed(image: np.ndarray, keep: np.ndarray, parts: BodyParts, band: int = 5
     """``keep`` less the pixels within ``band`` of its outline whose colour is clearly the old background's beside
     them (outside the outline, ``band`` to 5 × ``band`` away) and not the subject's (inside, 3 to 6 × ``band`` in,
     past where a sliver reaches): a strip of a window kept between a jaw and a collar, peeled ``passes`` times, each
-    time only what touches the outside. What is surely the subject, the face oval, the ears and the annotated hair
-    box stay."""
+    time only what touches the outside. What is surely the subject, the face oval, the ears (but what in their discs
+    is paler than the face's lit skin) and the annotated hair box (and its margin below it) stay."""
     face = parts.face if parts.face is not None else np.zeros(keep.shape, bool)
     ears = ear_zone(parts, keep.shape)
-    # nor the hair: grey hair against a lit window is the window's colour at its tips, and the matte decides there
+    # nor the hair: grey hair against a lit window is the window's colour at its tips, and the matte decides there;
+    # in the drawn box, and below it as far as ``textured_hair`` grows strands: a sideburn's strands grown just below
+    # the drawn box were peeled again, a bite of the new scene in 9-x's temple (past the box's sides, white hair's
+    # fringe before a pale painting, grown by texture, stays the trim's: left, its edge came out notched)
     hair = np.zeros(keep.shape, bool)
     if parts.hair is not None:
         x0, y0, x1, y1 = parts.hair
         hair[max(0, int(y0)) : int(np.ceil(y1)), max(0, int(x0)) : int(np.ceil(x1))] = True
+        hair |= _hair_box(parts, keep.shape) & ~boxes_mask([(0, 0, keep.shape[1], y1)], keep.shape)
     # nor white hair below the ears, as pale as a flag's white stripe beside it (where the person segmenter sees some
     # person: not a strip of the backdrop), where hair may hang there
     if hangs_below_ears(parts.hair, parts.ears):
         hair |= _side_zone(parts, parts.ears, keep.shape)
     lab = lab_of(image)
+    # an ear's dark groove beside a red curtain is still the ear; what is paler than the face's lit skin in an ear's
+    # disc, and nearer the backdrop about the ear than the face's skin, may be the window between a lobe and the jaw
+    # (9-B1's pale wedge under the lobe); a lit ear before a white flag is the face's colour, and stays
+    if face.any():
+        pale = ears & (lab[..., 0] > np.percentile(lab[face][:, 0], 90))
+        about = np.logical_or.reduce([np.zeros(keep.shape, bool), *(a for _, a in ear_discs(parts, keep.shape))])
+        ears &= ~(pale & ~nearer(lab, pale, face, about & ~keep, k=3, clearly=1.0))
     out = keep.copy()
     for _ in range(passes):
         k8 = out.astype(np.uint8)
         rim = out & ~cv2.erode(k8, disc_kernel(band)).astype(bool)
-        rim &= ~parts.sure & ~face & ~ears & ~hair  # an ear's dark groove beside a red curtain is still the ear
+        rim &= ~parts.sure & ~face & ~ears & ~hair
         if not rim.any():
             break
         old = nearer(lab, rim, _ring(k8, band, 5 * band, True), _ring(k8, 3 * band, 6 * band, False))
