@@ -112,6 +112,22 @@ def test_a_pixel_a_third_subject_or_less_takes_the_subjects_colour_near_it():
     assert np.abs(own - hair_mean).max() > 12  # a mostly-subject pixel keeps its own recovered colour
 
 
+def test_a_dark_rim_pixel_between_pale_skin_and_a_dark_backdrop_takes_the_subjects_dark_colour():
+    """A lapel's dark tip beside a pale neck, over a dark backdrop, the matte unsure of it (alpha a fifth): it took
+    the blurred mean of the subject near it, the neck's and the shirt's pale, a pale smudge on the new scene. On a
+    segmenter's cut it takes the colour of the subject's part nearest its own, the lapel's."""
+    h, w = 40, 40
+    image = np.zeros((h, w, 3), np.uint8)
+    image[:, 20:] = (58, 57, 52)  # the dark backdrop
+    image[:, :15] = (230, 175, 160)  # the neck's skin
+    image[:, 15:20] = (35, 38, 55)  # the lapel's tip, 5 px wide
+    alpha = np.zeros((h, w))
+    alpha[:, :18] = 1.0
+    alpha[:, 18:20] = 0.2  # the lapel's edge, which the matte took for the backdrop
+    tip = foreground_colours(image, alpha, band_px=3, common=True)[20, 19]
+    assert tip.max() < 80  # the lapel's navy, not the skin's pale
+
+
 def test_a_segmenters_cut_holds_a_rim_to_the_colours_the_subject_commonly_has():
     """A navy shoulder's edge over a red curtain, with a paler blue rim of its own: the curtain taken out of the rim
     left a light-blue line over a grey wall. On a segmenter's cut the rim's colour is held to what the jacket
