@@ -438,6 +438,23 @@ def test_a_sleeve_cut_inside_its_edge_is_grown_to_it_and_no_further():
     assert not (grown & ~sleeve).any()  # and none of the flag beside it
 
 
+def test_a_suits_lit_edge_the_person_model_is_sure_of_is_grown():
+    """A suit's lit edge, paler than the navy within, was not clearly the suit's colour and stayed 4 px outside the
+    cut, where the matte held it at alpha 0.8: 9-S1's shoulders soft and see-through over a wall. Where the person
+    segmenter is sure of the person, nearer the subject's colours than the backdrop's is enough; where it is not, the
+    edge stays out."""
+    image, sleeve, keep, parts = sleeve_scene()
+    image[(image == 235).all(axis=-1)] = (110, 125, 160)  # the flag's pale stripes a slate blue
+    image[20:, 200:204] = (55, 70, 105)  # the lit edge, between the cut (column 204) and the sleeve's edge
+    person = parts.person.copy()
+    person[20:, 200:204] = 0.5
+    unsure = bm.grown_body(image, keep, bm.BodyParts(parts.sure, parts.body, parts.ears, 100.0, person=person))
+    assert not unsure[20:, 200:204].any()
+    person[20:, 200:] = 0.95
+    grown = bm.grown_body(image, keep, bm.BodyParts(parts.sure, parts.body, parts.ears, 100.0, person=person))
+    assert grown[20:, 200:204].all() and not (grown & ~sleeve).any()
+
+
 def test_flecks_of_the_sleeves_colour_touching_only_at_corners_are_not_grown():
     """A flag's dark canton beside a navy sleeve: the pixels found as sleeve scatter, a chain of flecks touching
     each other and the sleeve only at their corners, and the outline's closing (``edit_region.subject_only``) made
