@@ -519,7 +519,8 @@ def trimmed(image: np.ndarray, keep: np.ndarray, parts: BodyParts, band: int = 5
 def grown_body(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: float = EDGE_REACH) -> np.ndarray:
     """``keep`` grown out to the body's own edge below the ears: pixels within ``reach`` × the image's longer side
     of the outline, where the person segmenter sees some person, whose colour is clearly that of what is kept
-    near the outline and not the old background's beyond, joined to what is kept. The segmenter's coarse map
+    near the outline and not the old background's beyond (nearer it is enough where the segmenter is sure of the
+    person, ``BODY_SURE``), joined to what is kept through pixels sharing an edge. The segmenter's coarse map
     and Eq. 1's shrink leave the cut a few pixels inside a sleeve; past the matte's band the sleeve was cut, a
     ragged edge with the flag's colours taken out of it (teal flecks along a dark sleeve). Above the ears the
     head's outline is hair the segmenter follows and what lies past it is the backdrop's: left as it is."""
