@@ -234,11 +234,12 @@ def nearer(
     theirs: np.ndarray,
     k: int = 4,
     min_samples: int = 20,
-    clearly: float = CLEARLY,
+    clearly: float | np.ndarray = CLEARLY,
     local: int | None = None,
 ) -> np.ndarray:
     """(H, W) bool: the pixels of ``where`` whose colour (CIELAB) is clearly that of the ``ours`` samples and not
-    of ``theirs`` (at most ``clearly`` × as far from the nearest of ``k`` centres of ours as of theirs); nothing
+    of ``theirs`` (at most ``clearly``, a number or (H, W) per pixel, × as far from the nearest of ``k`` centres of
+    ours as of theirs); nothing
     when either side has fewer than ``min_samples`` pixels to learn from. With ``local``, theirs are also learnt in
     tiles of that many pixels, from the samples within a tile's width about each (``local_distance``)."""
     out = np.zeros(where.shape, bool)
@@ -248,7 +249,7 @@ def nearer(
     d_theirs = _distance(lab[where], _centres(lab[theirs], k))
     if local is not None:
         d_theirs = np.minimum(d_theirs, local_distance(lab, where, theirs, k, local, min_samples)[where])
-    out[where] = d_ours <= clearly * d_theirs
+    out[where] = d_ours <= (clearly[where] if isinstance(clearly, np.ndarray) else clearly) * d_theirs
     return out
 
 
@@ -533,13 +534,12 @@ def grown_body(image: np.ndarray, keep: np.ndarray, parts: BodyParts, reach: flo
     face = parts.face if parts.face is not None else np.zeros((h, w), bool)
     where = _ring(k8, 0, r, True) & below & (parts.person >= SIDE_PERSON)
     inner = _ring(k8, r, 3 * r, False) & below & ~face
-    lab, theirs = lab_of(image), _ring(k8, 2 * r, 5 * r, True) & below
-    found = nearer(lab, where, inner, theirs, local=4 * r)
     # where the person segmenter is sure of the person, nearer the subject's colours is enough: a suit's lit edge,
     # paler than the navy within, was not clearly the suit's, and left 4 px outside the cut, the matte held it at
     # alpha 0.8 (9-S1's shoulders, soft and see-through over a wall)
-    sure = where & (parts.person >= BODY_SURE)
-    found |= nearer(lab, sure, inner, theirs, local=4 * r, clearly=1.0)
+    clearly = np.where(parts.person >= BODY_SURE, 1.0, CLEARLY)
+    theirs = _ring(k8, 2 * r, 5 * r, True) & below
+    found = nearer(lab_of(image), where, inner, theirs, clearly=clearly, local=4 * r)
     # through pixels sharing an edge: where sleeve and backdrop are near in colour (a navy suit before a flag's
     # navy canton) the pixels found scatter, flecks touching only at their corners, and the outline's closing
     # (``edit_region.subject_only``) made a chain of them a solid bump of the old flag beside 9-S1's sleeve
